@@ -1,0 +1,34 @@
+-- Dead-letter jobs (attempts exhausted or a permanent failure), then enforce retention.
+-- The record stays stored so `hourglass dead retry` can requeue it.
+-- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash
+-- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash
+-- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
+-- ARGV[4..]: triples of id, attempt, info JSON (reason, attempts, last error)
+-- Returns: how many were dead-lettered
+local n = 0
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  if redis.call('HGET', KEYS[4], id) == ARGV[i + 1] then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[4], id)
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('ZADD', KEYS[6], ARGV[1], id)
+    redis.call('HSET', KEYS[7], id, ARGV[i + 2])
+    n = n + 1
+  end
+end
+-- retention, at most 1000 removals of each kind per call so the script stays short
+local function drop(ids)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[6], id)
+    redis.call('HDEL', KEYS[7], id)
+    redis.call('HDEL', KEYS[3], id)
+  end
+end
+drop(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000))
+local excess = redis.call('ZCARD', KEYS[6]) - tonumber(ARGV[2])
+if excess > 0 then
+  drop(redis.call('ZRANGE', KEYS[6], 0, math.min(excess, 1000) - 1))
+end
+return n

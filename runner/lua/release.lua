@@ -1,0 +1,21 @@
+-- Give back claimed jobs this runner will not finish (shutdown past its grace):
+-- due now, and the attempt is not counted.
+-- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: attempt hash
+-- ARGV[1]: now ms   ARGV[2]: wake channel   ARGV[3]: topic
+-- ARGV[4..]: pairs of id, attempt
+-- Returns: how many were released
+local before = head_due(KEYS[2])
+local n = 0
+for i = 4, #ARGV, 2 do
+  local id = ARGV[i]
+  if redis.call('HGET', KEYS[3], id) == ARGV[i + 1] then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZADD', KEYS[2], ARGV[1], id)
+    redis.call('HINCRBY', KEYS[3], id, -1)
+    n = n + 1
+  end
+end
+if n > 0 then
+  wake_if_earlier(ARGV[2], ARGV[3], tonumber(ARGV[1]), before)
+end
+return n

@@ -1,0 +1,112 @@
+//! `hourglass enqueue`: add one job to a topic.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::anyhow;
+
+use super::{Failure, load_config};
+use crate::clock::now_ms;
+use crate::config::parse_duration;
+use crate::redis::{Enqueued, NewJob};
+use crate::worker::connect;
+
+/// The largest payload accepted (Redis' own limit for one value is 512 MiB).
+pub const MAX_PAYLOAD: usize = 64 << 20;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    hourglass enqueue order_cancel '{\"order_id\":42}' --delay 30m\n  \
+    hourglass enqueue notify @message.json --at 2026-12-01T09:00:00+01:00 --id user-7-day-23\n  \
+    echo -n hello | hourglass enqueue echo -")]
+pub(super) struct Args {
+    /// The topic, as named in queues.toml.
+    topic: String,
+    /// The payload: literal text, @FILE to read a file, or - to read standard input.
+    payload: String,
+    /// Run after this long, e.g. 250ms, 30s, 30m, 2h, 7d.
+    #[arg(long, conflicts_with = "at")]
+    delay: Option<String>,
+    /// Run at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z or with an offset).
+    #[arg(long)]
+    at: Option<String>,
+    /// Your id for the job; enqueueing an id that is still live does nothing (and says so).
+    #[arg(long)]
+    id: Option<String>,
+    /// Attempts before the job is dead-lettered (default: the topic's max_attempts).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_attempts: Option<u32>,
+}
+
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+    let config = load_config(config)?;
+    if config.topic(&args.topic).is_none() {
+        let known: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
+        return Err(Failure::input(anyhow!(
+            "topic {:?} is not in {} (topics: {})",
+            args.topic,
+            config.path.display(),
+            known.join(", ")
+        )));
+    }
+    if let Some(id) = &args.id {
+        check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;
+    }
+    let payload = read_payload(&args.payload)?;
+    let now = now_ms();
+    let due_at_ms = match (&args.delay, &args.at) {
+        (Some(d), _) => now + millis(parse_duration(d).map_err(|e| Failure::input(anyhow!("--delay: {e}")))?),
+        (None, Some(at)) => {
+            let at: jiff::Timestamp = at
+                .parse()
+                .map_err(|e| Failure::input(anyhow!("--at {at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}")))?;
+            u64::try_from(at.as_millisecond()).map_err(|_| Failure::input(anyhow!("--at is before 1970")))?
+        }
+        (None, None) => now,
+    };
+    let (queue, _embedded) = connect(&config).await?;
+    let job = NewJob { id: args.id, payload, due_at_ms, max_attempts: args.max_attempts.unwrap_or(0) };
+    let answer = queue.enqueue(&queue.keys(&args.topic), &[job], now).await?;
+    let due = jiff::Timestamp::from_millisecond(due_at_ms as i64).map(|t| t.to_string()).unwrap_or_default();
+    match answer.first() {
+        Some(Enqueued::New(id)) => println!("enqueued {}/{id}, due {due}", args.topic),
+        Some(Enqueued::Duplicate(id)) => println!("duplicate: {}/{id} is already live; not enqueued again", args.topic),
+        None => return Err(anyhow!("redis did not answer the enqueue").into()),
+    }
+    Ok(())
+}
+
+/// Job ids are stored as Redis hash fields and shown in logs: printable, bounded.
+pub fn check_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 512 {
+        return Err("--id must be 1 to 512 bytes".into());
+    }
+    if id.chars().any(char::is_control) {
+        return Err(format!("--id {id:?} contains control characters"));
+    }
+    Ok(())
+}
+
+fn read_payload(arg: &str) -> Result<Vec<u8>, Failure> {
+    let bytes = if arg == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .take(MAX_PAYLOAD as u64 + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Failure::input(anyhow!("reading the payload from standard input: {e}")))?;
+        buf
+    } else if let Some(file) = arg.strip_prefix('@') {
+        std::fs::read(file).map_err(|e| Failure::input(anyhow!("reading the payload file {file:?}: {e}")))?
+    } else {
+        arg.as_bytes().to_vec()
+    };
+    if bytes.len() > MAX_PAYLOAD {
+        return Err(Failure::input(anyhow!("the payload is larger than {} MiB", MAX_PAYLOAD >> 20)));
+    }
+    Ok(bytes)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
+}

@@ -1,0 +1,103 @@
+//! The `hourglass` command line: one file per command, dispatched from here.
+//!
+//! Exit codes: 0 success, 1 a failure at run time (Redis, a handler),
+//! 2 bad input (arguments, `queues.toml`, a payload file).
+
+mod build;
+mod check;
+mod enqueue;
+mod run;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Delayed and retried jobs on Redis, handled by sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "hourglass", version, propagate_version = true)]
+pub struct Cli {
+    /// The configuration file.
+    #[arg(long, short, global = true, env = "HOURGLASS_CONFIG", default_value = "queues.toml")]
+    pub config: PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the jobs of every topic in queues.toml until SIGINT/SIGTERM.
+    Run,
+    /// Add a job to a topic.
+    Enqueue(enqueue::Args),
+    /// Show per-topic counts: scheduled, ready, running, dead.
+    Stats(stats::Args),
+    /// Validate queues.toml and every handler; run nothing.
+    Check,
+    /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
+    Build(build::Args),
+}
+
+/// An error with the exit code it deserves.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    /// Bad input: exit code 2.
+    pub fn input(error: impl Into<anyhow::Error>) -> Failure {
+        Failure { code: 2, error: error.into() }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Failure {
+        Failure { code: 1, error: error.into() }
+    }
+}
+
+/// Parse the arguments, run the command, report and exit.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let quiet = !matches!(cli.command, Command::Run);
+    init_tracing(quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run => run::run(&cli.config).await,
+            Command::Enqueue(args) => enqueue::run(&cli.config, args).await,
+            Command::Stats(args) => stats::run(&cli.config, args).await,
+            Command::Check => check::run(&cli.config).await,
+            Command::Build(args) => build::run(&cli.config, args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure { code, error }) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn init_tracing(quiet: bool) {
+    let default = if quiet { "warn" } else { "info,wasmtime=warn,cranelift=warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// Load the configuration; an invalid one is bad input.
+pub(crate) fn load_config(path: &std::path::Path) -> Result<crate::Config, Failure> {
+    crate::Config::load(path).map_err(Failure::input)
+}

@@ -1,0 +1,10 @@
+//! Wall-clock time in milliseconds since the Unix epoch: the unit of every
+//! score in Redis. Only the edges of the program read the clock; everything
+//! below takes `now_ms` as an argument.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

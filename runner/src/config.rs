@@ -1,0 +1,228 @@
+//! `queues.toml`: parsed strictly (unknown keys are errors), validated whole,
+//! and resolved into [`Config`] before anything connects or spawns.
+//!
+//! Every error names the file, line and column and the field at fault.
+
+mod raw;
+mod units;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use units::{parse_duration, parse_size};
+
+/// Where the jobs live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// A `redis://`, `rediss://` or `unix://` URL.
+    Url(String),
+    /// The runner starts and owns a local redis-server with its data in this folder.
+    Embedded {
+        /// The folder holding the AOF files and the unix socket.
+        dir: PathBuf,
+    },
+}
+
+/// The `[redis]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// The server to use.
+    pub target: RedisTarget,
+    /// Prefix of every key, so several deployments can share one server.
+    pub namespace: String,
+}
+
+/// The `[runner]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerConfig {
+    /// Where the compiled handler components are (relative paths resolved against the config file).
+    pub handlers_dir: PathBuf,
+    /// Jobs in flight in this process, all topics together.
+    pub concurrency: u32,
+    /// How long running handlers may finish after SIGINT/SIGTERM before their jobs are released.
+    pub shutdown_grace: Duration,
+    /// Added to a topic's timeout to make its lease: how long a dead runner holds a job.
+    pub lease_margin: Duration,
+}
+
+/// Exponential backoff between attempts: `base * factor^(attempt-1)`, capped, with jitter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failed attempt.
+    pub base: Duration,
+    /// Growth per further attempt.
+    pub factor: f64,
+    /// Upper bound on any delay.
+    pub max: Duration,
+    /// Fraction (0..=1) by which each delay is randomly shortened or lengthened.
+    pub jitter: f64,
+}
+
+/// How many dead letters a topic keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// At most this many; the oldest are dropped first.
+    pub keep: u64,
+    /// None older than this.
+    pub max_age: Duration,
+}
+
+/// One `[[topic]]`, with the `[defaults]` applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicConfig {
+    /// The topic's name, as producers use it.
+    pub name: String,
+    /// The handler component's path.
+    pub handler: PathBuf,
+    /// Higher is served first when several topics have due jobs.
+    pub priority: i64,
+    /// Jobs of this topic in flight in this process.
+    pub concurrency: u32,
+    /// Wall-clock limit of one attempt; the guest is stopped when it runs out.
+    pub timeout: Duration,
+    /// Attempts before dead-lettering, for jobs that do not set their own.
+    pub max_attempts: u32,
+    /// Delay between attempts when the handler does not choose one.
+    pub backoff: Backoff,
+    /// Linear memory limit of one instance, in bytes.
+    pub memory: u64,
+    /// Dead-letter retention.
+    pub dead_letter: DeadLetter,
+    /// Topics this topic's handler may enqueue follow-up jobs to.
+    pub may_enqueue: Vec<String>,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// `[redis]`.
+    pub redis: RedisConfig,
+    /// `[runner]`.
+    pub runner: RunnerConfig,
+    /// The topics, in file order.
+    pub topics: Vec<TopicConfig>,
+}
+
+/// A configuration that cannot be used, with where and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid, at a known place.
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Config::parse(path, &text)
+    }
+
+    /// Validate `text` as if read from `path` (relative paths resolve against its folder).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let invalid = |span: Option<std::ops::Range<usize>>, message: String| {
+            let (line, column) = span.map_or((1, 1), |s| line_col(text, s.start));
+            ConfigError::Invalid { path: path.to_owned(), line, column, message }
+        };
+        let raw: raw::File = toml::from_str(text).map_err(|e| {
+            let message = e.message().to_owned();
+            invalid(e.span(), message)
+        })?;
+        let base = path.parent().map(Path::to_owned).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+
+        let redis = raw.redis.resolve(&base).map_err(|(span, m)| invalid(Some(span), m))?;
+        let runner = raw.runner.resolve(&base);
+        let defaults = raw.defaults;
+        let mut topics = Vec::with_capacity(raw.topics.len());
+        let mut names = HashSet::new();
+        for topic in &raw.topics {
+            let span = topic.name.span();
+            let name = topic.name.get_ref();
+            if let Err(why) = check_topic_name(name) {
+                return Err(invalid(Some(span), format!("field `name`: {why}")));
+            }
+            if !names.insert(name.clone()) {
+                return Err(invalid(Some(span), format!("field `name`: topic {name:?} is defined twice")));
+            }
+            let resolved = topic.resolve(&defaults, &runner);
+            if !resolved.handler.is_file() {
+                return Err(invalid(
+                    Some(topic.handler.span()),
+                    format!(
+                        "field `handler`: topic {name:?}: handler file {} does not exist (build it with `hourglass build`)",
+                        resolved.handler.display()
+                    ),
+                ));
+            }
+            topics.push(resolved);
+        }
+        for topic in &raw.topics {
+            for target in topic.may_enqueue.iter().flatten() {
+                if !names.contains(target.get_ref()) {
+                    return Err(invalid(
+                        Some(target.span()),
+                        format!(
+                            "field `may_enqueue`: topic {:?} may enqueue to {:?}, which is not a topic here",
+                            topic.name.get_ref(),
+                            target.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Config { path: path.to_owned(), redis, runner, topics })
+    }
+
+    /// The topic called `name`.
+    pub fn topic(&self, name: &str) -> Option<&TopicConfig> {
+        self.topics.iter().find(|t| t.name == name)
+    }
+
+    /// The largest memory limit of any topic: what the instance pool must allow.
+    pub fn max_memory(&self) -> u64 {
+        self.topics.iter().map(|t| t.memory).max().unwrap_or(units::DEFAULT_MEMORY)
+    }
+}
+
+/// Topic names end up inside Redis keys and hash tags: keep them plain.
+pub fn check_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 128 {
+        return Err("a topic name is 1 to 128 characters".into());
+    }
+    match name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))) {
+        Some(c) => Err(format!("{name:?} contains {c:?}; use letters, digits, '_', '-' and '.'")),
+        None => Ok(()),
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+use std::path::Path;
+
+use super::*;
+
+fn with_handler(toml: &str) -> (tempfile::TempDir, Result<Config, ConfigError>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("handlers")).unwrap();
+    std::fs::write(dir.path().join("handlers/echo.wasm"), b"").unwrap();
+    let path = dir.path().join("queues.toml");
+    let result = Config::parse(&path, toml);
+    (dir, result)
+}
+
+fn error_at(result: Result<Config, ConfigError>) -> (usize, String) {
+    match result {
+        Err(ConfigError::Invalid { line, message, .. }) => (line, message),
+        other => panic!("expected an invalid config, got {other:?}"),
+    }
+}
+
+#[test]
+fn defaults_apply_and_topics_override() {
+    let (_d, c) = with_handler(
+        "[defaults]\nmax_attempts = 7\ntimeout = \"2s\"\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n\
+         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\ntimeout = \"250ms\"\npriority = 3\n",
+    );
+    let c = c.unwrap();
+    assert_eq!(c.topics[0].max_attempts, 7);
+    assert_eq!(c.topics[0].timeout, Duration::from_secs(2));
+    assert_eq!(c.topics[1].timeout, Duration::from_millis(250));
+    assert_eq!(c.topics[1].priority, 3);
+    assert_eq!(c.redis.namespace, "hourglass");
+}
+
+#[test]
+fn unknown_key_names_its_line() {
+    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\npriorty = 3\n");
+    let (line, message) = error_at(r);
+    assert_eq!(line, 4);
+    assert!(message.contains("priorty"), "{message}");
+}
+
+#[test]
+fn bad_duration_names_its_line_and_value() {
+    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\ntimeout = \"5 parsecs\"\n");
+    let (line, message) = error_at(r);
+    assert_eq!(line, 4);
+    assert!(message.contains("5 parsecs"), "{message}");
+}
+
+#[test]
+fn missing_handler_file_names_the_field() {
+    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"nope.wasm\"\n");
+    let (line, message) = error_at(r);
+    assert_eq!(line, 3);
+    assert!(message.contains("handler") && message.contains("nope.wasm"), "{message}");
+}
+
+#[test]
+fn duplicate_topics_and_unknown_follow_up_targets_are_rejected() {
+    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n");
+    assert_eq!(error_at(r).0, 5);
+    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nmay_enqueue = [\"ghost\"]\n");
+    assert!(error_at(r).1.contains("ghost"));
+}
+
+#[test]
+fn topic_names_cannot_break_hash_tags() {
+    let (_d, r) = with_handler("[[topic]]\nname = \"a}b\"\nhandler = \"echo.wasm\"\n");
+    assert_eq!(error_at(r).0, 2);
+}
+
+#[test]
+fn error_display_starts_with_file_line_column() {
+    let err = Config::parse(Path::new("/x/queues.toml"), "[runner]\nconcurency = 3\n").unwrap_err();
+    assert!(err.to_string().starts_with("/x/queues.toml:2:1: "), "{err}");
+}

@@ -1,0 +1,47 @@
+//! What happens to jobs, as a stream: the runner's log, `hourglass stats`
+//! lateness and the integration tests all read it. Events are sent after
+//! the state change they report is committed to Redis.
+
+/// One thing that happened to one attempt of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The job's topic.
+    pub topic: String,
+    /// The job's id.
+    pub id: String,
+    /// The attempt (1-based).
+    pub attempt: u32,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    /// The handler is about to be called.
+    Started {
+        /// When the attempt was due (ms).
+        due_at_ms: u64,
+        /// When the handler was called (ms), never before `due_at_ms`.
+        started_at_ms: u64,
+    },
+    /// Acknowledged and deleted.
+    Acked,
+    /// Rescheduled.
+    Retried {
+        /// When the next attempt is due (ms).
+        next_due_ms: u64,
+        /// Why this attempt failed.
+        reason: String,
+    },
+    /// Moved to the dead-letter set.
+    Dead {
+        /// Why.
+        reason: String,
+    },
+    /// Given back without counting the attempt (shutdown, no free instance).
+    Released,
+}
+
+/// The sending side; cheap to clone, free when nobody listens.
+pub type EventSender = tokio::sync::broadcast::Sender<Event>;

@@ -1,0 +1,26 @@
+//! hourglass: delayed and retried jobs on Redis, handled by sandboxed
+//! WebAssembly components that can be replaced while the runner runs.
+//!
+//! # Layout
+//!
+//! - [`config`]: `queues.toml`, parsed strictly and validated whole.
+//! - [`redis`]: the job pipeline in Redis, one Lua script per state change;
+//!   the only module that talks to Redis.
+//! - [`wasm`]: compiling handlers and running one attempt in a fresh, limited
+//!   instance; the only module that touches wasmtime.
+//! - [`worker`]: the runner: priority scheduling, attempts, commits, shutdown.
+//! - [`events`]: what happened to jobs, as a stream.
+//! - [`cli`]: the `hourglass` command line.
+//! - `clock`, `backoff`: time in milliseconds; retry delays.
+
+pub mod backoff;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod events;
+pub mod redis;
+pub mod wasm;
+pub mod worker;
+
+pub use config::Config;
+pub use worker::Runner;

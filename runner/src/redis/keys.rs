@@ -1,0 +1,64 @@
+//! Every Redis key name hourglass uses, and nothing else names keys.
+//!
+//! All keys of one topic share the hash tag `{topic}`, so each topic lives
+//! in one Redis Cluster slot and every script touches keys of one slot only.
+
+/// The keys of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicKeys {
+    /// The topic's name.
+    pub topic: String,
+    /// zset id → due time (ms): scheduled, waiting to retry, or due now.
+    pub pending: String,
+    /// zset id → lease deadline (ms): claimed by a runner.
+    pub lease: String,
+    /// hash id → encoded record (max attempts, enqueued-at, payload).
+    pub job: String,
+    /// hash id → attempts started so far (fencing token of a lease).
+    pub attempt: String,
+    /// hash id → last error of a failed attempt.
+    pub error: String,
+    /// zset id → time of death (ms).
+    pub dead: String,
+    /// hash id → JSON with reason, attempts and last error.
+    pub dead_info: String,
+    /// Counter behind generated job ids.
+    pub seq: String,
+}
+
+impl TopicKeys {
+    /// The keys of `topic` under `namespace`.
+    pub fn new(namespace: &str, topic: &str) -> TopicKeys {
+        let key = |name: &str| format!("{namespace}:{{{topic}}}:{name}");
+        TopicKeys {
+            topic: topic.to_owned(),
+            pending: key("pending"),
+            lease: key("lease"),
+            job: key("job"),
+            attempt: key("attempt"),
+            error: key("error"),
+            dead: key("dead"),
+            dead_info: key("dead_info"),
+            seq: key("seq"),
+        }
+    }
+}
+
+/// The pub/sub channel on which scripts announce a job that became due earlier
+/// than anything before it: runners sleep until the next due time or this.
+pub fn wake_channel(namespace: &str) -> String {
+    format!("{namespace}:wake")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_keys_of_a_topic_share_one_hash_tag() {
+        let k = TopicKeys::new("ns", "orders");
+        for key in [&k.pending, &k.lease, &k.job, &k.attempt, &k.error, &k.dead, &k.dead_info, &k.seq] {
+            assert!(key.starts_with("ns:{orders}:"), "{key}");
+        }
+    }
+}

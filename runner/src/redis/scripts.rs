@@ -1,0 +1,22 @@
+//! The Lua scripts, loaded once. Each state change of a job is one script;
+//! each script has exactly one wrapper in [`super::Queue`].
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+macro_rules! script {
+    ($name:ident, $file:literal) => {
+        pub(super) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(include_str!("../../lua/prelude.lua"), include_str!(concat!("../../lua/", $file))))
+        });
+    };
+}
+
+script!(ENQUEUE, "enqueue.lua");
+script!(CLAIM, "claim.lua");
+script!(ACK, "ack.lua");
+script!(RETRY, "retry.lua");
+script!(BURY, "bury.lua");
+script!(REQUEUE, "requeue.lua");
+script!(RELEASE, "release.lua");

@@ -1,0 +1,111 @@
+//! What a guest sees of the host: the per-job store data, the `log` import,
+//! the memory limiter, and WASI with nothing granted.
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::hourglass::handler::{log, types};
+
+/// Most bytes of a guest's stdout or stderr kept per attempt.
+const OUTPUT_CAP: usize = 64 * 1024;
+
+/// Which job an instance is running, for its log lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobContext {
+    /// The job's topic.
+    pub topic: String,
+    /// The job's id.
+    pub id: String,
+    /// The attempt.
+    pub attempt: u32,
+}
+
+/// The data of one job's store.
+pub struct Host {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(super) limits: MemoryLimit,
+    pub(super) ctx: JobContext,
+    pub(super) stdout: MemoryOutputPipe,
+    pub(super) stderr: MemoryOutputPipe,
+    pub(super) timed_out: bool,
+}
+
+impl Host {
+    /// A fresh host for one attempt: no files, no network, no environment.
+    pub fn new(ctx: JobContext, memory_limit: u64) -> Host {
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAP);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAP);
+        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        Host {
+            wasi,
+            table: ResourceTable::new(),
+            limits: MemoryLimit { limit: memory_limit, exceeded: None },
+            ctx,
+            stdout,
+            stderr,
+            timed_out: false,
+        }
+    }
+
+    /// Send what the guest printed to the runner's log, one event per line.
+    pub(super) fn flush_output(&self) {
+        let ctx = &self.ctx;
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let bytes = pipe.contents();
+            for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
+                tracing::info!(target: "handler", topic = %ctx.topic, job_id = %ctx.id, attempt = ctx.attempt, stream, "{line}");
+            }
+        }
+    }
+
+    /// The last non-empty line the guest wrote to stderr (a panic message, usually).
+    pub(super) fn last_stderr_line(&self) -> Option<String> {
+        let bytes = self.stderr.contents();
+        String::from_utf8_lossy(&bytes).lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_owned())
+    }
+}
+
+impl WasiView for Host {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl types::Host for Host {}
+
+impl log::Host for Host {
+    fn log(&mut self, level: log::Level, message: String) {
+        let JobContext { topic, id, attempt } = &self.ctx;
+        match level {
+            log::Level::Trace => tracing::trace!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
+            log::Level::Debug => tracing::debug!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
+            log::Level::Info => tracing::info!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
+            log::Level::Error => tracing::error!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
+        }
+    }
+}
+
+/// Caps linear memory at the topic's `memory`; going past it traps the guest
+/// and is remembered so the failure can say why.
+pub struct MemoryLimit {
+    limit: u64,
+    pub(super) exceeded: Option<usize>,
+}
+
+impl ResourceLimiter for MemoryLimit {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired as u64 > self.limit {
+            self.exceeded = Some(desired);
+            wasmtime::bail!("memory limit of {} bytes exceeded", self.limit);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}

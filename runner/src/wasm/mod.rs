@@ -1,0 +1,241 @@
+//! The WebAssembly host: the only module that touches wasmtime.
+//!
+//! One [`Runtime`] per process holds the engine (pooling allocator sized from
+//! the runner's concurrency, epoch interruption), the linker and the epoch
+//! ticker. A [`LoadedHandler`] is a component compiled and pre-instantiated
+//! once per file version. Every attempt runs in a fresh store and instance
+//! with its own time and memory limits; a guest past its time limit is
+//! stopped at its next epoch check, and a host call that hangs is cut off by
+//! a timer as well.
+
+mod epoch;
+mod host;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
+
+pub use host::JobContext;
+use host::Host;
+
+/// Bindings generated from `wit/handler.wit`.
+#[allow(missing_docs)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "handler",
+        exports: { default: async },
+    });
+}
+
+use bindings::hourglass::handler::types as wit;
+
+/// A handler file that cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not a valid WebAssembly component.
+    #[error("{path} is not a valid WebAssembly component: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What wasmtime said.
+        reason: String,
+    },
+    /// A component that does not implement the handler world.
+    #[error("{path} does not implement the hourglass handler contract (wit/handler.wit): {reason}")]
+    Incompatible {
+        /// The file.
+        path: String,
+        /// What does not match.
+        reason: String,
+    },
+}
+
+/// The answer of a handler that returned normally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Done.
+    Ack,
+    /// Try again, after `delay` or the topic's backoff.
+    Retry {
+        /// The handler's choice of delay.
+        delay: Option<Duration>,
+        /// Why.
+        reason: String,
+    },
+    /// Give up for good.
+    Fail(String),
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// The handler answered.
+    Answered(Answer),
+    /// The attempt failed: trap, time limit or memory limit; the reason says which.
+    Failed(String),
+    /// The attempt could not start for a reason that is not the job's fault
+    /// (no instance slot free): release it without counting the attempt.
+    NotStarted(String),
+}
+
+/// Limits of one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time.
+    pub timeout: Duration,
+    /// Linear memory in bytes.
+    pub memory: u64,
+}
+
+/// The input of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInput {
+    /// Id, topic and attempt.
+    pub ctx: JobContext,
+    /// The payload.
+    pub payload: Vec<u8>,
+    /// Attempts in all.
+    pub max_attempts: u32,
+    /// When accepted (ms).
+    pub enqueued_at_ms: u64,
+    /// When due (ms).
+    pub due_at_ms: u64,
+}
+
+/// A compiled, contract-checked handler, ready to instantiate.
+#[derive(Clone)]
+pub struct LoadedHandler {
+    pre: bindings::HandlerPre<Host>,
+}
+
+/// The engine, linker and epoch ticker shared by all handlers.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<Host>,
+    _ticker: epoch::EpochTicker,
+}
+
+impl Runtime {
+    /// An engine whose instance pool has room for `slots` instances at once,
+    /// each with up to `max_memory` bytes of linear memory.
+    pub fn new(slots: u32, max_memory: u64) -> wasmtime::Result<Runtime> {
+        let mut pool = PoolingAllocationConfig::default();
+        // A Rust component is a few core instances, memories and tables; leave room.
+        pool.total_component_instances(slots)
+            .total_core_instances(slots.saturating_mul(8))
+            .total_memories(slots.saturating_mul(2))
+            .total_tables(slots.saturating_mul(4))
+            .total_stacks(slots)
+            .max_memory_size(usize::try_from(max_memory).unwrap_or(usize::MAX));
+        let mut config = Config::new();
+        config
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+            .wasm_backtrace(false);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        bindings::Handler::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h)?;
+        let ticker = epoch::EpochTicker::start(engine.clone());
+        Ok(Runtime { engine, linker, _ticker: ticker })
+    }
+
+    /// Compile `path` and check it against the contract. Blocking (compiling
+    /// takes milliseconds): call it off the async executor.
+    pub fn load(&self, path: &Path) -> Result<LoadedHandler, LoadError> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: shown.clone(), source })?;
+        self.load_bytes(&shown, &bytes)
+    }
+
+    /// Compile `bytes` (read from `name`) and check them against the contract.
+    pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedHandler, LoadError> {
+        let component = Component::from_binary(&self.engine, bytes)
+            .map_err(|e| LoadError::Invalid { path: name.to_owned(), reason: format!("{e:#}") })?;
+        let incompatible = |e: wasmtime::Error| LoadError::Incompatible { path: name.to_owned(), reason: format!("{e:#}") };
+        let pre = self.linker.instantiate_pre(&component).map_err(incompatible)?;
+        let pre = bindings::HandlerPre::new(pre).map_err(incompatible)?;
+        Ok(LoadedHandler { pre })
+    }
+
+    /// Run one attempt in a fresh instance.
+    pub async fn run(&self, handler: &LoadedHandler, job: JobInput, limits: Limits) -> Finish {
+        let mut store = Store::new(&self.engine, Host::new(job.ctx.clone(), limits.memory));
+        store.limiter(|h| &mut h.limits);
+        let deadline = Instant::now() + limits.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut cx| {
+            if Instant::now() >= deadline {
+                cx.data_mut().timed_out = true;
+                wasmtime::bail!("time limit exceeded");
+            }
+            Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+        });
+        let input = wit::Job {
+            id: job.ctx.id,
+            topic: job.ctx.topic,
+            payload: job.payload,
+            attempt: job.ctx.attempt,
+            max_attempts: job.max_attempts,
+            enqueued_at: job.enqueued_at_ms,
+            due_at: job.due_at_ms,
+        };
+        // Epochs do not interrupt host calls (a guest waiting on a WASI clock):
+        // the timer is the second line of defence, dropping the call outright.
+        let call = async {
+            let instance = match handler.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => return Err(Stop::NoSlot(format!("{e}"))),
+                Err(e) => return Err(Stop::Trap(e)),
+            };
+            instance.call_handle(&mut store, &input).await.map_err(Stop::Trap)
+        };
+        let result = tokio::time::timeout(limits.timeout + epoch::TICK * 4, call).await;
+        let host = store.data();
+        host.flush_output();
+        match result {
+            Ok(Ok(outcome)) => Finish::Answered(match outcome {
+                wit::Outcome::Ack => Answer::Ack,
+                wit::Outcome::Retry(r) => Answer::Retry { delay: r.delay_ms.map(Duration::from_millis), reason: r.reason },
+                wit::Outcome::Fail(reason) => Answer::Fail(reason),
+            }),
+            Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
+            Err(_elapsed) => Finish::Failed(format!("time limit of {} exceeded", humantime::format_duration(limits.timeout))),
+            Ok(Err(Stop::Trap(_))) if host.timed_out => {
+                Finish::Failed(format!("time limit of {} exceeded", humantime::format_duration(limits.timeout)))
+            }
+            Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Failed(format!(
+                "memory limit of {} exceeded (the handler asked for {})",
+                bytesize::ByteSize(limits.memory).display().iec(),
+                bytesize::ByteSize(host.limits.exceeded.unwrap_or_default() as u64).display().iec()
+            )),
+            Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.last_stderr_line() {
+                Some(line) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
+                None => format!("trapped: {}", root_cause(&e)),
+            }),
+        }
+    }
+}
+
+enum Stop {
+    NoSlot(String),
+    Trap(wasmtime::Error),
+}
+
+fn root_cause(e: &wasmtime::Error) -> String {
+    match e.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => e.root_cause().to_string(),
+    }
+}

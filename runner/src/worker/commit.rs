@@ -1,0 +1,118 @@
+//! The committer: one task that turns finished attempts into Redis state
+//! changes, batching everything that finished meanwhile into one script call
+//! per topic and kind. A commit that fails is retried for a while; after
+//! that the lease expires and the job runs again (at-least-once).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{Shared, Topic};
+use crate::clock::now_ms;
+use crate::events::EventKind;
+use crate::redis::{DeadInfo, QueueError};
+
+/// Most completions committed in one round.
+const BATCH: usize = 512;
+/// How long a commit is retried while Redis is unreachable.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The state change an attempt asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Decision {
+    Ack,
+    Retry { next_due_ms: u64, reason: String },
+    Dead(DeadInfo),
+    Release,
+}
+
+/// A finished attempt waiting to be committed.
+pub(super) struct Completion {
+    pub topic: Arc<Topic>,
+    pub id: String,
+    pub attempt: u32,
+    pub decision: Decision,
+}
+
+#[derive(Default)]
+struct Batch {
+    topic: Option<Arc<Topic>>,
+    acks: Vec<(String, u32)>,
+    retries: Vec<(String, u32, u64, String)>,
+    dead: Vec<(String, u32, DeadInfo)>,
+    releases: Vec<(String, u32)>,
+}
+
+/// Commit completions until every sender is gone and the channel is drained.
+pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>) {
+    let mut buf = Vec::with_capacity(BATCH);
+    while rx.recv_many(&mut buf, BATCH).await > 0 {
+        let mut by_topic: HashMap<String, Batch> = HashMap::new();
+        for c in buf.drain(..) {
+            let b = by_topic.entry(c.topic.cfg.name.clone()).or_default();
+            b.topic.get_or_insert_with(|| c.topic.clone());
+            match c.decision {
+                Decision::Ack => b.acks.push((c.id, c.attempt)),
+                Decision::Retry { next_due_ms, reason } => b.retries.push((c.id, c.attempt, next_due_ms, reason)),
+                Decision::Dead(info) => b.dead.push((c.id, c.attempt, info)),
+                Decision::Release => b.releases.push((c.id, c.attempt)),
+            }
+        }
+        for batch in by_topic.into_values() {
+            commit(&shared, batch).await;
+        }
+    }
+}
+
+async fn commit(shared: &Shared, b: Batch) {
+    let topic = b.topic.expect("a batch has a topic");
+    let (keys, name) = (&topic.keys, topic.cfg.name.as_str());
+    let q = &shared.queue;
+    if !b.acks.is_empty() && persist("ack", name, || q.ack(keys, &b.acks)).await {
+        for (id, attempt) in &b.acks {
+            shared.emit(name, id, *attempt, EventKind::Acked);
+        }
+    }
+    if !b.retries.is_empty() && persist("retry", name, || q.retry(keys, &b.retries)).await {
+        for (id, attempt, next_due_ms, reason) in b.retries {
+            shared.emit(name, &id, attempt, EventKind::Retried { next_due_ms, reason });
+        }
+    }
+    if !b.dead.is_empty() && persist("dead-letter", name, || q.bury(keys, &b.dead, topic.cfg.dead_letter, now_ms())).await
+    {
+        for (id, attempt, info) in b.dead {
+            shared.emit(name, &id, attempt, EventKind::Dead { reason: info.reason });
+        }
+    }
+    if !b.releases.is_empty() && persist("release", name, || q.release(keys, &b.releases, now_ms())).await {
+        for (id, attempt) in &b.releases {
+            shared.emit(name, id, *attempt, EventKind::Released);
+        }
+    }
+}
+
+/// Run `op` until it succeeds or [`PATIENCE`] runs out; whether it succeeded.
+async fn persist<F, Fut>(what: &str, topic: &str, mut op: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, QueueError>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match op().await {
+            Ok(_) => return true,
+            Err(e) if start.elapsed() < PATIENCE => {
+                tracing::warn!(topic, "{what} not committed yet, retrying: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                tracing::error!(topic, "{what} not committed, giving up (the leases will expire and the jobs run again): {e}");
+                return false;
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The scheduler: claims due jobs in strict priority order while there is
+//! capacity, sleeps until the earliest known due time (or a wake message,
+//! or a finished attempt), requeues expired leases, and on shutdown waits
+//! out the grace period before stopping what still runs.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::commit::Completion;
+use super::wake::Wake;
+use super::{Shared, Topic, attempt};
+use crate::clock::now_ms;
+
+/// Most jobs claimed from one topic in one script call.
+const CLAIM_BATCH: usize = 256;
+/// Most expired leases requeued per topic per scan.
+const REQUEUE_BATCH: usize = 1000;
+/// How often expired leases are looked for.
+const LEASE_SCAN: Duration = Duration::from_secs(1);
+/// A safety net under the wake messages: every topic is looked at this often
+/// even if no message arrives (a lost message never leaves due jobs waiting).
+const WATCHDOG: Duration = Duration::from_secs(1);
+
+/// Never-known due time.
+const NEVER: u64 = u64::MAX;
+
+pub(super) struct Scheduler {
+    shared: Arc<Shared>,
+    /// Highest priority first.
+    topics: Vec<Arc<Topic>>,
+    /// When each topic (same index) next has a due job, as far as we know.
+    next_due: Vec<u64>,
+    global: Arc<tokio::sync::Semaphore>,
+    commits: mpsc::Sender<Completion>,
+    tasks: JoinSet<()>,
+}
+
+impl Scheduler {
+    pub fn new(shared: Arc<Shared>, topics: Vec<Arc<Topic>>, commits: mpsc::Sender<Completion>) -> Scheduler {
+        let global = Arc::new(tokio::sync::Semaphore::new(shared.config.runner.concurrency as usize));
+        let next_due = vec![0; topics.len()];
+        Scheduler { shared, topics, next_due, global, commits, tasks: JoinSet::new() }
+    }
+
+    /// Serve until `shutdown`; returns the attempts that had to be stopped
+    /// after the grace period: (topic, id, attempt), to be released.
+    pub async fn run(
+        mut self,
+        mut wake: mpsc::UnboundedReceiver<Wake>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Vec<(String, String, u32)> {
+        tokio::pin!(shutdown);
+        let mut next_scan = 0;
+        let mut next_probe = now_ms() + millis(WATCHDOG);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let now = now_ms();
+            if now >= next_probe {
+                self.next_due.iter_mut().for_each(|d| *d = (*d).min(now));
+                next_probe = now + millis(WATCHDOG);
+            }
+            if now >= next_scan {
+                self.requeue_expired(now).await;
+                next_scan = now + millis(LEASE_SCAN);
+            }
+            let sleep = match self.claim_round(now).await {
+                Ok(()) => {
+                    pause = Duration::from_millis(50);
+                    let until = self.next_wake().min(next_scan).min(next_probe);
+                    Duration::from_millis(until.saturating_sub(now_ms()))
+                }
+                Err(e) => {
+                    tracing::warn!("claiming failed, retrying in {pause:?}: {e}");
+                    let p = pause;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                    p
+                }
+            };
+            tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                    if let Err(e) = joined { tracing::error!("an attempt task failed: {e}"); }
+                }
+                Some(msg) = wake.recv() => self.on_wake(msg),
+                () = tokio::time::sleep(sleep) => {}
+            }
+        }
+        self.shut_down().await
+    }
+
+    fn on_wake(&mut self, msg: Wake) {
+        match msg {
+            Wake::All => self.next_due.iter_mut().for_each(|d| *d = 0),
+            Wake::Due(topic, due) => {
+                if let Some(i) = self.topics.iter().position(|t| t.cfg.name == topic) {
+                    self.next_due[i] = self.next_due[i].min(due);
+                }
+            }
+        }
+    }
+
+    /// The earliest due time of a topic that could take a job now.
+    fn next_wake(&self) -> u64 {
+        if self.global.available_permits() == 0 {
+            return NEVER;
+        }
+        self.topics
+            .iter()
+            .zip(&self.next_due)
+            .filter(|(t, _)| t.permits.available_permits() > 0)
+            .map(|(_, due)| *due)
+            .min()
+            .unwrap_or(NEVER)
+    }
+
+    /// Claim from due topics, highest priority first, while capacity lasts.
+    async fn claim_round(&mut self, now: u64) -> Result<(), crate::redis::QueueError> {
+        for i in 0..self.topics.len() {
+            if self.next_due[i] > now {
+                continue;
+            }
+            let global = self.global.available_permits();
+            if global == 0 {
+                break;
+            }
+            let topic = self.topics[i].clone();
+            let free = global.min(topic.permits.available_permits()).min(CLAIM_BATCH);
+            if free == 0 {
+                continue;
+            }
+            let lease_until = now + millis(topic.cfg.timeout + self.shared.config.runner.lease_margin);
+            let claimed = self.shared.queue.claim(&topic.keys, now, lease_until, free).await?;
+            self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
+            for job in claimed.jobs {
+                let permits = [
+                    self.global.clone().try_acquire_owned().expect("checked free global capacity"),
+                    topic.permits.clone().try_acquire_owned().expect("checked free topic capacity"),
+                ];
+                self.shared
+                    .inflight
+                    .lock()
+                    .expect("inflight lock")
+                    .insert((topic.cfg.name.clone(), job.id.clone()), job.attempt);
+                let run = attempt::run(self.shared.clone(), self.commits.clone(), topic.clone(), job, permits);
+                self.tasks.spawn(run);
+            }
+        }
+        Ok(())
+    }
+
+    async fn requeue_expired(&self, now: u64) {
+        for topic in &self.topics {
+            match self.shared.queue.requeue_expired(&topic.keys, now, REQUEUE_BATCH).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(topic = %topic.cfg.name, requeued = n, "requeued jobs whose lease expired"),
+                Err(e) => tracing::warn!(topic = %topic.cfg.name, "cannot requeue expired leases: {e}"),
+            }
+        }
+    }
+
+    /// Stop claiming; give running attempts the grace period, then stop them.
+    async fn shut_down(mut self) -> Vec<(String, String, u32)> {
+        let grace = self.shared.config.runner.shutdown_grace;
+        tracing::info!(running = self.tasks.len(), "shutting down: waiting up to {grace:?} for running jobs");
+        let drained = tokio::time::timeout(grace, async {
+            while let Some(joined) = self.tasks.join_next().await {
+                if let Err(e) = joined {
+                    tracing::error!("an attempt task failed: {e}");
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(stopped = self.tasks.len(), "grace period over: stopping the jobs still running");
+            self.tasks.shutdown().await;
+        }
+        let leftover = self.shared.inflight.lock().expect("inflight lock").drain().collect::<Vec<_>>();
+        leftover.into_iter().map(|((topic, id), attempt)| (topic, id, attempt)).collect()
+    }
+}
+
+/// Give back attempts stopped at shutdown, uncounted; how many were released.
+pub(super) async fn release(shared: &Shared, leftover: Vec<(String, String, u32)>) -> usize {
+    let mut released = 0;
+    let now = now_ms();
+    let mut by_topic: std::collections::HashMap<String, Vec<(String, u32)>> = Default::default();
+    for (topic, id, attempt) in leftover {
+        by_topic.entry(topic).or_default().push((id, attempt));
+    }
+    for (topic, held) in by_topic {
+        match shared.queue.release(&shared.queue.keys(&topic), &held, now).await {
+            Ok(n) => released += n as usize,
+            Err(e) => tracing::error!(%topic, "cannot release {} jobs; their leases will expire: {e}", held.len()),
+        }
+    }
+    released
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
+}

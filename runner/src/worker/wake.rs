@@ -1,0 +1,55 @@
+//! Listens on the wake channel: scripts publish "<topic> <due ms>" when a job
+//! becomes due earlier than anything pending before it. Reconnects with
+//! backoff; after every (re)connect it asks the scheduler to look at every
+//! topic, since messages sent while disconnected are lost.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::redis::Queue;
+
+/// A hint for the scheduler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Wake {
+    /// `topic` has a job due at this time (ms).
+    Due(String, u64),
+    /// Anything may have changed: look at every topic.
+    All,
+}
+
+/// Forward wake messages until the receiver is gone.
+pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match queue.pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(queue.wake_channel()).await {
+                Ok(()) => {
+                    pause = Duration::from_millis(100);
+                    if tx.send(Wake::All).is_err() {
+                        return;
+                    }
+                    let mut messages = pubsub.on_message();
+                    while let Some(msg) = messages.next().await {
+                        let text: String = msg.get_payload().unwrap_or_default();
+                        if let Some((topic, due)) = text.rsplit_once(' ')
+                            && let Ok(due) = due.parse()
+                            && tx.send(Wake::Due(topic.to_owned(), due)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                    tracing::warn!("wake-up subscription lost; reconnecting");
+                }
+                Err(e) => tracing::warn!("cannot subscribe to wake-ups, retrying in {pause:?}: {e}"),
+            },
+            Err(e) => tracing::warn!("cannot open the wake-up connection, retrying in {pause:?}: {e}"),
+        }
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,97 @@
+//! The job a handler receives, with typed accessors for its payload.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use crate::Error;
+use crate::bindings::hourglass::handler::types as wit;
+
+/// One attempt of one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    id: String,
+    topic: String,
+    payload: Vec<u8>,
+    attempt: u32,
+    max_attempts: u32,
+    enqueued_at_ms: u64,
+    due_at_ms: u64,
+}
+
+impl Job {
+    pub(crate) fn from_wit(job: wit::Job) -> Job {
+        Job {
+            id: job.id,
+            topic: job.topic,
+            payload: job.payload,
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            enqueued_at_ms: job.enqueued_at,
+            due_at_ms: job.due_at,
+        }
+    }
+
+    /// The job's id, unique among the live jobs of its topic.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The topic the job was enqueued to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The payload exactly as enqueued.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// The payload as UTF-8 text; invalid UTF-8 is a permanent failure.
+    pub fn text(&self) -> Result<&str, Error> {
+        core::str::from_utf8(&self.payload)
+            .map_err(|e| Error::fail(alloc::format!("payload is not UTF-8: {e}")))
+    }
+
+    /// The payload parsed as JSON; a payload that does not parse is a
+    /// permanent failure (retrying cannot fix it).
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        serde_json::from_slice(&self.payload)
+            .map_err(|e| Error::fail(alloc::format!("payload is not the expected JSON: {e}")))
+    }
+
+    /// Which attempt this is, starting at 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// How many attempts the job gets in all.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Whether this is the last attempt before the job is dead-lettered.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
+    }
+
+    /// When the job was accepted, in milliseconds since the Unix epoch.
+    pub fn enqueued_at_ms(&self) -> u64 {
+        self.enqueued_at_ms
+    }
+
+    /// When this attempt became due, in milliseconds since the Unix epoch.
+    pub fn due_at_ms(&self) -> u64 {
+        self.due_at_ms
+    }
+
+    /// How long after its due time this attempt started (zero if the guest
+    /// clock reads earlier, which the runner never allows).
+    pub fn lateness(&self) -> Duration {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Duration::from_millis(now.saturating_sub(self.due_at_ms))
+    }
+}

@@ -1,0 +1,97 @@
+//! Write [hourglass](https://example.invalid/hourglass) job handlers in Rust.
+//!
+//! A handler is a function from a [`Job`] to an outcome, exported with the
+//! [`handler!`] macro and compiled to a WebAssembly component
+//! (`wasm32-wasip2`). The runner calls it once per attempt, each time in a
+//! fresh sandboxed instance.
+//!
+//! ```no_run
+//! use hourglass_sdk::{Job, info};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Order { order_id: u64 }
+//!
+//! fn cancel(job: Job) -> hourglass_sdk::Result {
+//!     let order: Order = job.json()?;       // a bad payload fails the job for good
+//!     info!("cancelling order {}", order.order_id);
+//!     Ok(())                                // acknowledged: the job is deleted
+//! }
+//!
+//! hourglass_sdk::handler!(cancel);
+//! ```
+//!
+//! What the function may return (anything that implements [`IntoOutcome`]):
+//!
+//! | returned                     | the runner does                                     |
+//! |------------------------------|-----------------------------------------------------|
+//! | `()` / `Ok(())`              | ack: the job and its payload are deleted            |
+//! | `Err(e)` for any error       | retry after the topic's backoff, `e` recorded       |
+//! | `Err(Error::fail(..))`       | dead-letter now, with the reason                    |
+//! | [`Outcome::retry_in`]`(d)`   | retry after `d`                                     |
+//! | [`Outcome::fail`]`(reason)`  | dead-letter now                                     |
+//!
+//! A panic, running past the topic's `timeout` or past its `memory` is a
+//! failed attempt: retried with backoff, dead-lettered when attempts run out.
+//!
+//! Build and deploy with `hourglass build path/to/crate` (see the README).
+
+extern crate alloc;
+
+// The export macro expands in the handler's crate; it finds the bindings
+// and the wit-bindgen runtime through these paths.
+extern crate self as hourglass_sdk;
+
+mod job;
+mod log;
+mod outcome;
+
+pub use job::Job;
+pub use log::{Level, log};
+pub use outcome::{Error, IntoOutcome, Outcome, Result};
+
+/// Generated bindings for `wit/handler.wit`. Not part of the stable API.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "handler",
+        pub_export_macro: true,
+        export_macro_name: "__export_handler",
+        default_bindings_module: "::hourglass_sdk::bindings",
+        runtime_path: "::hourglass_sdk::__private::wit_bindgen::rt",
+    });
+}
+
+/// Used by [`handler!`]; not part of the stable API.
+#[doc(hidden)]
+pub mod __private {
+    pub use wit_bindgen;
+
+    use crate::bindings::hourglass::handler::types as wit;
+
+    /// Turn the guest function's answer into the WIT outcome.
+    pub fn run<R: crate::IntoOutcome>(f: fn(crate::Job) -> R, job: wit::Job) -> wit::Outcome {
+        f(crate::Job::from_wit(job)).into_outcome().into_wit()
+    }
+}
+
+/// Export `f` (a `fn(Job) -> impl IntoOutcome`) as this component's handler.
+///
+/// Use it once per crate, at the top level.
+#[macro_export]
+macro_rules! handler {
+    ($f:path) => {
+        #[doc(hidden)]
+        struct __HourglassHandler;
+
+        impl $crate::bindings::Guest for __HourglassHandler {
+            fn handle(
+                job: $crate::bindings::hourglass::handler::types::Job,
+            ) -> $crate::bindings::hourglass::handler::types::Outcome {
+                $crate::__private::run($f, job)
+            }
+        }
+
+        $crate::bindings::__export_handler!(__HourglassHandler);
+    };
+}

@@ -1,0 +1,106 @@
+//! A handler that traps, overruns or over-allocates fails its attempt with a
+//! reason, and never holds up other jobs.
+
+use std::time::Duration;
+
+use hourglass::events::EventKind;
+
+use crate::util::{Project, Running, enqueue};
+
+const TOPICS: &str = r#"
+[defaults]
+backoff = { base = "20ms", jitter = 0.0 }
+
+[[topic]]
+name = "panic"
+handler = "panic.wasm"
+max_attempts = 2
+
+[[topic]]
+name = "slow"
+handler = "slow.wasm"
+timeout = "300ms"
+max_attempts = 1
+concurrency = 1
+
+[[topic]]
+name = "membomb"
+handler = "membomb.wasm"
+memory = "16MiB"
+max_attempts = 1
+
+[[topic]]
+name = "echo"
+handler = "echo.wasm"
+"#;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn dead_reason(events: &[hourglass::events::Event], id: &str) -> String {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Dead { reason } if e.id == id => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("dead event")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_is_a_failed_attempt_retried_then_dead_lettered() {
+    let project = Project::new("concurrency = 2", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let id = enqueue(&queue, "panic", "x", 0, 0).await;
+    let events = runner.until_settled("panic", &id, WAIT).await;
+    let retried = events.iter().find_map(|e| match &e.kind {
+        EventKind::Retried { reason, .. } if e.id == id && e.attempt == 1 => Some(reason.clone()),
+        _ => None,
+    });
+    let retried = retried.expect("the first trap is retried");
+    assert!(retried.contains("trapped") && retried.contains("handler panicked on job"), "{retried}");
+    let reason = dead_reason(&events, &id);
+    assert!(reason.contains("attempts exhausted (2/2)") && reason.contains("attempt 2"), "{reason}");
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overrunning_handler_is_stopped_and_other_jobs_keep_flowing() {
+    // two slots: one is taken by the endless handler until it is stopped
+    let project = Project::new("concurrency = 2", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let slow = enqueue(&queue, "slow", "{}", 0, 0).await;
+    let mut echoes = Vec::new();
+    for i in 0..40 {
+        echoes.push(enqueue(&queue, "echo", &format!("{i}"), 0, 0).await);
+    }
+    let events = runner
+        .until(WAIT, |seen| {
+            seen.iter().any(|e| e.id == slow && e.topic == "slow" && matches!(e.kind, EventKind::Dead { .. }))
+                && echoes.iter().all(|id| seen.iter().any(|e| e.topic == "echo" && &e.id == id && e.kind == EventKind::Acked))
+        })
+        .await;
+    let reason = dead_reason(&events, &slow);
+    assert!(reason.contains("time limit of 300ms exceeded"), "{reason}");
+    // the echo jobs did not wait for the slow one to be stopped
+    let slow_dead_at = events.iter().position(|e| e.id == slow && matches!(e.kind, EventKind::Dead { .. })).unwrap();
+    let echoes_before = events[..slow_dead_at].iter().filter(|e| e.topic == "echo" && e.kind == EventKind::Acked).count();
+    assert!(echoes_before > 0, "no echo job ran while the slow one held a slot");
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_is_stopped_at_the_limit() {
+    let project = Project::new("concurrency = 2", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let id = enqueue(&queue, "membomb", "x", 0, 0).await;
+    let events = runner.until_settled("membomb", &id, WAIT).await;
+    let reason = dead_reason(&events, &id);
+    assert!(reason.contains("memory limit of 16 MiB exceeded"), "{reason}");
+    // the runner is unharmed: the next job runs
+    let next = enqueue(&queue, "echo", "after", 0, 0).await;
+    runner.until_settled("echo", &next, WAIT).await;
+    runner.stop().await;
+}

@@ -1,0 +1,173 @@
+//! Shared test helpers. A missing redis-server is a failure, never a skip.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hourglass::clock::now_ms;
+use hourglass::events::{Event, EventKind};
+use hourglass::redis::{Enqueued, NewJob, Queue};
+use hourglass::{Config, Runner};
+use tokio::sync::{broadcast, oneshot};
+
+/// A redis-server on a free loopback port, no persistence, killed on drop.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); the integration tests need it: apt-get install redis-server")
+            });
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server on port {port} did not come up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A project folder: queues.toml plus the handler components it names.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+    pub redis: RedisServer,
+}
+
+impl Project {
+    /// `topics` is the `[[topic]]` part (and any `[defaults]`); `[redis]` and
+    /// `[runner]` are filled in, `runner` adds lines to `[runner]`.
+    pub fn new(runner: &str, topics: &str) -> Project {
+        let redis = RedisServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let handlers = dir.path().join("handlers");
+        std::fs::create_dir_all(&handlers).unwrap();
+        for (name, path) in test_components::ALL {
+            std::fs::copy(path, handlers.join(format!("{name}.wasm"))).unwrap();
+        }
+        let text = format!(
+            "[redis]\nurl = \"{}\"\nnamespace = \"test\"\n\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
+            redis.url()
+        );
+        std::fs::write(dir.path().join("queues.toml"), text).unwrap();
+        Project { dir, redis }
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("queues.toml")
+    }
+
+    pub fn config(&self) -> Config {
+        Config::load(&self.config_path()).expect("test config is valid")
+    }
+
+    pub async fn queue(&self) -> Queue {
+        Queue::connect(&self.redis.url(), "test").await.unwrap()
+    }
+}
+
+/// A runner serving in the background until [`Running::stop`] or drop.
+pub struct Running {
+    pub events: broadcast::Receiver<Event>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Running {
+    pub async fn start(config: Config) -> Running {
+        init_logs();
+        let runner = Runner::start(config).await.expect("runner starts");
+        let events = runner.subscribe();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(runner.run(async {
+            let _ = stopped.await;
+        }));
+        Running { events, stop: Some(stop), task: Some(task) }
+    }
+
+    /// Shut down gracefully and wait for it.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+    }
+
+    /// Collect events until `done` says the collection is complete.
+    pub async fn until(&mut self, within: Duration, mut done: impl FnMut(&[Event]) -> bool) -> Vec<Event> {
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + within;
+        while !done(&seen) {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Ok(event)) => seen.push(event),
+                Ok(Err(broadcast::error::RecvError::Lagged(n))) => panic!("test fell {n} events behind"),
+                Ok(Err(e)) => panic!("event stream ended: {e}"),
+                Err(_) => panic!("timed out after {within:?}; events so far: {seen:#?}"),
+            }
+        }
+        seen
+    }
+
+    /// Events until `id` in `topic` is acked or dead.
+    pub async fn until_settled(&mut self, topic: &str, id: &str, within: Duration) -> Vec<Event> {
+        self.until(within, |seen| seen.iter().any(|e| e.topic == topic && e.id == id && is_final(&e.kind))).await
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+pub fn is_final(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::Acked | EventKind::Dead { .. })
+}
+
+/// Enqueue one job due `delay_ms` from now; its id.
+pub async fn enqueue(queue: &Queue, topic: &str, payload: &str, delay_ms: u64, max_attempts: u32) -> String {
+    let now = now_ms();
+    let job = NewJob { id: None, payload: payload.as_bytes().to_vec(), due_at_ms: now + delay_ms, max_attempts };
+    match &queue.enqueue(&queue.keys(topic), &[job], now).await.unwrap()[..] {
+        [Enqueued::New(id)] => id.clone(),
+        other => panic!("unexpected enqueue answer {other:?}"),
+    }
+}
+
+/// The events of one job, in order.
+pub fn of<'a>(events: &'a [Event], topic: &str, id: &str) -> Vec<&'a EventKind> {
+    events.iter().filter(|e| e.topic == topic && e.id == id).map(|e| &e.kind).collect()
+}
+
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn"))
+        .with_test_writer()
+        .try_init();
+}
+
+/// The `hourglass` binary built for these tests.
+pub fn hourglass_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_hourglass"))
+}
