@@ -22,7 +22,12 @@ mod tests {
     use super::*;
 
     fn backoff(jitter: f64) -> Backoff {
-        Backoff { base: Duration::from_secs(1), factor: 2.0, max: Duration::from_secs(60), jitter }
+        Backoff {
+            base: Duration::from_secs(1),
+            factor: 2.0,
+            max: Duration::from_secs(60),
+            jitter,
+        }
     }
 
     #[test]

@@ -134,8 +134,10 @@ pub enum ConfigError {
 impl Config {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         Config::parse(path, &text)
     }
 
@@ -143,16 +145,28 @@ impl Config {
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let invalid = |span: Option<std::ops::Range<usize>>, message: String| {
             let (line, column) = span.map_or((1, 1), |s| line_col(text, s.start));
-            ConfigError::Invalid { path: path.to_owned(), line, column, message }
+            ConfigError::Invalid {
+                path: path.to_owned(),
+                line,
+                column,
+                message,
+            }
         };
         let raw: raw::File = toml::from_str(text).map_err(|e| {
             let message = e.message().to_owned();
             invalid(e.span(), message)
         })?;
         let base = path.parent().map(Path::to_owned).unwrap_or_default();
-        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
 
-        let redis = raw.redis.resolve(&base).map_err(|(span, m)| invalid(Some(span), m))?;
+        let redis = raw
+            .redis
+            .resolve(&base)
+            .map_err(|(span, m)| invalid(Some(span), m))?;
         let runner = raw.runner.resolve(&base);
         let defaults = raw.defaults;
         let mut topics = Vec::with_capacity(raw.topics.len());
@@ -164,7 +178,10 @@ impl Config {
                 return Err(invalid(Some(span), format!("field `name`: {why}")));
             }
             if !names.insert(name.clone()) {
-                return Err(invalid(Some(span), format!("field `name`: topic {name:?} is defined twice")));
+                return Err(invalid(
+                    Some(span),
+                    format!("field `name`: topic {name:?} is defined twice"),
+                ));
             }
             let resolved = topic.resolve(&defaults, &runner);
             if !resolved.handler.is_file() {
@@ -192,7 +209,12 @@ impl Config {
                 }
             }
         }
-        Ok(Config { path: path.to_owned(), redis, runner, topics })
+        Ok(Config {
+            path: path.to_owned(),
+            redis,
+            runner,
+            topics,
+        })
     }
 
     /// The topic called `name`.
@@ -202,7 +224,11 @@ impl Config {
 
     /// The largest memory limit of any topic: what the instance pool must allow.
     pub fn max_memory(&self) -> u64 {
-        self.topics.iter().map(|t| t.memory).max().unwrap_or(units::DEFAULT_MEMORY)
+        self.topics
+            .iter()
+            .map(|t| t.memory)
+            .max()
+            .unwrap_or(units::DEFAULT_MEMORY)
     }
 }
 
@@ -211,8 +237,13 @@ pub fn check_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 128 {
         return Err("a topic name is 1 to 128 characters".into());
     }
-    match name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))) {
-        Some(c) => Err(format!("{name:?} contains {c:?}; use letters, digits, '_', '-' and '.'")),
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        Some(c) => Err(format!(
+            "{name:?} contains {c:?}; use letters, digits, '_', '-' and '.'"
+        )),
         None => Ok(()),
     }
 }
@@ -220,7 +251,10 @@ pub fn check_topic_name(name: &str) -> Result<(), String> {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
     (line, column)
 }
 

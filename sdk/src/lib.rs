@@ -51,6 +51,7 @@ pub use outcome::{Error, IntoOutcome, Outcome, Result};
 
 /// Generated bindings for `wit/handler.wit`. Not part of the stable API.
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments, missing_docs)] // generated code
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",

@@ -28,12 +28,18 @@ pub enum Outcome {
 impl Outcome {
     /// Retry after the topic's backoff.
     pub fn retry(reason: impl Into<String>) -> Outcome {
-        Outcome::Retry { delay: None, reason: reason.into() }
+        Outcome::Retry {
+            delay: None,
+            reason: reason.into(),
+        }
     }
 
     /// Retry after `delay`.
     pub fn retry_in(delay: Duration, reason: impl Into<String>) -> Outcome {
-        Outcome::Retry { delay: Some(delay), reason: reason.into() }
+        Outcome::Retry {
+            delay: Some(delay),
+            reason: reason.into(),
+        }
     }
 
     /// Dead-letter the job now.
@@ -66,12 +72,18 @@ pub struct Error {
 impl Error {
     /// A failure that retrying may fix.
     pub fn retry(message: impl fmt::Display) -> Error {
-        Error { message: message.to_string(), permanent: false }
+        Error {
+            message: message.to_string(),
+            permanent: false,
+        }
     }
 
     /// A failure retrying cannot fix: the job is dead-lettered now.
     pub fn fail(message: impl fmt::Display) -> Error {
-        Error { message: message.to_string(), permanent: true }
+        Error {
+            message: message.to_string(),
+            permanent: true,
+        }
     }
 
     /// Whether the job goes to the dead-letter set without further attempts.
@@ -115,7 +127,10 @@ impl<T: IntoOutcome> IntoOutcome for Result<T, Error> {
         match self {
             Ok(t) => t.into_outcome(),
             Err(e) if e.permanent => Outcome::Fail(e.message),
-            Err(e) => Outcome::Retry { delay: None, reason: e.message },
+            Err(e) => Outcome::Retry {
+                delay: None,
+                reason: e.message,
+            },
         }
     }
 }

@@ -21,7 +21,13 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(&handlers)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
         .arg(handlers.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir)
         // the outer build's flags are for the host, not for wasm
@@ -29,6 +35,9 @@ fn main() {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("CARGO_PROFILE_RELEASE_DEBUG")
+        // `cargo clippy` on the workspace must not lint (or fail) the nested build
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTC_WRAPPER")
         .status()
         .expect("running cargo for the handlers");
     assert!(
@@ -37,7 +46,9 @@ fn main() {
     );
     let mut consts = String::new();
     for h in HANDLERS {
-        let path = target_dir.join("wasm32-wasip2/release").join(format!("{h}.wasm"));
+        let path = target_dir
+            .join("wasm32-wasip2/release")
+            .join(format!("{h}.wasm"));
         assert!(path.is_file(), "{} was not built", path.display());
         consts.push_str(&format!(
             "/// The `{h}` handler component.\npub const {}: &str = {:?};\n",

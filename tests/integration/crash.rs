@@ -32,23 +32,45 @@ async fn a_runner_killed_mid_job_loses_nothing() {
     let keys = queue.keys("slow");
     let deadline = Instant::now() + Duration::from_secs(30);
     while queue.stats(&keys, now_ms()).await.unwrap().running == 0 {
-        assert!(Instant::now() < deadline, "the first runner never claimed the job");
-        assert!(first.try_wait().unwrap().is_none(), "the first runner exited early");
+        assert!(
+            Instant::now() < deadline,
+            "the first runner never claimed the job"
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first runner exited early"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     first.kill().unwrap(); // SIGKILL, mid-job
     first.wait().unwrap();
-    assert_eq!(queue.stats(&keys, now_ms()).await.unwrap().running, 1, "the job is still leased to the dead runner");
+    assert_eq!(
+        queue.stats(&keys, now_ms()).await.unwrap().running,
+        1,
+        "the job is still leased to the dead runner"
+    );
 
     let mut second = Running::start(project.config()).await;
-    let events = second.until_settled("slow", &id, Duration::from_secs(30)).await;
-    let mine: Vec<(u32, &EventKind)> = events.iter().filter(|e| e.id == id).map(|e| (e.attempt, &e.kind)).collect();
+    let events = second
+        .until_settled("slow", &id, Duration::from_secs(30))
+        .await;
+    let mine: Vec<(u32, &EventKind)> = events
+        .iter()
+        .filter(|e| e.id == id)
+        .map(|e| (e.attempt, &e.kind))
+        .collect();
     assert!(
-        matches!(&mine[..], [(2, EventKind::Started { .. }), (2, EventKind::Acked)]),
+        matches!(
+            &mine[..],
+            [(2, EventKind::Started { .. }), (2, EventKind::Acked)]
+        ),
         "the second runner runs attempt 2 after the lease expires: {mine:?}"
     );
     let stats = queue.stats(&keys, now_ms()).await.unwrap();
-    assert_eq!((stats.ready, stats.scheduled, stats.running, stats.dead), (0, 0, 0, 0));
+    assert_eq!(
+        (stats.ready, stats.scheduled, stats.running, stats.dead),
+        (0, 0, 0, 0)
+    );
     second.stop().await;
 }
 
@@ -61,15 +83,28 @@ async fn shutdown_lets_short_jobs_finish_and_releases_the_rest_uncounted() {
     let endless = enqueue(&queue, "slow", "{}", 0, 0).await;
     runner
         .until(Duration::from_secs(20), |seen| {
-            [&short, &endless].iter().all(|id| seen.iter().any(|e| &&e.id == id && matches!(e.kind, EventKind::Started { .. })))
+            [&short, &endless].iter().all(|id| {
+                seen.iter()
+                    .any(|e| &&e.id == id && matches!(e.kind, EventKind::Started { .. }))
+            })
         })
         .await;
     runner.stop().await;
     let keys = queue.keys("slow");
     let stats = queue.stats(&keys, now_ms()).await.unwrap();
-    assert_eq!((stats.running, stats.ready, stats.dead), (0, 1, 0), "only the endless job is left, released");
-    let claimed = queue.claim(&keys, now_ms(), now_ms() + 1000, 10).await.unwrap();
+    assert_eq!(
+        (stats.running, stats.ready, stats.dead),
+        (0, 1, 0),
+        "only the endless job is left, released"
+    );
+    let claimed = queue
+        .claim(&keys, now_ms(), now_ms() + 1000, 10)
+        .await
+        .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
     assert_eq!(claimed.jobs[0].id, endless);
-    assert_eq!(claimed.jobs[0].attempt, 1, "a released attempt is not counted");
+    assert_eq!(
+        claimed.jobs[0].attempt, 1,
+        "a released attempt is not counted"
+    );
 }

@@ -34,9 +34,18 @@ async fn an_immediate_job_is_acked_and_deleted() {
     let id = enqueue(&queue, "echo", "hello", 0, 0).await;
     let events = runner.until_settled("echo", &id, WAIT).await;
     let kinds = of(&events, "echo", &id);
-    assert!(matches!(kinds[..], [EventKind::Started { .. }, EventKind::Acked]), "{kinds:?}");
-    let stats = queue.stats(&queue.keys("echo"), hourglass::clock::now_ms()).await.unwrap();
-    assert_eq!((stats.scheduled, stats.ready, stats.running, stats.dead), (0, 0, 0, 0));
+    assert!(
+        matches!(kinds[..], [EventKind::Started { .. }, EventKind::Acked]),
+        "{kinds:?}"
+    );
+    let stats = queue
+        .stats(&queue.keys("echo"), hourglass::clock::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.scheduled, stats.ready, stats.running, stats.dead),
+        (0, 0, 0, 0)
+    );
     runner.stop().await;
 }
 
@@ -50,12 +59,26 @@ async fn delayed_jobs_never_start_early_and_do_start() {
         ids.push(enqueue(&queue, "echo", "later", delay, 0).await);
     }
     let events = runner
-        .until(WAIT, |seen| ids.iter().all(|id| seen.iter().any(|e| &e.id == id && e.kind == EventKind::Acked)))
+        .until(WAIT, |seen| {
+            ids.iter().all(|id| {
+                seen.iter()
+                    .any(|e| &e.id == id && e.kind == EventKind::Acked)
+            })
+        })
         .await;
     let mut lateness = Vec::new();
     for e in &events {
-        if let EventKind::Started { due_at_ms, started_at_ms } = e.kind {
-            assert!(started_at_ms >= due_at_ms, "job {} started {} ms early", e.id, due_at_ms - started_at_ms);
+        if let EventKind::Started {
+            due_at_ms,
+            started_at_ms,
+        } = e.kind
+        {
+            assert!(
+                started_at_ms >= due_at_ms,
+                "job {} started {} ms early",
+                e.id,
+                due_at_ms - started_at_ms
+            );
             lateness.push(started_at_ms - due_at_ms);
         }
     }
@@ -72,8 +95,11 @@ async fn flaky_is_retried_with_rising_attempts_then_acked() {
     let queue = project.queue().await;
     let id = enqueue(&queue, "flaky", r#"{"fail_first":2}"#, 0, 0).await;
     let events = runner.until_settled("flaky", &id, WAIT).await;
-    let attempts: Vec<(u32, &EventKind)> =
-        events.iter().filter(|e| e.id == id && !matches!(e.kind, EventKind::Started { .. })).map(|e| (e.attempt, &e.kind)).collect();
+    let attempts: Vec<(u32, &EventKind)> = events
+        .iter()
+        .filter(|e| e.id == id && !matches!(e.kind, EventKind::Started { .. }))
+        .map(|e| (e.attempt, &e.kind))
+        .collect();
     assert!(
         matches!(
             &attempts[..],
@@ -91,25 +117,66 @@ async fn exhausted_retries_and_fail_are_dead_lettered_with_reason_and_attempts()
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let exhausted = enqueue(&queue, "flaky", r#"{"fail_first":10}"#, 0, 0).await;
-    let failed = enqueue(&queue, "order_cancel", r#"{"order_id":7,"customer":"ada","amount_cents":0}"#, 0, 0).await;
+    let failed = enqueue(
+        &queue,
+        "order_cancel",
+        r#"{"order_id":7,"customer":"ada","amount_cents":0}"#,
+        0,
+        0,
+    )
+    .await;
     let garbage = enqueue(&queue, "order_cancel", "not json", 0, 0).await;
     runner
         .until(WAIT, |seen| {
-            [("flaky", &exhausted), ("order_cancel", &failed), ("order_cancel", &garbage)]
-                .iter()
-                .all(|(t, id)| seen.iter().any(|e| e.topic == *t && &e.id == *id && matches!(e.kind, EventKind::Dead { .. })))
+            [
+                ("flaky", &exhausted),
+                ("order_cancel", &failed),
+                ("order_cancel", &garbage),
+            ]
+            .iter()
+            .all(|(t, id)| {
+                seen.iter().any(|e| {
+                    e.topic == *t && &e.id == *id && matches!(e.kind, EventKind::Dead { .. })
+                })
+            })
         })
         .await;
-    let info = queue.dead_info(&queue.keys("flaky"), &exhausted).await.unwrap().expect("dead letter stored");
+    let info = queue
+        .dead_info(&queue.keys("flaky"), &exhausted)
+        .await
+        .unwrap()
+        .expect("dead letter stored");
     assert_eq!(info.attempts, 3);
-    assert!(info.reason.contains("attempts exhausted (3/3)") && info.reason.contains("flaking on attempt 3"), "{info:?}");
-    let info = queue.dead_info(&queue.keys("order_cancel"), &failed).await.unwrap().expect("dead letter stored");
+    assert!(
+        info.reason.contains("attempts exhausted (3/3)")
+            && info.reason.contains("flaking on attempt 3"),
+        "{info:?}"
+    );
+    let info = queue
+        .dead_info(&queue.keys("order_cancel"), &failed)
+        .await
+        .unwrap()
+        .expect("dead letter stored");
     assert_eq!(info.attempts, 1, "fail skips the remaining attempts");
     assert!(info.reason.contains("order 7 has no amount"), "{info:?}");
-    let info = queue.dead_info(&queue.keys("order_cancel"), &garbage).await.unwrap().expect("dead letter stored");
-    assert_eq!(info.attempts, 1, "a payload that does not parse is not retried");
+    let info = queue
+        .dead_info(&queue.keys("order_cancel"), &garbage)
+        .await
+        .unwrap()
+        .expect("dead letter stored");
+    assert_eq!(
+        info.attempts, 1,
+        "a payload that does not parse is not retried"
+    );
     assert!(info.reason.contains("JSON"), "{info:?}");
-    assert_eq!(queue.stats(&queue.keys("flaky"), hourglass::clock::now_ms()).await.unwrap().dead, 1);
+    assert_eq!(
+        queue
+            .stats(&queue.keys("flaky"), hourglass::clock::now_ms())
+            .await
+            .unwrap()
+            .dead,
+        1
+    );
     runner.stop().await;
 }
 
@@ -123,9 +190,15 @@ async fn many_jobs_across_topics_are_each_acked_once() {
         ids.push(enqueue(&queue, "echo", &format!("n{i}"), (i % 7) * 3, 0).await);
     }
     let events = runner
-        .until(WAIT, |seen| seen.iter().filter(|e| e.kind == EventKind::Acked).count() >= ids.len())
+        .until(WAIT, |seen| {
+            seen.iter().filter(|e| e.kind == EventKind::Acked).count() >= ids.len()
+        })
         .await;
-    let mut acked: Vec<&str> = events.iter().filter(|e| e.kind == EventKind::Acked).map(|e| e.id.as_str()).collect();
+    let mut acked: Vec<&str> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Acked)
+        .map(|e| e.id.as_str())
+        .collect();
     acked.sort();
     let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
     expected.sort();

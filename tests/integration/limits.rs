@@ -58,9 +58,15 @@ async fn a_panic_is_a_failed_attempt_retried_then_dead_lettered() {
         _ => None,
     });
     let retried = retried.expect("the first trap is retried");
-    assert!(retried.contains("trapped") && retried.contains("handler panicked on job"), "{retried}");
+    assert!(
+        retried.contains("trapped") && retried.contains("handler panicked on job"),
+        "{retried}"
+    );
     let reason = dead_reason(&events, &id);
-    assert!(reason.contains("attempts exhausted (2/2)") && reason.contains("attempt 2"), "{reason}");
+    assert!(
+        reason.contains("attempts exhausted (2/2)") && reason.contains("attempt 2"),
+        "{reason}"
+    );
     runner.stop().await;
 }
 
@@ -77,16 +83,29 @@ async fn an_overrunning_handler_is_stopped_and_other_jobs_keep_flowing() {
     }
     let events = runner
         .until(WAIT, |seen| {
-            seen.iter().any(|e| e.id == slow && e.topic == "slow" && matches!(e.kind, EventKind::Dead { .. }))
-                && echoes.iter().all(|id| seen.iter().any(|e| e.topic == "echo" && &e.id == id && e.kind == EventKind::Acked))
+            seen.iter().any(|e| {
+                e.id == slow && e.topic == "slow" && matches!(e.kind, EventKind::Dead { .. })
+            }) && echoes.iter().all(|id| {
+                seen.iter()
+                    .any(|e| e.topic == "echo" && &e.id == id && e.kind == EventKind::Acked)
+            })
         })
         .await;
     let reason = dead_reason(&events, &slow);
     assert!(reason.contains("time limit of 300ms exceeded"), "{reason}");
     // the echo jobs did not wait for the slow one to be stopped
-    let slow_dead_at = events.iter().position(|e| e.id == slow && matches!(e.kind, EventKind::Dead { .. })).unwrap();
-    let echoes_before = events[..slow_dead_at].iter().filter(|e| e.topic == "echo" && e.kind == EventKind::Acked).count();
-    assert!(echoes_before > 0, "no echo job ran while the slow one held a slot");
+    let slow_dead_at = events
+        .iter()
+        .position(|e| e.id == slow && matches!(e.kind, EventKind::Dead { .. }))
+        .unwrap();
+    let echoes_before = events[..slow_dead_at]
+        .iter()
+        .filter(|e| e.topic == "echo" && e.kind == EventKind::Acked)
+        .count();
+    assert!(
+        echoes_before > 0,
+        "no echo job ran while the slow one held a slot"
+    );
     runner.stop().await;
 }
 
@@ -98,7 +117,10 @@ async fn a_memory_bomb_is_stopped_at_the_limit() {
     let id = enqueue(&queue, "membomb", "x", 0, 0).await;
     let events = runner.until_settled("membomb", &id, WAIT).await;
     let reason = dead_reason(&events, &id);
-    assert!(reason.contains("memory limit of 16 MiB exceeded"), "{reason}");
+    assert!(
+        reason.contains("memory limit of 16 MiB exceeded"),
+        "{reason}"
+    );
     // the runner is unharmed: the next job runs
     let next = enqueue(&queue, "echo", "after", 0, 0).await;
     runner.until_settled("echo", &next, WAIT).await;

@@ -7,7 +7,12 @@ use std::time::Duration;
 use crate::util::RedisServer;
 
 fn job(id: Option<&str>, due: u64) -> NewJob {
-    NewJob { id: id.map(str::to_owned), payload: b"p".to_vec(), due_at_ms: due, max_attempts: 0 }
+    NewJob {
+        id: id.map(str::to_owned),
+        payload: b"p".to_vec(),
+        due_at_ms: due,
+        max_attempts: 0,
+    }
 }
 
 #[tokio::test]
@@ -15,13 +20,22 @@ async fn a_job_is_not_claimable_one_millisecond_before_it_is_due() {
     let redis = RedisServer::start();
     let q = Queue::connect(&redis.url(), "t").await.unwrap();
     let k = q.keys("a");
-    q.enqueue(&k, &[job(Some("x"), 10_000)], 1_000).await.unwrap();
+    q.enqueue(&k, &[job(Some("x"), 10_000)], 1_000)
+        .await
+        .unwrap();
     let early = q.claim(&k, 9_999, 20_000, 10).await.unwrap();
     assert!(early.jobs.is_empty(), "claimed before due: {early:?}");
     assert_eq!(early.next_due_ms, Some(10_000));
     let due = q.claim(&k, 10_000, 20_000, 10).await.unwrap();
     assert_eq!(due.jobs.len(), 1);
-    assert_eq!((due.jobs[0].id.as_str(), due.jobs[0].due_at_ms, due.jobs[0].attempt), ("x", 10_000, 1));
+    assert_eq!(
+        (
+            due.jobs[0].id.as_str(),
+            due.jobs[0].due_at_ms,
+            due.jobs[0].attempt
+        ),
+        ("x", 10_000, 1)
+    );
     assert_eq!(due.jobs[0].record.as_ref().unwrap().enqueued_at_ms, 1_000);
     assert_eq!(due.next_due_ms, None);
 }
@@ -36,7 +50,12 @@ async fn claims_come_in_due_order_and_in_batches() {
     assert_eq!(ids.len(), 2500);
     let first = q.claim(&k, 10_000, 20_000, 1000).await.unwrap();
     assert_eq!(first.jobs.len(), 1000);
-    assert!(first.jobs.windows(2).all(|w| w[0].due_at_ms <= w[1].due_at_ms));
+    assert!(
+        first
+            .jobs
+            .windows(2)
+            .all(|w| w[0].due_at_ms <= w[1].due_at_ms)
+    );
     assert_eq!(first.next_due_ms, Some(2_000));
 }
 
@@ -45,14 +64,33 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
     let redis = RedisServer::start();
     let q = Queue::connect(&redis.url(), "t").await.unwrap();
     let k = q.keys("a");
-    assert_eq!(q.enqueue(&k, &[job(Some("order-1"), 5)], 0).await.unwrap(), [Enqueued::New("order-1".into())]);
-    assert_eq!(q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(), [Enqueued::Duplicate("order-1".into())]);
+    assert_eq!(
+        q.enqueue(&k, &[job(Some("order-1"), 5)], 0).await.unwrap(),
+        [Enqueued::New("order-1".into())]
+    );
+    assert_eq!(
+        q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(),
+        [Enqueued::Duplicate("order-1".into())]
+    );
     let claimed = q.claim(&k, 100, 1_000, 10).await.unwrap();
-    assert_eq!(claimed.jobs.len(), 1, "the duplicate must not have added a second job");
-    assert_eq!(claimed.jobs[0].due_at_ms, 5, "the duplicate must not have moved the first");
-    assert_eq!(q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(), [Enqueued::Duplicate("order-1".into())]);
+    assert_eq!(
+        claimed.jobs.len(),
+        1,
+        "the duplicate must not have added a second job"
+    );
+    assert_eq!(
+        claimed.jobs[0].due_at_ms, 5,
+        "the duplicate must not have moved the first"
+    );
+    assert_eq!(
+        q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(),
+        [Enqueued::Duplicate("order-1".into())]
+    );
     assert_eq!(q.ack(&k, &[("order-1".into(), 1)]).await.unwrap(), 1);
-    assert_eq!(q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(), [Enqueued::New("order-1".into())]);
+    assert_eq!(
+        q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(),
+        [Enqueued::New("order-1".into())]
+    );
 }
 
 #[tokio::test]
@@ -62,12 +100,26 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
     let k = q.keys("a");
     q.enqueue(&k, &[job(Some("x"), 0)], 0).await.unwrap();
     assert_eq!(q.claim(&k, 10, 100, 10).await.unwrap().jobs[0].attempt, 1);
-    assert_eq!(q.requeue_expired(&k, 99, 100).await.unwrap(), 0, "lease still valid");
+    assert_eq!(
+        q.requeue_expired(&k, 99, 100).await.unwrap(),
+        0,
+        "lease still valid"
+    );
     assert_eq!(q.requeue_expired(&k, 100, 100).await.unwrap(), 1);
     let second = q.claim(&k, 101, 1_000, 10).await.unwrap();
     assert_eq!(second.jobs[0].attempt, 2);
-    assert!(second.jobs[0].last_error.as_deref().unwrap().contains("lease expired"));
-    assert_eq!(q.ack(&k, &[("x".into(), 1)]).await.unwrap(), 0, "the first runner's late ack must not count");
+    assert!(
+        second.jobs[0]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("lease expired")
+    );
+    assert_eq!(
+        q.ack(&k, &[("x".into(), 1)]).await.unwrap(),
+        0,
+        "the first runner's late ack must not count"
+    );
     assert_eq!(q.ack(&k, &[("x".into(), 2)]).await.unwrap(), 1);
 }
 
@@ -79,13 +131,33 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
     let jobs: Vec<NewJob> = (0..5).map(|i| job(Some(&format!("j{i}")), 0)).collect();
     q.enqueue(&k, &jobs, 0).await.unwrap();
     let claimed = q.claim(&k, 1, 1_000, 10).await.unwrap();
-    let retention = DeadLetter { keep: 3, max_age: Duration::from_secs(3600) };
+    let retention = DeadLetter {
+        keep: 3,
+        max_age: Duration::from_secs(3600),
+    };
     for (n, j) in claimed.jobs.iter().enumerate() {
-        let info = DeadInfo { reason: format!("boom {n}"), attempts: 1, failed_at_ms: 10 + n as u64 };
-        q.bury(&k, &[(j.id.clone(), j.attempt, info)], retention, 10 + n as u64).await.unwrap();
+        let info = DeadInfo {
+            reason: format!("boom {n}"),
+            attempts: 1,
+            failed_at_ms: 10 + n as u64,
+        };
+        q.bury(
+            &k,
+            &[(j.id.clone(), j.attempt, info)],
+            retention,
+            10 + n as u64,
+        )
+        .await
+        .unwrap();
     }
     let stats = q.stats(&k, 100).await.unwrap();
     assert_eq!((stats.dead, stats.running, stats.ready), (3, 0, 0));
-    assert!(q.dead_info(&k, "j0").await.unwrap().is_none(), "the oldest is dropped");
-    assert_eq!(q.dead_info(&k, "j4").await.unwrap().unwrap().reason, "boom 4");
+    assert!(
+        q.dead_info(&k, "j0").await.unwrap().is_none(),
+        "the oldest is dropped"
+    );
+    assert_eq!(
+        q.dead_info(&k, "j4").await.unwrap().unwrap().reason,
+        "boom 4"
+    );
 }

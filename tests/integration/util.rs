@@ -19,7 +19,11 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
@@ -31,7 +35,10 @@ impl RedisServer {
         let server = RedisServer { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server on port {port} did not come up");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {port} did not come up"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         server
@@ -103,7 +110,11 @@ impl Running {
         let task = tokio::spawn(runner.run(async {
             let _ = stopped.await;
         }));
-        Running { events, stop: Some(stop), task: Some(task) }
+        Running {
+            events,
+            stop: Some(stop),
+            task: Some(task),
+        }
     }
 
     /// Shut down gracefully and wait for it.
@@ -113,13 +124,19 @@ impl Running {
     }
 
     /// Collect events until `done` says the collection is complete.
-    pub async fn until(&mut self, within: Duration, mut done: impl FnMut(&[Event]) -> bool) -> Vec<Event> {
+    pub async fn until(
+        &mut self,
+        within: Duration,
+        mut done: impl FnMut(&[Event]) -> bool,
+    ) -> Vec<Event> {
         let mut seen = Vec::new();
         let deadline = tokio::time::Instant::now() + within;
         while !done(&seen) {
             match tokio::time::timeout_at(deadline, self.events.recv()).await {
                 Ok(Ok(event)) => seen.push(event),
-                Ok(Err(broadcast::error::RecvError::Lagged(n))) => panic!("test fell {n} events behind"),
+                Ok(Err(broadcast::error::RecvError::Lagged(n))) => {
+                    panic!("test fell {n} events behind")
+                }
                 Ok(Err(e)) => panic!("event stream ended: {e}"),
                 Err(_) => panic!("timed out after {within:?}; events so far: {seen:#?}"),
             }
@@ -129,7 +146,11 @@ impl Running {
 
     /// Events until `id` in `topic` is acked or dead.
     pub async fn until_settled(&mut self, topic: &str, id: &str, within: Duration) -> Vec<Event> {
-        self.until(within, |seen| seen.iter().any(|e| e.topic == topic && e.id == id && is_final(&e.kind))).await
+        self.until(within, |seen| {
+            seen.iter()
+                .any(|e| e.topic == topic && e.id == id && is_final(&e.kind))
+        })
+        .await
     }
 }
 
@@ -146,10 +167,25 @@ pub fn is_final(kind: &EventKind) -> bool {
 }
 
 /// Enqueue one job due `delay_ms` from now; its id.
-pub async fn enqueue(queue: &Queue, topic: &str, payload: &str, delay_ms: u64, max_attempts: u32) -> String {
+pub async fn enqueue(
+    queue: &Queue,
+    topic: &str,
+    payload: &str,
+    delay_ms: u64,
+    max_attempts: u32,
+) -> String {
     let now = now_ms();
-    let job = NewJob { id: None, payload: payload.as_bytes().to_vec(), due_at_ms: now + delay_ms, max_attempts };
-    match &queue.enqueue(&queue.keys(topic), &[job], now).await.unwrap()[..] {
+    let job = NewJob {
+        id: None,
+        payload: payload.as_bytes().to_vec(),
+        due_at_ms: now + delay_ms,
+        max_attempts,
+    };
+    match &queue
+        .enqueue(&queue.keys(topic), &[job], now)
+        .await
+        .unwrap()[..]
+    {
         [Enqueued::New(id)] => id.clone(),
         other => panic!("unexpected enqueue answer {other:?}"),
     }
@@ -157,12 +193,18 @@ pub async fn enqueue(queue: &Queue, topic: &str, payload: &str, delay_ms: u64, m
 
 /// The events of one job, in order.
 pub fn of<'a>(events: &'a [Event], topic: &str, id: &str) -> Vec<&'a EventKind> {
-    events.iter().filter(|e| e.topic == topic && e.id == id).map(|e| &e.kind).collect()
+    events
+        .iter()
+        .filter(|e| e.topic == topic && e.id == id)
+        .map(|e| &e.kind)
+        .collect()
 }
 
 pub fn init_logs() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn"))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "info,wasmtime=warn,cranelift=warn",
+        ))
         .with_test_writer()
         .try_init();
 }

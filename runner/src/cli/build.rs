@@ -33,14 +33,18 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     for krate in &args.crates {
         let manifest = krate.join("Cargo.toml");
         if !manifest.is_file() {
-            return Err(Failure::input(anyhow!("{} has no Cargo.toml", krate.display())));
+            return Err(Failure::input(anyhow!(
+                "{} has no Cargo.toml",
+                krate.display()
+            )));
         }
         for wasm in build(&manifest)? {
             let name = wasm.file_name().expect("artifact has a name");
             let target = out.join(name);
             let tmp = out.join(format!(".{}.tmp", name.to_string_lossy()));
             std::fs::copy(&wasm, &tmp).with_context(|| format!("copying {}", wasm.display()))?;
-            std::fs::rename(&tmp, &target).with_context(|| format!("placing {}", target.display()))?;
+            std::fs::rename(&tmp, &target)
+                .with_context(|| format!("placing {}", target.display()))?;
             println!("built {}", target.display());
         }
     }
@@ -50,7 +54,13 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
 /// `cargo build --release --target wasm32-wasip2` on `manifest`; the .wasm artifacts.
 fn build(manifest: &Path) -> Result<Vec<PathBuf>, Failure> {
     let output = Command::new("cargo")
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--message-format=json-render-diagnostics",
+        ])
         .arg("--manifest-path")
         .arg(manifest)
         .stderr(Stdio::inherit())
@@ -61,9 +71,16 @@ fn build(manifest: &Path) -> Result<Vec<PathBuf>, Failure> {
     }
     let mut wasm = Vec::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if msg["reason"] == "compiler-artifact" {
-            for file in msg["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
+            for file in msg["filenames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str())
+            {
                 if file.ends_with(".wasm") {
                     wasm.push(PathBuf::from(file));
                 }

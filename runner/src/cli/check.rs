@@ -11,7 +11,8 @@ use crate::wasm::Runtime;
 pub(super) async fn run(path: &Path) -> Result<(), Failure> {
     let config = load_config(path)?;
     let report = tokio::task::spawn_blocking(move || {
-        let runtime = Runtime::new(1, config.max_memory()).context("creating the WebAssembly engine")?;
+        let runtime =
+            Runtime::new(1, config.max_memory()).context("creating the WebAssembly engine")?;
         let mut lines = Vec::new();
         for topic in &config.topics {
             runtime.load(&topic.handler).map_err(Failure::input)?;

@@ -56,22 +56,37 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     let payload = read_payload(&args.payload)?;
     let now = now_ms();
     let due_at_ms = match (&args.delay, &args.at) {
-        (Some(d), _) => now + millis(parse_duration(d).map_err(|e| Failure::input(anyhow!("--delay: {e}")))?),
+        (Some(d), _) => {
+            now + millis(parse_duration(d).map_err(|e| Failure::input(anyhow!("--delay: {e}")))?)
+        }
         (None, Some(at)) => {
-            let at: jiff::Timestamp = at
-                .parse()
-                .map_err(|e| Failure::input(anyhow!("--at {at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}")))?;
-            u64::try_from(at.as_millisecond()).map_err(|_| Failure::input(anyhow!("--at is before 1970")))?
+            let at: jiff::Timestamp = at.parse().map_err(|e| {
+                Failure::input(anyhow!(
+                    "--at {at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"
+                ))
+            })?;
+            u64::try_from(at.as_millisecond())
+                .map_err(|_| Failure::input(anyhow!("--at is before 1970")))?
         }
         (None, None) => now,
     };
     let (queue, _embedded) = connect(&config).await?;
-    let job = NewJob { id: args.id, payload, due_at_ms, max_attempts: args.max_attempts.unwrap_or(0) };
+    let job = NewJob {
+        id: args.id,
+        payload,
+        due_at_ms,
+        max_attempts: args.max_attempts.unwrap_or(0),
+    };
     let answer = queue.enqueue(&queue.keys(&args.topic), &[job], now).await?;
-    let due = jiff::Timestamp::from_millisecond(due_at_ms as i64).map(|t| t.to_string()).unwrap_or_default();
+    let due = jiff::Timestamp::from_millisecond(due_at_ms as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     match answer.first() {
         Some(Enqueued::New(id)) => println!("enqueued {}/{id}, due {due}", args.topic),
-        Some(Enqueued::Duplicate(id)) => println!("duplicate: {}/{id} is already live; not enqueued again", args.topic),
+        Some(Enqueued::Duplicate(id)) => println!(
+            "duplicate: {}/{id} is already live; not enqueued again",
+            args.topic
+        ),
         None => return Err(anyhow!("redis did not answer the enqueue").into()),
     }
     Ok(())
@@ -97,12 +112,16 @@ fn read_payload(arg: &str) -> Result<Vec<u8>, Failure> {
             .map_err(|e| Failure::input(anyhow!("reading the payload from standard input: {e}")))?;
         buf
     } else if let Some(file) = arg.strip_prefix('@') {
-        std::fs::read(file).map_err(|e| Failure::input(anyhow!("reading the payload file {file:?}: {e}")))?
+        std::fs::read(file)
+            .map_err(|e| Failure::input(anyhow!("reading the payload file {file:?}: {e}")))?
     } else {
         arg.as_bytes().to_vec()
     };
     if bytes.len() > MAX_PAYLOAD {
-        return Err(Failure::input(anyhow!("the payload is larger than {} MiB", MAX_PAYLOAD >> 20)));
+        return Err(Failure::input(anyhow!(
+            "the payload is larger than {} MiB",
+            MAX_PAYLOAD >> 20
+        )));
     }
     Ok(bytes)
 }

@@ -19,7 +19,13 @@ use clap::{Parser, Subcommand};
 #[command(name = "hourglass", version, propagate_version = true)]
 pub struct Cli {
     /// The configuration file.
-    #[arg(long, short, global = true, env = "HOURGLASS_CONFIG", default_value = "queues.toml")]
+    #[arg(
+        long,
+        short,
+        global = true,
+        env = "HOURGLASS_CONFIG",
+        default_value = "queues.toml"
+    )]
     pub config: PathBuf,
 
     #[command(subcommand)]
@@ -50,13 +56,19 @@ pub(crate) struct Failure {
 impl Failure {
     /// Bad input: exit code 2.
     pub fn input(error: impl Into<anyhow::Error>) -> Failure {
-        Failure { code: 2, error: error.into() }
+        Failure {
+            code: 2,
+            error: error.into(),
+        }
     }
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(error: E) -> Failure {
-        Failure { code: 1, error: error.into() }
+        Failure {
+            code: 1,
+            error: error.into(),
+        }
     }
 }
 
@@ -65,7 +77,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let quiet = !matches!(cli.command, Command::Run);
     init_tracing(quiet);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -91,10 +106,17 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing(quiet: bool) {
-    let default = if quiet { "warn" } else { "info,wasmtime=warn,cranelift=warn" };
+    let default = if quiet {
+        "warn"
+    } else {
+        "info,wasmtime=warn,cranelift=warn"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// Load the configuration; an invalid one is bad input.

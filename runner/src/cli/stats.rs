@@ -25,11 +25,16 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         let now = now_ms();
         let mut rows = Vec::new();
         for topic in &config.topics {
-            rows.push((topic.name.clone(), queue.stats(&queue.keys(&topic.name), now).await?));
+            rows.push((
+                topic.name.clone(),
+                queue.stats(&queue.keys(&topic.name), now).await?,
+            ));
         }
         if args.json {
-            let map: serde_json::Map<String, serde_json::Value> =
-                rows.into_iter().map(|(n, s)| (n, serde_json::to_value(s).expect("stats serialize"))).collect();
+            let map: serde_json::Map<String, serde_json::Value> = rows
+                .into_iter()
+                .map(|(n, s)| (n, serde_json::to_value(s).expect("stats serialize")))
+                .collect();
             println!("{}", serde_json::Value::Object(map));
             return Ok(());
         }
@@ -37,9 +42,15 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         if args.watch {
             out.push_str("\x1b[2J\x1b[H");
         }
-        out.push_str(&format!("{:<24} {:>10} {:>10} {:>10} {:>10}\n", "TOPIC", "SCHEDULED", "READY", "RUNNING", "DEAD"));
+        out.push_str(&format!(
+            "{:<24} {:>10} {:>10} {:>10} {:>10}\n",
+            "TOPIC", "SCHEDULED", "READY", "RUNNING", "DEAD"
+        ));
         for (name, s) in rows {
-            out.push_str(&format!("{name:<24} {:>10} {:>10} {:>10} {:>10}\n", s.scheduled, s.ready, s.running, s.dead));
+            out.push_str(&format!(
+                "{name:<24} {:>10} {:>10} {:>10} {:>10}\n",
+                s.scheduled, s.ready, s.running, s.dead
+            ));
         }
         print!("{out}");
         let _ = std::io::stdout().flush();

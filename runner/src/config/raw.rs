@@ -19,8 +19,6 @@ pub(super) struct File {
     #[serde(default)]
     pub runner: Runner,
     #[serde(default)]
-    pub http: Option<Http>,
-    #[serde(default)]
     pub defaults: Defaults,
     #[serde(default, rename = "topic")]
     pub topics: Vec<Topic>,
@@ -42,13 +40,6 @@ pub(super) struct Runner {
     pub concurrency: Option<u32>,
     pub shutdown_grace: Option<Dur>,
     pub lease_margin: Option<Dur>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Http {
-    #[allow(dead_code)] // the HTTP API is parsed now so configs stay valid; served by a later release
-    pub listen: String,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -111,7 +102,9 @@ impl Redis {
                 if !known.iter().any(|scheme| url.starts_with(scheme)) {
                     return Err((
                         span,
-                        format!("field `url`: {url:?} is not a redis://, rediss:// or unix:// URL, nor \"embedded\""),
+                        format!(
+                            "field `url`: {url:?} is not a redis://, rediss:// or unix:// URL, nor \"embedded\""
+                        ),
                     ));
                 }
                 RedisTarget::Url(url)
@@ -140,7 +133,11 @@ impl Topic {
             .or(defaults.backoff.as_ref())
             .map(|b| b.get_ref().clone())
             .unwrap_or_default();
-        let dead = self.dead_letter.clone().or(defaults.dead_letter.clone()).unwrap_or_default();
+        let dead = self
+            .dead_letter
+            .clone()
+            .or(defaults.dead_letter.clone())
+            .unwrap_or_default();
         TopicConfig {
             name: self.name.get_ref().clone(),
             handler: runner.handlers_dir.join(self.handler.get_ref()),
@@ -150,7 +147,10 @@ impl Topic {
                 .or(defaults.concurrency)
                 .unwrap_or(runner.concurrency)
                 .clamp(1, runner.concurrency),
-            timeout: self.timeout.or(defaults.timeout).map_or(Duration::from_secs(30), |d| d.0),
+            timeout: self
+                .timeout
+                .or(defaults.timeout)
+                .map_or(Duration::from_secs(30), |d| d.0),
             max_attempts: self
                 .max_attempts
                 .as_ref()
@@ -163,10 +163,15 @@ impl Topic {
                 max: backoff.max.map_or(Duration::from_secs(3600), |d| d.0),
                 jitter: backoff.jitter.unwrap_or(0.2).clamp(0.0, 1.0),
             },
-            memory: self.memory.or(defaults.memory).map_or(DEFAULT_MEMORY, |s| s.0),
+            memory: self
+                .memory
+                .or(defaults.memory)
+                .map_or(DEFAULT_MEMORY, |s| s.0),
             dead_letter: DeadLetter {
                 keep: dead.keep.unwrap_or(10_000),
-                max_age: dead.max_age.map_or(Duration::from_secs(14 * 86_400), |d| d.0),
+                max_age: dead
+                    .max_age
+                    .map_or(Duration::from_secs(14 * 86_400), |d| d.0),
             },
             may_enqueue: self
                 .may_enqueue

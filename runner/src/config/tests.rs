@@ -42,7 +42,8 @@ fn unknown_key_names_its_line() {
 
 #[test]
 fn bad_duration_names_its_line_and_value() {
-    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\ntimeout = \"5 parsecs\"\n");
+    let (_d, r) =
+        with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\ntimeout = \"5 parsecs\"\n");
     let (line, message) = error_at(r);
     assert_eq!(line, 4);
     assert!(message.contains("5 parsecs"), "{message}");
@@ -53,14 +54,21 @@ fn missing_handler_file_names_the_field() {
     let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"nope.wasm\"\n");
     let (line, message) = error_at(r);
     assert_eq!(line, 3);
-    assert!(message.contains("handler") && message.contains("nope.wasm"), "{message}");
+    assert!(
+        message.contains("handler") && message.contains("nope.wasm"),
+        "{message}"
+    );
 }
 
 #[test]
 fn duplicate_topics_and_unknown_follow_up_targets_are_rejected() {
-    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n");
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n",
+    );
     assert_eq!(error_at(r).0, 5);
-    let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nmay_enqueue = [\"ghost\"]\n");
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nmay_enqueue = [\"ghost\"]\n",
+    );
     assert!(error_at(r).1.contains("ghost"));
 }
 

@@ -10,8 +10,9 @@ pub const DEFAULT_MEMORY: u64 = 64 << 20;
 
 /// Parse a human duration such as `30s`, `1h 30m`, `250ms` or `14d`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("invalid duration {text:?} ({e}); write e.g. \"250ms\", \"30s\", \"5m\", \"14d\""))
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        format!("invalid duration {text:?} ({e}); write e.g. \"250ms\", \"30s\", \"5m\", \"14d\"")
+    })
 }
 
 /// Parse a size such as `64MiB`, `512KiB` or `1GB`.
@@ -29,7 +30,9 @@ pub struct Dur(pub Duration);
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
         let text = String::deserialize(d)?;
-        parse_duration(&text).map(Dur).map_err(serde::de::Error::custom)
+        parse_duration(&text)
+            .map(Dur)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -40,6 +43,8 @@ pub struct Size(pub u64);
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
         let text = String::deserialize(d)?;
-        parse_size(&text).map(Size).map_err(serde::de::Error::custom)
+        parse_size(&text)
+            .map(Size)
+            .map_err(serde::de::Error::custom)
     }
 }

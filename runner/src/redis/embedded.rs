@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddedError {
     /// redis-server is not installed.
-    #[error("`url = \"embedded\"` needs redis-server on PATH ({0}); on Debian: apt-get install redis-server")]
+    #[error(
+        "`url = \"embedded\"` needs redis-server on PATH ({0}); on Debian: apt-get install redis-server"
+    )]
     NotInstalled(std::io::Error),
     /// The data folder could not be made.
     #[error("cannot create the embedded redis data folder {path}: {source}")]
@@ -41,8 +43,16 @@ pub struct EmbeddedRedis {
 impl EmbeddedRedis {
     /// Use the server whose data is in `dir`, starting it if none runs.
     pub fn start(dir: &Path) -> Result<EmbeddedRedis, EmbeddedError> {
-        std::fs::create_dir_all(dir).map_err(|source| EmbeddedError::DataDir { path: dir.to_owned(), source })?;
-        let dir = dir.canonicalize().map_err(|source| EmbeddedError::DataDir { path: dir.to_owned(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| EmbeddedError::DataDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|source| EmbeddedError::DataDir {
+                path: dir.to_owned(),
+                source,
+            })?;
         let socket = dir.join("redis.sock");
         let url = format!("unix://{}", socket.display());
         if answers(&socket) {
@@ -55,14 +65,25 @@ impl EmbeddedRedis {
             .arg(&socket)
             .args(["--unixsocketperm", "700", "--dir"])
             .arg(&dir)
-            .args(["--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--logfile"])
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--logfile",
+            ])
             .arg(&log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(EmbeddedError::NotInstalled)?;
-        let mut server = EmbeddedRedis { url, child: Some(child) };
+        let mut server = EmbeddedRedis {
+            url,
+            child: Some(child),
+        };
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
             if answers(&socket) {
@@ -88,7 +109,10 @@ impl Drop for EmbeddedRedis {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             if let Ok(pid) = i32::try_from(child.id()) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
             }
             let _ = child.wait();
         }
@@ -97,8 +121,14 @@ impl Drop for EmbeddedRedis {
 
 fn answers(socket: &Path) -> bool {
     use std::io::{Read, Write};
-    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else { return false };
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 16];
-    stream.write_all(b"PING\r\n").is_ok() && stream.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream
+            .read(&mut buf)
+            .map(|n| buf[..n].starts_with(b"+PONG"))
+            .unwrap_or(false)
 }

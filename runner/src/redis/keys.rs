@@ -57,7 +57,16 @@ mod tests {
     #[test]
     fn all_keys_of_a_topic_share_one_hash_tag() {
         let k = TopicKeys::new("ns", "orders");
-        for key in [&k.pending, &k.lease, &k.job, &k.attempt, &k.error, &k.dead, &k.dead_info, &k.seq] {
+        for key in [
+            &k.pending,
+            &k.lease,
+            &k.job,
+            &k.attempt,
+            &k.error,
+            &k.dead,
+            &k.dead_info,
+            &k.seq,
+        ] {
             assert!(key.starts_with("ns:{orders}:"), "{key}");
         }
     }

@@ -129,7 +129,12 @@ impl Queue {
             .set_max_delay(Duration::from_secs(2))
             .set_number_of_retries(3);
         let conn = client.get_connection_manager_with_config(config).await?;
-        Ok(Queue { client, conn, namespace: namespace.to_owned(), wake: wake_channel(namespace) })
+        Ok(Queue {
+            client,
+            conn,
+            namespace: namespace.to_owned(),
+            wake: wake_channel(namespace),
+        })
     }
 
     /// The keys of `topic`.
@@ -158,18 +163,30 @@ impl Queue {
         // keep each call's ARGV well inside Lua's unpack limits and Redis' argument buffer
         for chunk in jobs.chunks(1000) {
             let mut inv = scripts::ENQUEUE.prepare_invoke();
-            inv.key(&keys.pending).key(&keys.job).key(&keys.dead).key(&keys.dead_info).key(&keys.seq);
+            inv.key(&keys.pending)
+                .key(&keys.job)
+                .key(&keys.dead)
+                .key(&keys.dead_info)
+                .key(&keys.seq);
             inv.arg(&self.wake).arg(&keys.topic);
             for job in chunk {
-                let record = Record { max_attempts: job.max_attempts, enqueued_at_ms: now_ms, payload: job.payload.clone() };
-                inv.arg(job.id.as_deref().unwrap_or("")).arg(job.due_at_ms).arg(record.encode());
+                let record = Record {
+                    max_attempts: job.max_attempts,
+                    enqueued_at_ms: now_ms,
+                    payload: job.payload.clone(),
+                };
+                inv.arg(job.id.as_deref().unwrap_or(""))
+                    .arg(job.due_at_ms)
+                    .arg(record.encode());
             }
             let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
             for pair in reply.chunks(2) {
                 match pair {
                     [id, Value::Int(1)] => out.push(Enqueued::New(string(id)?)),
                     [id, Value::Int(0)] => out.push(Enqueued::Duplicate(string(id)?)),
-                    other => return Err(QueueError::Protocol(format!("enqueue answered {other:?}"))),
+                    other => {
+                        return Err(QueueError::Protocol(format!("enqueue answered {other:?}")));
+                    }
                 }
             }
         }
@@ -195,7 +212,9 @@ impl Queue {
             .arg(limit)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        let (head, rest) = reply.split_first().ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
+        let (head, rest) = reply
+            .split_first()
+            .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
         let next_due_ms = match head {
             Value::Int(_) => None,
             v => Some(number(v)?),
@@ -222,7 +241,11 @@ impl Queue {
     /// Delete finished jobs; `done` holds (id, attempt). Returns how many were still ours.
     pub async fn ack(&self, keys: &TopicKeys, done: &[(String, u32)]) -> Result<u64, QueueError> {
         let mut inv = scripts::ACK.prepare_invoke();
-        inv.key(&keys.lease).key(&keys.pending).key(&keys.job).key(&keys.attempt).key(&keys.error);
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error);
         for (id, attempt) in done {
             inv.arg(id).arg(attempt);
         }
@@ -230,9 +253,16 @@ impl Queue {
     }
 
     /// Schedule next attempts; `failed` holds (id, attempt, next due ms, error).
-    pub async fn retry(&self, keys: &TopicKeys, failed: &[(String, u32, u64, String)]) -> Result<u64, QueueError> {
+    pub async fn retry(
+        &self,
+        keys: &TopicKeys,
+        failed: &[(String, u32, u64, String)],
+    ) -> Result<u64, QueueError> {
         let mut inv = scripts::RETRY.prepare_invoke();
-        inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt).key(&keys.error);
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.attempt)
+            .key(&keys.error);
         inv.arg(&self.wake).arg(&keys.topic);
         for (id, attempt, due, error) in failed {
             inv.arg(id).arg(attempt).arg(due).arg(error);
@@ -256,7 +286,8 @@ impl Queue {
             .key(&keys.error)
             .key(&keys.dead)
             .key(&keys.dead_info);
-        let oldest = now_ms.saturating_sub(u64::try_from(retention.max_age.as_millis()).unwrap_or(u64::MAX));
+        let oldest =
+            now_ms.saturating_sub(u64::try_from(retention.max_age.as_millis()).unwrap_or(u64::MAX));
         inv.arg(now_ms).arg(retention.keep).arg(oldest);
         for (id, attempt, info) in dead {
             let json = serde_json::to_string(info).expect("dead info serializes");
@@ -266,7 +297,12 @@ impl Queue {
     }
 
     /// Return up to `limit` jobs whose lease ended before `now_ms` to pending.
-    pub async fn requeue_expired(&self, keys: &TopicKeys, now_ms: u64, limit: usize) -> Result<u64, QueueError> {
+    pub async fn requeue_expired(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<u64, QueueError> {
         Ok(scripts::REQUEUE
             .key(&keys.lease)
             .key(&keys.pending)
@@ -280,7 +316,12 @@ impl Queue {
     }
 
     /// Give back leased jobs without counting their attempt; `held` holds (id, attempt).
-    pub async fn release(&self, keys: &TopicKeys, held: &[(String, u32)], now_ms: u64) -> Result<u64, QueueError> {
+    pub async fn release(
+        &self,
+        keys: &TopicKeys,
+        held: &[(String, u32)],
+        now_ms: u64,
+    ) -> Result<u64, QueueError> {
         let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
         inv.arg(now_ms).arg(&self.wake).arg(&keys.topic);
@@ -299,19 +340,33 @@ impl Queue {
             .zcard(&keys.dead)
             .query_async(&mut self.conn.clone())
             .await?;
-        Ok(TopicStats { scheduled: pending - ready, ready, running, dead })
+        Ok(TopicStats {
+            scheduled: pending - ready,
+            ready,
+            running,
+            dead,
+        })
     }
 
     /// The dead letter `id` of a topic, if there is one.
-    pub async fn dead_info(&self, keys: &TopicKeys, id: &str) -> Result<Option<DeadInfo>, QueueError> {
+    pub async fn dead_info(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+    ) -> Result<Option<DeadInfo>, QueueError> {
         let json: Option<String> = self.conn.clone().hget(&keys.dead_info, id).await?;
-        json.map(|j| serde_json::from_str(&j).map_err(|e| QueueError::Protocol(format!("dead info of {id:?}: {e}"))))
-            .transpose()
+        json.map(|j| {
+            serde_json::from_str(&j)
+                .map_err(|e| QueueError::Protocol(format!("dead info of {id:?}: {e}")))
+        })
+        .transpose()
     }
 
     /// Round-trip check, used at start-up to fail early with a clear message.
     pub async fn ping(&self) -> Result<(), QueueError> {
-        let _: String = redis::cmd("PING").query_async(&mut self.conn.clone()).await?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await?;
         Ok(())
     }
 }
@@ -321,7 +376,9 @@ fn bytes(v: &Value) -> Result<Vec<u8>, QueueError> {
         Value::BulkString(b) => Ok(b.clone()),
         Value::SimpleString(s) => Ok(s.clone().into_bytes()),
         Value::Int(i) => Ok(i.to_string().into_bytes()),
-        other => Err(QueueError::Protocol(format!("expected a string, got {other:?}"))),
+        other => Err(QueueError::Protocol(format!(
+            "expected a string, got {other:?}"
+        ))),
     }
 }
 
@@ -331,7 +388,9 @@ fn string(v: &Value) -> Result<String, QueueError> {
 
 fn number(v: &Value) -> Result<u64, QueueError> {
     match v {
-        Value::Int(i) => u64::try_from(*i).map_err(|_| QueueError::Protocol(format!("negative number {i}"))),
+        Value::Int(i) => {
+            u64::try_from(*i).map_err(|_| QueueError::Protocol(format!("negative number {i}")))
+        }
         other => {
             let s = string(other)?;
             s.parse::<u64>()

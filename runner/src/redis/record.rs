@@ -44,7 +44,11 @@ impl Record {
         }
         let max_attempts = u32::from_le_bytes(bytes[1..5].try_into().expect("4 bytes"));
         let enqueued_at_ms = u64::from_le_bytes(bytes[5..13].try_into().expect("8 bytes"));
-        Ok(Record { max_attempts, enqueued_at_ms, payload: bytes[HEADER..].to_vec() })
+        Ok(Record {
+            max_attempts,
+            enqueued_at_ms,
+            payload: bytes[HEADER..].to_vec(),
+        })
     }
 }
 
@@ -54,8 +58,17 @@ mod tests {
 
     #[test]
     fn round_trips_binary_and_empty_payloads() {
-        for payload in [vec![], vec![0, 255, 10, 13], b"{\"a\":1}".to_vec(), vec![7; 1 << 16]] {
-            let r = Record { max_attempts: 3, enqueued_at_ms: 1_700_000_000_123, payload };
+        for payload in [
+            vec![],
+            vec![0, 255, 10, 13],
+            b"{\"a\":1}".to_vec(),
+            vec![7; 1 << 16],
+        ] {
+            let r = Record {
+                max_attempts: 3,
+                enqueued_at_ms: 1_700_000_000_123,
+                payload,
+            };
             assert_eq!(Record::decode(&r.encode()), Ok(r));
         }
     }

@@ -8,7 +8,10 @@ use redis::Script;
 macro_rules! script {
     ($name:ident, $file:literal) => {
         pub(super) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(include_str!("../../lua/prelude.lua"), include_str!(concat!("../../lua/", $file))))
+            Script::new(concat!(
+                include_str!("../../lua/prelude.lua"),
+                include_str!(concat!("../../lua/", $file))
+            ))
         });
     };
 }

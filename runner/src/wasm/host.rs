@@ -38,11 +38,17 @@ impl Host {
     pub fn new(ctx: JobContext, memory_limit: u64) -> Host {
         let stdout = MemoryOutputPipe::new(OUTPUT_CAP);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAP);
-        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .build();
         Host {
             wasi,
             table: ResourceTable::new(),
-            limits: MemoryLimit { limit: memory_limit, exceeded: None },
+            limits: MemoryLimit {
+                limit: memory_limit,
+                exceeded: None,
+            },
             ctx,
             stdout,
             stderr,
@@ -55,22 +61,45 @@ impl Host {
         let ctx = &self.ctx;
         for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let bytes = pipe.contents();
-            for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
+            for line in String::from_utf8_lossy(&bytes)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+            {
                 tracing::info!(target: "handler", topic = %ctx.topic, job_id = %ctx.id, attempt = ctx.attempt, stream, "{line}");
             }
         }
     }
 
-    /// The last non-empty line the guest wrote to stderr (a panic message, usually).
-    pub(super) fn last_stderr_line(&self) -> Option<String> {
+    /// What the guest said on stderr before it trapped: a Rust panic's
+    /// location and message when there is one, else its last line.
+    pub(super) fn stderr_summary(&self) -> Option<String> {
         let bytes = self.stderr.contents();
-        String::from_utf8_lossy(&bytes).lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_owned())
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+            .collect();
+        match lines.iter().rposition(|l| l.contains("panicked at")) {
+            Some(i) => Some(
+                lines[i..]
+                    .iter()
+                    .take(2)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            None => lines.last().map(|l| (*l).to_owned()),
+        }
     }
 }
 
 impl WasiView for Host {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -80,11 +109,21 @@ impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
         let JobContext { topic, id, attempt } = &self.ctx;
         match level {
-            log::Level::Trace => tracing::trace!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
-            log::Level::Debug => tracing::debug!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
-            log::Level::Info => tracing::info!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
-            log::Level::Error => tracing::error!(target: "handler", %topic, job_id = %id, attempt, "{message}"),
+            log::Level::Trace => {
+                tracing::trace!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+            }
+            log::Level::Debug => {
+                tracing::debug!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+            }
+            log::Level::Info => {
+                tracing::info!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+            }
+            log::Level::Warn => {
+                tracing::warn!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+            }
+            log::Level::Error => {
+                tracing::error!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+            }
         }
     }
 }
@@ -97,7 +136,12 @@ pub struct MemoryLimit {
 }
 
 impl ResourceLimiter for MemoryLimit {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired as u64 > self.limit {
             self.exceeded = Some(desired);
             wasmtime::bail!("memory limit of {} bytes exceeded", self.limit);
@@ -105,7 +149,12 @@ impl ResourceLimiter for MemoryLimit {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1 << 20)
     }
 }

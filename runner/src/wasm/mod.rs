@@ -15,10 +15,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
+};
 
-pub use host::JobContext;
 use host::Host;
+pub use host::JobContext;
 
 /// Bindings generated from `wit/handler.wit`.
 #[allow(missing_docs)]
@@ -51,6 +53,9 @@ pub enum LoadError {
         /// What wasmtime said.
         reason: String,
     },
+    /// The engine could not be created (bad limits, no virtual memory).
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(String),
     /// A component that does not implement the handler world.
     #[error("{path} does not implement the hourglass handler contract (wit/handler.wit): {reason}")]
     Incompatible {
@@ -129,7 +134,8 @@ pub struct Runtime {
 impl Runtime {
     /// An engine whose instance pool has room for `slots` instances at once,
     /// each with up to `max_memory` bytes of linear memory.
-    pub fn new(slots: u32, max_memory: u64) -> wasmtime::Result<Runtime> {
+    pub fn new(slots: u32, max_memory: u64) -> Result<Runtime, LoadError> {
+        let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
         let mut pool = PoolingAllocationConfig::default();
         // A Rust component is a few core instances, memories and tables; leave room.
         pool.total_component_instances(slots)
@@ -142,29 +148,46 @@ impl Runtime {
         config
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
-            .wasm_backtrace(false);
-        let engine = Engine::new(&config)?;
+            .wasm_backtrace_max_frames(None);
+        let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::Handler::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        bindings::Handler::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h)
+            .map_err(engine_error)?;
         let ticker = epoch::EpochTicker::start(engine.clone());
-        Ok(Runtime { engine, linker, _ticker: ticker })
+        Ok(Runtime {
+            engine,
+            linker,
+            _ticker: ticker,
+        })
     }
 
     /// Compile `path` and check it against the contract. Blocking (compiling
     /// takes milliseconds): call it off the async executor.
     pub fn load(&self, path: &Path) -> Result<LoadedHandler, LoadError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: shown.clone(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: shown.clone(),
+            source,
+        })?;
         self.load_bytes(&shown, &bytes)
     }
 
     /// Compile `bytes` (read from `name`) and check them against the contract.
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedHandler, LoadError> {
-        let component = Component::from_binary(&self.engine, bytes)
-            .map_err(|e| LoadError::Invalid { path: name.to_owned(), reason: format!("{e:#}") })?;
-        let incompatible = |e: wasmtime::Error| LoadError::Incompatible { path: name.to_owned(), reason: format!("{e:#}") };
-        let pre = self.linker.instantiate_pre(&component).map_err(incompatible)?;
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|e| LoadError::Invalid {
+                path: name.to_owned(),
+                reason: format!("{e:#}"),
+            })?;
+        let incompatible = |e: wasmtime::Error| LoadError::Incompatible {
+            path: name.to_owned(),
+            reason: format!("{e:#}"),
+        };
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(incompatible)?;
         let pre = bindings::HandlerPre::new(pre).map_err(incompatible)?;
         Ok(LoadedHandler { pre })
     }
@@ -180,7 +203,10 @@ impl Runtime {
                 cx.data_mut().timed_out = true;
                 wasmtime::bail!("time limit exceeded");
             }
-            Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
         });
         let input = wit::Job {
             id: job.ctx.id,
@@ -196,10 +222,15 @@ impl Runtime {
         let call = async {
             let instance = match handler.pre.instantiate_async(&mut store).await {
                 Ok(instance) => instance,
-                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => return Err(Stop::NoSlot(format!("{e}"))),
+                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => {
+                    return Err(Stop::NoSlot(format!("{e}")));
+                }
                 Err(e) => return Err(Stop::Trap(e)),
             };
-            instance.call_handle(&mut store, &input).await.map_err(Stop::Trap)
+            instance
+                .call_handle(&mut store, &input)
+                .await
+                .map_err(Stop::Trap)
         };
         let result = tokio::time::timeout(limits.timeout + epoch::TICK * 4, call).await;
         let host = store.data();
@@ -207,20 +238,27 @@ impl Runtime {
         match result {
             Ok(Ok(outcome)) => Finish::Answered(match outcome {
                 wit::Outcome::Ack => Answer::Ack,
-                wit::Outcome::Retry(r) => Answer::Retry { delay: r.delay_ms.map(Duration::from_millis), reason: r.reason },
+                wit::Outcome::Retry(r) => Answer::Retry {
+                    delay: r.delay_ms.map(Duration::from_millis),
+                    reason: r.reason,
+                },
                 wit::Outcome::Fail(reason) => Answer::Fail(reason),
             }),
             Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
-            Err(_elapsed) => Finish::Failed(format!("time limit of {} exceeded", humantime::format_duration(limits.timeout))),
-            Ok(Err(Stop::Trap(_))) if host.timed_out => {
-                Finish::Failed(format!("time limit of {} exceeded", humantime::format_duration(limits.timeout)))
-            }
+            Err(_elapsed) => Finish::Failed(format!(
+                "time limit of {} exceeded",
+                humantime::format_duration(limits.timeout)
+            )),
+            Ok(Err(Stop::Trap(_))) if host.timed_out => Finish::Failed(format!(
+                "time limit of {} exceeded",
+                humantime::format_duration(limits.timeout)
+            )),
             Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Failed(format!(
                 "memory limit of {} exceeded (the handler asked for {})",
-                bytesize::ByteSize(limits.memory).display().iec(),
-                bytesize::ByteSize(host.limits.exceeded.unwrap_or_default() as u64).display().iec()
+                size(limits.memory),
+                size(host.limits.exceeded.unwrap_or_default() as u64)
             )),
-            Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.last_stderr_line() {
+            Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.stderr_summary() {
                 Some(line) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
                 None => format!("trapped: {}", root_cause(&e)),
             }),
@@ -237,5 +275,14 @@ fn root_cause(e: &wasmtime::Error) -> String {
     match e.downcast_ref::<wasmtime::Trap>() {
         Some(trap) => trap.to_string(),
         None => e.root_cause().to_string(),
+    }
+}
+
+/// `16 MiB` for whole mebibytes (how limits are written), else `16.1 MiB`.
+fn size(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        bytesize::ByteSize(bytes).display().iec().to_string()
     }
 }

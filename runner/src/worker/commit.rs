@@ -55,7 +55,10 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
             b.topic.get_or_insert_with(|| c.topic.clone());
             match c.decision {
                 Decision::Ack => b.acks.push((c.id, c.attempt)),
-                Decision::Retry { next_due_ms, reason } => b.retries.push((c.id, c.attempt, next_due_ms, reason)),
+                Decision::Retry {
+                    next_due_ms,
+                    reason,
+                } => b.retries.push((c.id, c.attempt, next_due_ms, reason)),
                 Decision::Dead(info) => b.dead.push((c.id, c.attempt, info)),
                 Decision::Release => b.releases.push((c.id, c.attempt)),
             }
@@ -77,16 +80,37 @@ async fn commit(shared: &Shared, b: Batch) {
     }
     if !b.retries.is_empty() && persist("retry", name, || q.retry(keys, &b.retries)).await {
         for (id, attempt, next_due_ms, reason) in b.retries {
-            shared.emit(name, &id, attempt, EventKind::Retried { next_due_ms, reason });
+            shared.emit(
+                name,
+                &id,
+                attempt,
+                EventKind::Retried {
+                    next_due_ms,
+                    reason,
+                },
+            );
         }
     }
-    if !b.dead.is_empty() && persist("dead-letter", name, || q.bury(keys, &b.dead, topic.cfg.dead_letter, now_ms())).await
+    if !b.dead.is_empty()
+        && persist("dead-letter", name, || {
+            q.bury(keys, &b.dead, topic.cfg.dead_letter, now_ms())
+        })
+        .await
     {
         for (id, attempt, info) in b.dead {
-            shared.emit(name, &id, attempt, EventKind::Dead { reason: info.reason });
+            shared.emit(
+                name,
+                &id,
+                attempt,
+                EventKind::Dead {
+                    reason: info.reason,
+                },
+            );
         }
     }
-    if !b.releases.is_empty() && persist("release", name, || q.release(keys, &b.releases, now_ms())).await {
+    if !b.releases.is_empty()
+        && persist("release", name, || q.release(keys, &b.releases, now_ms())).await
+    {
         for (id, attempt) in &b.releases {
             shared.emit(name, id, *attempt, EventKind::Released);
         }
@@ -110,7 +134,10 @@ where
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
             Err(e) => {
-                tracing::error!(topic, "{what} not committed, giving up (the leases will expire and the jobs run again): {e}");
+                tracing::error!(
+                    topic,
+                    "{what} not committed, giving up (the leases will expire and the jobs run again): {e}"
+                );
                 return false;
             }
         }

@@ -50,7 +50,12 @@ pub(crate) struct Shared {
 impl Shared {
     fn emit(&self, topic: &str, id: &str, attempt: u32, kind: EventKind) {
         if self.events.receiver_count() > 0 {
-            let _ = self.events.send(Event { topic: topic.to_owned(), id: id.to_owned(), attempt, kind });
+            let _ = self.events.send(Event {
+                topic: topic.to_owned(),
+                id: id.to_owned(),
+                attempt,
+                kind,
+            });
         }
     }
 }
@@ -68,7 +73,10 @@ pub async fn connect(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedR
     let queue = Queue::connect(&url, &config.redis.namespace)
         .await
         .with_context(|| format!("connecting to redis at {url}"))?;
-    queue.ping().await.with_context(|| format!("redis at {url} does not answer"))?;
+    queue
+        .ping()
+        .await
+        .with_context(|| format!("redis at {url} does not answer"))?;
     Ok((queue, embedded))
 }
 
@@ -83,7 +91,8 @@ impl Runner {
     /// Compile every handler (failing on the first that cannot serve), then connect.
     pub async fn start(config: Config) -> anyhow::Result<Runner> {
         let slots = config.runner.concurrency + SPARE_SLOTS;
-        let runtime = Runtime::new(slots, config.max_memory()).context("creating the WebAssembly engine")?;
+        let runtime =
+            Runtime::new(slots, config.max_memory()).context("creating the WebAssembly engine")?;
         let (runtime, handlers) = tokio::task::spawn_blocking(move || {
             let mut handlers = HashMap::new();
             for topic in &config.topics {
@@ -118,7 +127,11 @@ impl Runner {
             events: broadcast::channel(1 << 16).0,
             inflight: Mutex::new(HashMap::new()),
         });
-        Ok(Runner { shared, topics, _embedded: embedded })
+        Ok(Runner {
+            shared,
+            topics,
+            _embedded: embedded,
+        })
     }
 
     /// Events about jobs from now on.
@@ -133,7 +146,11 @@ impl Runner {
 
     /// Serve until `shutdown` completes, then shut down gracefully.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let Runner { shared, topics, _embedded } = self;
+        let Runner {
+            shared,
+            topics,
+            _embedded,
+        } = self;
         let (commits, commit_rx) = mpsc::channel(4096);
         let committer = tokio::spawn(commit::run(shared.clone(), commit_rx));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
@@ -144,7 +161,9 @@ impl Runner {
             "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
         );
         // returns once every attempt has finished or been stopped, dropping every commit sender
-        let leftover = scheduler::Scheduler::new(shared.clone(), topics, commits).run(wake_rx, shutdown).await;
+        let leftover = scheduler::Scheduler::new(shared.clone(), topics, commits)
+            .run(wake_rx, shutdown)
+            .await;
         listener.abort();
         let _ = committer.await;
         let released = scheduler::release(&shared, leftover).await;

@@ -36,14 +36,30 @@ pub(super) struct Scheduler {
     next_due: Vec<u64>,
     global: Arc<tokio::sync::Semaphore>,
     commits: mpsc::Sender<Completion>,
-    tasks: JoinSet<()>,
+    /// Running attempts; each returns its permits, dropped only when reaped
+    /// here, so capacity never changes in the middle of a claim round (strict
+    /// priority would otherwise let a lower topic take a slot freed meanwhile).
+    tasks: JoinSet<Permits>,
 }
 
 impl Scheduler {
-    pub fn new(shared: Arc<Shared>, topics: Vec<Arc<Topic>>, commits: mpsc::Sender<Completion>) -> Scheduler {
-        let global = Arc::new(tokio::sync::Semaphore::new(shared.config.runner.concurrency as usize));
+    pub fn new(
+        shared: Arc<Shared>,
+        topics: Vec<Arc<Topic>>,
+        commits: mpsc::Sender<Completion>,
+    ) -> Scheduler {
+        let global = Arc::new(tokio::sync::Semaphore::new(
+            shared.config.runner.concurrency as usize,
+        ));
         let next_due = vec![0; topics.len()];
-        Scheduler { shared, topics, next_due, global, commits, tasks: JoinSet::new() }
+        Scheduler {
+            shared,
+            topics,
+            next_due,
+            global,
+            commits,
+            tasks: JoinSet::new(),
+        }
     }
 
     /// Serve until `shutdown`; returns the attempts that had to be stopped
@@ -84,7 +100,10 @@ impl Scheduler {
                 biased;
                 () = &mut shutdown => break,
                 Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
-                    if let Err(e) = joined { tracing::error!("an attempt task failed: {e}"); }
+                    reaped(joined);
+                    while let Some(joined) = self.tasks.try_join_next() {
+                        reaped(joined);
+                    }
                 }
                 Some(msg) = wake.recv() => self.on_wake(msg),
                 () = tokio::time::sleep(sleep) => {}
@@ -129,24 +148,44 @@ impl Scheduler {
                 break;
             }
             let topic = self.topics[i].clone();
-            let free = global.min(topic.permits.available_permits()).min(CLAIM_BATCH);
+            let free = global
+                .min(topic.permits.available_permits())
+                .min(CLAIM_BATCH);
             if free == 0 {
                 continue;
             }
-            let lease_until = now + millis(topic.cfg.timeout + self.shared.config.runner.lease_margin);
-            let claimed = self.shared.queue.claim(&topic.keys, now, lease_until, free).await?;
+            let lease_until =
+                now + millis(topic.cfg.timeout + self.shared.config.runner.lease_margin);
+            let claimed = self
+                .shared
+                .queue
+                .claim(&topic.keys, now, lease_until, free)
+                .await?;
             self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
             for job in claimed.jobs {
                 let permits = [
-                    self.global.clone().try_acquire_owned().expect("checked free global capacity"),
-                    topic.permits.clone().try_acquire_owned().expect("checked free topic capacity"),
+                    topic
+                        .permits
+                        .clone()
+                        .try_acquire_owned()
+                        .expect("checked free topic capacity"),
+                    self.global
+                        .clone()
+                        .try_acquire_owned()
+                        .expect("checked free global capacity"),
                 ];
                 self.shared
                     .inflight
                     .lock()
                     .expect("inflight lock")
                     .insert((topic.cfg.name.clone(), job.id.clone()), job.attempt);
-                let run = attempt::run(self.shared.clone(), self.commits.clone(), topic.clone(), job, permits);
+                let run = attempt::run(
+                    self.shared.clone(),
+                    self.commits.clone(),
+                    topic.clone(),
+                    job,
+                    permits,
+                );
                 self.tasks.spawn(run);
             }
         }
@@ -155,10 +194,19 @@ impl Scheduler {
 
     async fn requeue_expired(&self, now: u64) {
         for topic in &self.topics {
-            match self.shared.queue.requeue_expired(&topic.keys, now, REQUEUE_BATCH).await {
+            match self
+                .shared
+                .queue
+                .requeue_expired(&topic.keys, now, REQUEUE_BATCH)
+                .await
+            {
                 Ok(0) => {}
-                Ok(n) => tracing::warn!(topic = %topic.cfg.name, requeued = n, "requeued jobs whose lease expired"),
-                Err(e) => tracing::warn!(topic = %topic.cfg.name, "cannot requeue expired leases: {e}"),
+                Ok(n) => {
+                    tracing::warn!(topic = %topic.cfg.name, requeued = n, "requeued jobs whose lease expired")
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %topic.cfg.name, "cannot requeue expired leases: {e}")
+                }
             }
         }
     }
@@ -166,21 +214,34 @@ impl Scheduler {
     /// Stop claiming; give running attempts the grace period, then stop them.
     async fn shut_down(mut self) -> Vec<(String, String, u32)> {
         let grace = self.shared.config.runner.shutdown_grace;
-        tracing::info!(running = self.tasks.len(), "shutting down: waiting up to {grace:?} for running jobs");
+        tracing::info!(
+            running = self.tasks.len(),
+            "shutting down: waiting up to {grace:?} for running jobs"
+        );
         let drained = tokio::time::timeout(grace, async {
             while let Some(joined) = self.tasks.join_next().await {
-                if let Err(e) = joined {
-                    tracing::error!("an attempt task failed: {e}");
-                }
+                reaped(joined);
             }
         })
         .await;
         if drained.is_err() {
-            tracing::warn!(stopped = self.tasks.len(), "grace period over: stopping the jobs still running");
+            tracing::warn!(
+                stopped = self.tasks.len(),
+                "grace period over: stopping the jobs still running"
+            );
             self.tasks.shutdown().await;
         }
-        let leftover = self.shared.inflight.lock().expect("inflight lock").drain().collect::<Vec<_>>();
-        leftover.into_iter().map(|((topic, id), attempt)| (topic, id, attempt)).collect()
+        let leftover = self
+            .shared
+            .inflight
+            .lock()
+            .expect("inflight lock")
+            .drain()
+            .collect::<Vec<_>>();
+        leftover
+            .into_iter()
+            .map(|((topic, id), attempt)| (topic, id, attempt))
+            .collect()
     }
 }
 
@@ -193,12 +254,28 @@ pub(super) async fn release(shared: &Shared, leftover: Vec<(String, String, u32)
         by_topic.entry(topic).or_default().push((id, attempt));
     }
     for (topic, held) in by_topic {
-        match shared.queue.release(&shared.queue.keys(&topic), &held, now).await {
+        match shared
+            .queue
+            .release(&shared.queue.keys(&topic), &held, now)
+            .await
+        {
             Ok(n) => released += n as usize,
-            Err(e) => tracing::error!(%topic, "cannot release {} jobs; their leases will expire: {e}", held.len()),
+            Err(e) => {
+                tracing::error!(%topic, "cannot release {} jobs; their leases will expire: {e}", held.len())
+            }
         }
     }
     released
+}
+
+/// The capacity one attempt holds: its topic's slot and a global one.
+pub(super) type Permits = [tokio::sync::OwnedSemaphorePermit; 2];
+
+/// Dropping the permits returns the attempt's capacity.
+fn reaped(joined: Result<Permits, tokio::task::JoinError>) {
+    if let Err(e) = joined {
+        tracing::error!("an attempt task failed: {e}");
+    }
 }
 
 fn millis(d: Duration) -> u64 {

@@ -42,9 +42,13 @@ pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
                     }
                     tracing::warn!("wake-up subscription lost; reconnecting");
                 }
-                Err(e) => tracing::warn!("cannot subscribe to wake-ups, retrying in {pause:?}: {e}"),
+                Err(e) => {
+                    tracing::warn!("cannot subscribe to wake-ups, retrying in {pause:?}: {e}")
+                }
             },
-            Err(e) => tracing::warn!("cannot open the wake-up connection, retrying in {pause:?}: {e}"),
+            Err(e) => {
+                tracing::warn!("cannot open the wake-up connection, retrying in {pause:?}: {e}")
+            }
         }
         if tx.is_closed() {
             return;
