@@ -1,4 +1,4 @@
-//! Listens on the wake channel: scripts publish "<topic> <due ms>" when a job
+//! Listens on the wake channel: scripts publish `"<topic> <due ms>"` when a job
 //! becomes due earlier than anything pending before it. Reconnects with
 //! backoff; after every (re)connect it asks the scheduler to look at every
 //! topic, since messages sent while disconnected are lost.
