@@ -84,8 +84,19 @@ pub(super) async fn run(
             }
         }
     };
-    if let Decision::Retry { reason, .. } | Decision::Dead(DeadInfo { reason, .. }) = &decision {
-        tracing::warn!(topic = %cfg.name, job_id = %id, attempt, "{reason}");
+    match &decision {
+        Decision::Ack => tracing::debug!(topic = %cfg.name, job_id = %id, attempt, "done"),
+        Decision::Retry {
+            next_due_ms,
+            reason,
+        } => {
+            let wait = Duration::from_millis(next_due_ms.saturating_sub(now_ms()));
+            tracing::warn!(topic = %cfg.name, job_id = %id, attempt, "retrying in {}: {reason}", humantime::format_duration(wait));
+        }
+        Decision::Dead(DeadInfo { reason, .. }) => {
+            tracing::warn!(topic = %cfg.name, job_id = %id, attempt, "dead-lettered: {reason}")
+        }
+        Decision::Release => {}
     }
     let completion = Completion {
         topic: topic.clone(),
