@@ -1,6 +1,6 @@
 //! hourglass integration tests: a real redis-server per test (started on a
 //! free port, killed on drop), real wasmtime, real components built from
-//! `handlers/` by the `test-components` crate.
+//! `handlers/` by the `test-support` crate.
 //!
 //! Index:
 //! - `util`: the redis-server guard, project fixtures, runner and event helpers.

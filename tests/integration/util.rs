@@ -1,9 +1,7 @@
 //! Shared test helpers. A missing redis-server is a failure, never a skip.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::{Event, EventKind};
@@ -11,50 +9,7 @@ use hourglass::redis::{Enqueued, NewJob, Queue};
 use hourglass::{Config, Runner};
 use tokio::sync::{broadcast, oneshot};
 
-/// A redis-server on a free loopback port, no persistence, killed on drop.
-pub struct RedisServer {
-    child: Child,
-    pub port: u16,
-}
-
-impl RedisServer {
-    pub fn start() -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start redis-server ({e}); the integration tests need it: apt-get install redis-server")
-            });
-        let server = RedisServer { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {port} did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        server
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use test_support::RedisServer;
 
 /// A project folder: queues.toml plus the handler components it names.
 pub struct Project {
@@ -70,7 +25,7 @@ impl Project {
         let dir = tempfile::tempdir().unwrap();
         let handlers = dir.path().join("handlers");
         std::fs::create_dir_all(&handlers).unwrap();
-        for (name, path) in test_components::ALL {
+        for (name, path) in test_support::components::ALL {
             std::fs::copy(path, handlers.join(format!("{name}.wasm"))).unwrap();
         }
         let text = format!(

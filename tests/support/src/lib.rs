@@ -1,0 +1,22 @@
+//! Support for the integration tests and the benchmark harness: the handler
+//! components built from `handlers/`, and a throwaway redis-server.
+
+pub mod redis_server;
+
+/// Paths of the example handler components, built from `handlers/` for
+/// wasm32-wasip2 by this crate's build script.
+pub mod components {
+    include!(concat!(env!("OUT_DIR"), "/components.rs"));
+
+    /// Every handler component as (name, path).
+    pub const ALL: [(&str, &str); 6] = [
+        ("echo", ECHO),
+        ("flaky", FLAKY),
+        ("order_cancel", ORDER_CANCEL),
+        ("slow", SLOW),
+        ("panic", PANIC),
+        ("membomb", MEMBOMB),
+    ];
+}
+
+pub use redis_server::RedisServer;
