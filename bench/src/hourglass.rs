@@ -1,0 +1,247 @@
+//! The hourglass contender: the real runner, in this process, with the
+//! default configuration a user gets and the no-op `echo` component.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use hourglass::clock::now_ms;
+use hourglass::events::EventKind;
+use hourglass::redis::{NewJob, Queue, TopicKeys};
+use hourglass::wasm::{JobContext, JobInput, Limits, Runtime};
+use hourglass::{Config, Runner};
+use tokio::sync::oneshot;
+
+use crate::redis_info;
+
+const TOPIC: &str = "bench";
+
+/// A project folder with queues.toml (defaults only) and echo.wasm.
+pub struct Project {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Project {
+    pub fn new(url: &str) -> anyhow::Result<Project> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir_all(dir.path().join("handlers"))?;
+        std::fs::copy(
+            test_support::components::ECHO,
+            dir.path().join("handlers/echo.wasm"),
+        )?;
+        let toml = format!(
+            "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"{TOPIC}\"\nhandler = \"echo.wasm\"\n"
+        );
+        std::fs::write(dir.path().join("queues.toml"), toml)?;
+        Ok(Project {
+            dir,
+            url: url.to_owned(),
+        })
+    }
+
+    fn config(&self) -> anyhow::Result<Config> {
+        Ok(Config::load(&self.dir.path().join("queues.toml"))?)
+    }
+
+    async fn queue(&self) -> anyhow::Result<(Queue, TopicKeys)> {
+        let q = Queue::connect(&self.url, "bench").await?;
+        let k = q.keys(TOPIC);
+        Ok((q, k))
+    }
+}
+
+/// A runner in the background.
+struct Background {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Background {
+    fn start(runner: Runner) -> Background {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(runner.run(async {
+            let _ = stopped.await;
+        }));
+        Background { stop, task }
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await?
+    }
+}
+
+fn jobs(n: usize, due_at_ms: impl Fn(usize) -> u64, payload: &[u8]) -> Vec<NewJob> {
+    (0..n)
+        .map(|i| NewJob {
+            id: None,
+            payload: payload.to_vec(),
+            due_at_ms: due_at_ms(i),
+            max_attempts: 0,
+        })
+        .collect()
+}
+
+async fn enqueue_all(q: &Queue, k: &TopicKeys, jobs: &[NewJob]) -> anyhow::Result<()> {
+    for chunk in jobs.chunks(1000) {
+        q.enqueue(k, chunk, now_ms()).await?;
+    }
+    Ok(())
+}
+
+fn cpu_micros() -> f64 {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .expect("getrusage");
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e6 + tv.tv_usec() as f64;
+    t(usage.user_time()) + t(usage.system_time())
+}
+
+/// n immediate no-op jobs enqueued in batches of 1000, then processed.
+pub async fn throughput(p: &Project, n: usize) -> anyhow::Result<serde_json::Value> {
+    let (q, k) = p.queue().await?;
+    let all = jobs(n, |_| 0, b"{}");
+    let t0 = Instant::now();
+    enqueue_all(&q, &k, &all).await?;
+    let enqueue_secs = t0.elapsed().as_secs_f64();
+    let runner = Runner::start(p.config()?).await?;
+    let (cpu0, t1) = (cpu_micros(), Instant::now());
+    let bg = Background::start(runner);
+    loop {
+        let s = q.stats(&k, now_ms()).await?;
+        if s.ready + s.scheduled + s.running == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (secs, cpu) = (t1.elapsed().as_secs_f64(), cpu_micros() - cpu0);
+    bg.stop().await?;
+    Ok(serde_json::json!({
+        "enqueue_per_sec": n as f64 / enqueue_secs,
+        "processed_per_sec": n as f64 / secs,
+        "runner_cpu_us_per_job": cpu / n as f64,
+    }))
+}
+
+/// n delayed jobs due over `spread`, `lead` from now: handler start − due.
+pub async fn lateness(
+    p: &Project,
+    n: usize,
+    spread: Duration,
+    lead: Duration,
+) -> anyhow::Result<serde_json::Value> {
+    let (q, k) = p.queue().await?;
+    let runner = Runner::start(p.config()?).await?;
+    let mut events = runner.subscribe();
+    let bg = Background::start(runner);
+    let base = now_ms() + lead.as_millis() as u64;
+    let spread_ms = spread.as_millis() as u64;
+    let all = jobs(n, |_| base + rand::random_range(0..spread_ms), b"{}");
+    enqueue_all(&q, &k, &all).await?;
+    let mut late = Vec::with_capacity(n);
+    let mut early = 0u64;
+    while late.len() < n {
+        let e = events.recv().await.context("event stream")?;
+        if let EventKind::Started {
+            due_at_ms,
+            started_at_ms,
+        } = e.kind
+        {
+            if started_at_ms < due_at_ms {
+                early += 1;
+            }
+            late.push(started_at_ms as f64 - due_at_ms as f64);
+        }
+    }
+    bg.stop().await?;
+    late.sort_by(f64::total_cmp);
+    Ok(serde_json::json!({
+        "p50_ms": crate::percentile(&late, 50.0),
+        "p99_ms": crate::percentile(&late, 99.0),
+        "max_ms": late.last().copied().unwrap_or(0.0),
+        "early": early,
+    }))
+}
+
+/// n jobs with a 100-byte payload scheduled an hour out: Redis memory per job.
+pub async fn memory(p: &Project, n: usize) -> anyhow::Result<serde_json::Value> {
+    let (q, k) = p.queue().await?;
+    let before = redis_info(&p.url, "memory", "used_memory").await?;
+    let later = now_ms() + 3_600_000;
+    enqueue_all(&q, &k, &jobs(n, |i| later + i as u64, &[b'x'; 100])).await?;
+    let after = redis_info(&p.url, "memory", "used_memory").await?;
+    Ok(serde_json::json!({ "bytes_per_job": (after - before) / n as f64 }))
+}
+
+/// With `prefill` jobs scheduled a day out: µs per job to enqueue, claim and ack `n` more.
+pub async fn scaling(p: &Project, prefill: usize, n: usize) -> anyhow::Result<serde_json::Value> {
+    let (q, k) = p.queue().await?;
+    let later = now_ms() + 86_400_000;
+    let mut tasks = tokio::task::JoinSet::new();
+    for part in 0..4 {
+        let (q, k) = (q.clone(), k.clone());
+        tasks.spawn(async move {
+            let mine = jobs(
+                prefill / 4 + usize::from(part < prefill % 4),
+                |i| later + (i * 4 + part) as u64,
+                b"{}",
+            );
+            enqueue_all(&q, &k, &mine).await
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    let due = now_ms();
+    let fresh = jobs(n, |_| due, b"{}");
+    let t0 = Instant::now();
+    enqueue_all(&q, &k, &fresh).await?;
+    let enqueue_us = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
+    let (mut claimed, mut claim_secs, mut ack_secs) = (0, 0.0, 0.0);
+    while claimed < n {
+        let t = Instant::now();
+        let batch = q.claim(&k, now_ms(), now_ms() + 60_000, 100).await?;
+        claim_secs += t.elapsed().as_secs_f64();
+        anyhow::ensure!(!batch.jobs.is_empty(), "claimed {claimed} of {n}");
+        claimed += batch.jobs.len();
+        let done: Vec<(String, u32)> = batch.jobs.into_iter().map(|j| (j.id, j.attempt)).collect();
+        let t = Instant::now();
+        q.ack(&k, &done).await?;
+        ack_secs += t.elapsed().as_secs_f64();
+    }
+    Ok(serde_json::json!({
+        "enqueue_us_per_job": enqueue_us,
+        "claim_us_per_job": claim_secs * 1e6 / n as f64,
+        "ack_us_per_job": ack_secs * 1e6 / n as f64,
+    }))
+}
+
+/// The no-op job run n times, each in a fresh instance, no Redis: host cost per job.
+pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
+    let runtime = Runtime::new(72, 64 << 20)?;
+    let handler = runtime.load(std::path::Path::new(test_support::components::ECHO))?;
+    let limits = Limits {
+        timeout: Duration::from_secs(30),
+        memory: 64 << 20,
+    };
+    let input = |i: usize| JobInput {
+        ctx: JobContext {
+            topic: TOPIC.into(),
+            id: i.to_string(),
+            attempt: 1,
+        },
+        payload: b"{}".to_vec(),
+        max_attempts: 5,
+        enqueued_at_ms: 0,
+        due_at_ms: 0,
+    };
+    for i in 0..100 {
+        runtime.run(&handler, input(i), limits).await; // warm up
+    }
+    let t0 = Instant::now();
+    for i in 0..n {
+        runtime.run(&handler, input(i), limits).await;
+    }
+    Ok(
+        serde_json::json!({ "fresh_instance_us_per_job": t0.elapsed().as_secs_f64() * 1e6 / n as f64 }),
+    )
+}
