@@ -3,13 +3,10 @@
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::hourglass::handler::{log, types};
-
-/// Most bytes of a guest's stdout or stderr kept per attempt.
-const OUTPUT_CAP: usize = 64 * 1024;
+use super::output::GuestOutput;
 
 /// Which job an instance is running, for its log lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,16 +25,16 @@ pub struct Host {
     table: ResourceTable,
     pub(super) limits: MemoryLimit,
     pub(super) ctx: JobContext,
-    pub(super) stdout: MemoryOutputPipe,
-    pub(super) stderr: MemoryOutputPipe,
+    stdout: GuestOutput,
+    stderr: GuestOutput,
     pub(super) timed_out: bool,
 }
 
 impl Host {
     /// A fresh host for one attempt: no files, no network, no environment.
     pub fn new(ctx: JobContext, memory_limit: u64) -> Host {
-        let stdout = MemoryOutputPipe::new(OUTPUT_CAP);
-        let stderr = MemoryOutputPipe::new(OUTPUT_CAP);
+        let stdout = GuestOutput::new(ctx.clone(), "stdout");
+        let stderr = GuestOutput::new(ctx.clone(), "stderr");
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -56,29 +53,20 @@ impl Host {
         }
     }
 
-    /// Send what the guest printed to the runner's log, one event per line.
+    /// Log what the guest left unterminated on stdout and stderr.
     pub(super) fn flush_output(&self) {
-        let ctx = &self.ctx;
-        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
-            let bytes = pipe.contents();
-            for line in String::from_utf8_lossy(&bytes)
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-            {
-                tracing::info!(target: "handler", topic = %ctx.topic, job_id = %ctx.id, attempt = ctx.attempt, stream, "{line}");
-            }
-        }
+        self.stdout.finish();
+        self.stderr.finish();
     }
 
     /// What the guest said on stderr before it trapped: a Rust panic's
     /// location and message when there is one, else its last line.
     pub(super) fn stderr_summary(&self) -> Option<String> {
-        let bytes = self.stderr.contents();
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+        let tail = self.stderr.tail();
+        let lines: Vec<&str> = tail
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE"))
             .collect();
         match lines.iter().rposition(|l| l.contains("panicked at")) {
             Some(i) => Some(

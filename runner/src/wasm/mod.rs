@@ -10,6 +10,7 @@
 
 mod epoch;
 mod host;
+mod output;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
