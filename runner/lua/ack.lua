@@ -2,8 +2,8 @@
 -- finished is still the job's latest (nobody claimed it again after a lost lease).
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- ARGV: pairs of id, attempt
--- Returns: how many were acked
-local n = 0
+-- Returns: the ids NOT acked because a newer attempt owns the job (normally none)
+local stale = {}
 for i = 1, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HGET', KEYS[4], id) == ARGV[i + 1] then
@@ -12,7 +12,8 @@ for i = 1, #ARGV, 2 do
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
     redis.call('HDEL', KEYS[5], id)
-    n = n + 1
+  else
+    stale[#stale + 1] = id
   end
 end
-return n
+return stale

@@ -4,8 +4,8 @@
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4..]: triples of id, attempt, info JSON (reason, attempts, last error)
--- Returns: how many were dead-lettered
-local n = 0
+-- Returns: the ids NOT dead-lettered because a newer attempt owns the job (normally none)
+local stale = {}
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   if redis.call('HGET', KEYS[4], id) == ARGV[i + 1] then
@@ -15,7 +15,8 @@ for i = 4, #ARGV, 3 do
     redis.call('HDEL', KEYS[5], id)
     redis.call('ZADD', KEYS[6], ARGV[1], id)
     redis.call('HSET', KEYS[7], id, ARGV[i + 2])
-    n = n + 1
+  else
+    stale[#stale + 1] = id
   end
 end
 -- retention, at most 1000 removals of each kind per call so the script stays short
@@ -31,4 +32,4 @@ local excess = redis.call('ZCARD', KEYS[6]) - tonumber(ARGV[2])
 if excess > 0 then
   drop(redis.call('ZRANGE', KEYS[6], 0, math.min(excess, 1000) - 1))
 end
-return n
+return stale

@@ -2,10 +2,10 @@
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3..]: quadruples of id, attempt, next due ms, error
--- Returns: how many were rescheduled (an attempt that lost its lease is not)
+-- Returns: the ids NOT rescheduled because a newer attempt owns the job (normally none)
 local before = head_due(KEYS[2])
 local earliest = nil
-local n = 0
+local stale = {}
 for i = 3, #ARGV, 4 do
   local id = ARGV[i]
   if redis.call('HGET', KEYS[3], id) == ARGV[i + 1] then
@@ -14,8 +14,9 @@ for i = 3, #ARGV, 4 do
     redis.call('HSET', KEYS[4], id, ARGV[i + 3])
     local d = tonumber(ARGV[i + 2])
     if earliest == nil or d < earliest then earliest = d end
-    n = n + 1
+  else
+    stale[#stale + 1] = id
   end
 end
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)
-return n
+return stale

@@ -86,7 +86,12 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
         q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(),
         [Enqueued::Duplicate("order-1".into())]
     );
-    assert_eq!(q.ack(&k, &[("order-1".into(), 1)]).await.unwrap(), 1);
+    assert!(
+        q.ack(&k, &[("order-1".into(), 1)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(),
         [Enqueued::New("order-1".into())]
@@ -115,12 +120,18 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
             .unwrap()
             .contains("lease expired")
     );
+    let late_ack = q.ack(&k, &[("x".into(), 1)]).await.unwrap();
     assert_eq!(
-        q.ack(&k, &[("x".into(), 1)]).await.unwrap(),
-        0,
+        late_ack,
+        ["x"],
         "the first runner's late ack must not count"
     );
-    assert_eq!(q.ack(&k, &[("x".into(), 2)]).await.unwrap(), 1);
+    assert!(q.ack(&k, &[("x".into(), 2)]).await.unwrap().is_empty());
+    assert_eq!(
+        q.stats(&k, 200).await.unwrap(),
+        Default::default(),
+        "acked and gone"
+    );
 }
 
 #[tokio::test]

@@ -238,8 +238,13 @@ impl Queue {
         Ok(Claimed { jobs, next_due_ms })
     }
 
-    /// Delete finished jobs; `done` holds (id, attempt). Returns how many were still ours.
-    pub async fn ack(&self, keys: &TopicKeys, done: &[(String, u32)]) -> Result<u64, QueueError> {
+    /// Delete finished jobs; `done` holds (id, attempt). Returns the ids left
+    /// alone because a newer attempt owns them (their lease had expired).
+    pub async fn ack(
+        &self,
+        keys: &TopicKeys,
+        done: &[(String, u32)],
+    ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::ACK.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
@@ -257,7 +262,7 @@ impl Queue {
         &self,
         keys: &TopicKeys,
         failed: &[(String, u32, u64, String)],
-    ) -> Result<u64, QueueError> {
+    ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::RETRY.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
@@ -271,13 +276,14 @@ impl Queue {
     }
 
     /// Dead-letter jobs; `dead` holds (id, attempt, why). Enforces `retention`.
+    /// Returns the ids left alone because a newer attempt owns them.
     pub async fn bury(
         &self,
         keys: &TopicKeys,
         dead: &[(String, u32, DeadInfo)],
         retention: crate::config::DeadLetter,
         now_ms: u64,
-    ) -> Result<u64, QueueError> {
+    ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::BURY.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
@@ -321,7 +327,7 @@ impl Queue {
         keys: &TopicKeys,
         held: &[(String, u32)],
         now_ms: u64,
-    ) -> Result<u64, QueueError> {
+    ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
         inv.arg(now_ms).arg(&self.wake).arg(&keys.topic);

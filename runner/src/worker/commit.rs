@@ -73,13 +73,19 @@ async fn commit(shared: &Shared, b: Batch) {
     let topic = b.topic.expect("a batch has a topic");
     let (keys, name) = (&topic.keys, topic.cfg.name.as_str());
     let q = &shared.queue;
-    if !b.acks.is_empty() && persist("ack", name, || q.ack(keys, &b.acks)).await {
-        for (id, attempt) in &b.acks {
+    if !b.acks.is_empty()
+        && let Some(stale) = persist("ack", name, || q.ack(keys, &b.acks)).await
+    {
+        for (id, attempt) in b.acks.iter().filter(|(id, _)| !stale.contains(id)) {
             shared.emit(name, id, *attempt, EventKind::Acked);
         }
     }
-    if !b.retries.is_empty() && persist("retry", name, || q.retry(keys, &b.retries)).await {
-        for (id, attempt, next_due_ms, reason) in b.retries {
+    if !b.retries.is_empty()
+        && let Some(stale) = persist("retry", name, || q.retry(keys, &b.retries)).await
+    {
+        for (id, attempt, next_due_ms, reason) in
+            b.retries.into_iter().filter(|r| !stale.contains(&r.0))
+        {
             shared.emit(
                 name,
                 &id,
@@ -92,12 +98,12 @@ async fn commit(shared: &Shared, b: Batch) {
         }
     }
     if !b.dead.is_empty()
-        && persist("dead-letter", name, || {
+        && let Some(stale) = persist("dead-letter", name, || {
             q.bury(keys, &b.dead, topic.cfg.dead_letter, now_ms())
         })
         .await
     {
-        for (id, attempt, info) in b.dead {
+        for (id, attempt, info) in b.dead.into_iter().filter(|d| !stale.contains(&d.0)) {
             shared.emit(
                 name,
                 &id,
@@ -109,25 +115,33 @@ async fn commit(shared: &Shared, b: Batch) {
         }
     }
     if !b.releases.is_empty()
-        && persist("release", name, || q.release(keys, &b.releases, now_ms())).await
+        && let Some(stale) =
+            persist("release", name, || q.release(keys, &b.releases, now_ms())).await
     {
-        for (id, attempt) in &b.releases {
+        for (id, attempt) in b.releases.iter().filter(|(id, _)| !stale.contains(id)) {
             shared.emit(name, id, *attempt, EventKind::Released);
         }
     }
 }
 
-/// Run `op` until it succeeds or [`PATIENCE`] runs out; whether it succeeded.
-async fn persist<F, Fut>(what: &str, topic: &str, mut op: F) -> bool
+/// Run `op` until it succeeds or [`PATIENCE`] runs out. On success, the ids
+/// the script left alone (a newer attempt owns them: this one's lease expired
+/// and the job was claimed again), logged here; `None` if it never succeeded.
+async fn persist<F, Fut>(what: &str, topic: &str, mut op: F) -> Option<Vec<String>>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<u64, QueueError>>,
+    Fut: std::future::Future<Output = Result<Vec<String>, QueueError>>,
 {
     let start = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(50);
     loop {
         match op().await {
-            Ok(_) => return true,
+            Ok(stale) => {
+                for id in &stale {
+                    tracing::warn!(topic, job_id = %id, "{what} discarded: this attempt lost its lease and a newer one owns the job");
+                }
+                return Some(stale);
+            }
             Err(e) if start.elapsed() < PATIENCE => {
                 tracing::warn!(topic, "{what} not committed yet, retrying: {e}");
                 tokio::time::sleep(pause).await;
@@ -138,7 +152,7 @@ where
                     topic,
                     "{what} not committed, giving up (the leases will expire and the jobs run again): {e}"
                 );
-                return false;
+                return None;
             }
         }
     }

@@ -259,7 +259,7 @@ pub(super) async fn release(shared: &Shared, leftover: Vec<(String, String, u32)
             .release(&shared.queue.keys(&topic), &held, now)
             .await
         {
-            Ok(n) => released += n as usize,
+            Ok(stale) => released += held.len() - stale.len(),
             Err(e) => {
                 tracing::error!(%topic, "cannot release {} jobs; their leases will expire: {e}", held.len())
             }
