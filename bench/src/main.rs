@@ -33,6 +33,9 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
+    /// Run only these workloads (throughput, lateness, memory, instance, scaling).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Where to write the results as JSON.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/latest.json"))]
     json: PathBuf,
@@ -106,87 +109,97 @@ async fn main() -> anyhow::Result<()> {
                 (hg.expect("hourglass ran"), bull)
             }};
         }
-        let (hg, bull) = pair!(
-            "throughput",
-            with_commands(
-                &url,
-                n_throughput,
-                hourglass::throughput(&project, n_throughput)
-            )
-            .await?,
-            with_commands(&url, n_throughput, async {
-                bullmq::run(
-                    "throughput",
-                    redis.port,
-                    serde_json::json!({ "n": n_throughput }),
+        let wanted = |w: &str| args.only.is_empty() || args.only.iter().any(|o| o == w);
+        if wanted("throughput") {
+            let (hg, bull) = pair!(
+                "throughput",
+                with_commands(
+                    &url,
+                    n_throughput,
+                    hourglass::throughput(&project, n_throughput)
                 )
-            })
-            .await?
-        );
-        for (key, unit) in [
-            ("enqueue_per_sec", "jobs/s"),
-            ("processed_per_sec", "jobs/s"),
-            ("scripts_per_job", "calls"),
-            ("commands_per_job", "commands"),
-        ] {
+                .await?,
+                with_commands(&url, n_throughput, async {
+                    bullmq::run(
+                        "throughput",
+                        redis.port,
+                        serde_json::json!({ "n": n_throughput }),
+                    )
+                })
+                .await?
+            );
+            for (key, unit) in [
+                ("enqueue_per_sec", "jobs/s"),
+                ("processed_per_sec", "jobs/s"),
+                ("scripts_per_job", "calls"),
+                ("commands_per_job", "commands"),
+            ] {
+                record(
+                    &mut rows,
+                    &format!("throughput {key}"),
+                    unit,
+                    j(&hg, key),
+                    bull.as_ref().and_then(|b| j(b, key)),
+                );
+            }
             record(
                 &mut rows,
-                &format!("throughput {key}"),
-                unit,
-                j(&hg, key),
-                bull.as_ref().and_then(|b| j(b, key)),
+                "throughput runner_cpu_us_per_job",
+                "µs",
+                j(&hg, "runner_cpu_us_per_job"),
+                None,
             );
-        }
-        record(
-            &mut rows,
-            "throughput runner_cpu_us_per_job",
-            "µs",
-            j(&hg, "runner_cpu_us_per_job"),
-            None,
-        );
 
-        let late_args = serde_json::json!({ "n": n_late, "spread_ms": spread.as_millis() as u64, "lead_ms": 1000 });
-        let (hg, bull) = pair!(
-            "lateness",
-            hourglass::lateness(&project, n_late, spread, Duration::from_secs(1)).await?,
-            bullmq::run("lateness", redis.port, late_args.clone())?
-        );
-        for key in ["p50_ms", "p99_ms", "max_ms", "early"] {
-            let unit = if key == "early" { "jobs" } else { "ms" };
+            let late_args = serde_json::json!({ "n": n_late, "spread_ms": spread.as_millis() as u64, "lead_ms": 1000 });
+            let (hg, bull) = pair!(
+                "lateness",
+                hourglass::lateness(&project, n_late, spread, Duration::from_secs(1)).await?,
+                bullmq::run("lateness", redis.port, late_args.clone())?
+            );
+            for key in ["p50_ms", "p99_ms", "max_ms", "early"] {
+                let unit = if key == "early" { "jobs" } else { "ms" };
+                record(
+                    &mut rows,
+                    &format!("lateness {key}"),
+                    unit,
+                    j(&hg, key),
+                    bull.as_ref().and_then(|b| j(b, key)),
+                );
+            }
+        }
+        if wanted("memory") {
+            let (hg, bull) = pair!(
+                "memory",
+                hourglass::memory(&project, n_mem).await?,
+                bullmq::run("memory", redis.port, serde_json::json!({ "n": n_mem }))?
+            );
             record(
                 &mut rows,
-                &format!("lateness {key}"),
-                unit,
-                j(&hg, key),
-                bull.as_ref().and_then(|b| j(b, key)),
+                "memory bytes_per_job",
+                "bytes",
+                j(&hg, "bytes_per_job"),
+                bull.as_ref().and_then(|b| j(b, "bytes_per_job")),
             );
         }
-
-        let (hg, bull) = pair!(
-            "memory",
-            hourglass::memory(&project, n_mem).await?,
-            bullmq::run("memory", redis.port, serde_json::json!({ "n": n_mem }))?
-        );
-        record(
-            &mut rows,
-            "memory bytes_per_job",
-            "bytes",
-            j(&hg, "bytes_per_job"),
-            bull.as_ref().and_then(|b| j(b, "bytes_per_job")),
-        );
-
-        let hg = hourglass::instance(n_instance).await?;
-        record(
-            &mut rows,
-            "host fresh_instance_us_per_job",
-            "µs",
-            j(&hg, "fresh_instance_us_per_job"),
-            None,
-        );
+        if wanted("instance") {
+            let hg = hourglass::instance(n_instance).await?;
+            record(
+                &mut rows,
+                "host fresh_instance_us_per_job",
+                "µs",
+                j(&hg, "fresh_instance_us_per_job"),
+                None,
+            );
+        }
     }
 
     // scaling prefills up to millions of jobs: once, not per repeat
-    for &size in &args.sizes {
+    let sizes = if args.only.is_empty() || args.only.iter().any(|o| o == "scaling") {
+        args.sizes.clone()
+    } else {
+        vec![]
+    };
+    for &size in &sizes {
         eprintln!("== scaling with {size} scheduled");
         flush(&url).await?;
         let hg = hourglass::scaling(&project, size, n_scale).await?;
