@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
+use hourglass::redis::Done;
 use hourglass::redis::{NewJob, Queue, TopicKeys};
-use hourglass::wasm::{JobContext, JobInput, Limits, Runtime};
+use hourglass::wasm::{JobContext, JobInput, Runtime, Sandbox};
 use hourglass::{Config, Runner};
 use tokio::sync::oneshot;
 
@@ -144,6 +145,7 @@ pub async fn lateness(
         if let EventKind::Started {
             due_at_ms,
             started_at_ms,
+            ..
         } = e.kind
         {
             if started_at_ms < due_at_ms {
@@ -203,9 +205,17 @@ pub async fn scaling(p: &Project, prefill: usize, n: usize) -> anyhow::Result<se
         claim_secs += t.elapsed().as_secs_f64();
         anyhow::ensure!(!batch.jobs.is_empty(), "claimed {claimed} of {n}");
         claimed += batch.jobs.len();
-        let done: Vec<(String, u32)> = batch.jobs.into_iter().map(|j| (j.id, j.attempt)).collect();
+        let done: Vec<Done> = batch
+            .jobs
+            .into_iter()
+            .map(|j| Done {
+                id: j.id,
+                attempt: j.attempt,
+                follow_ups: vec![],
+            })
+            .collect();
         let t = Instant::now();
-        q.ack(&k, &done).await?;
+        q.ack(&k, &done, now_ms()).await?;
         ack_secs += t.elapsed().as_secs_f64();
     }
     Ok(serde_json::json!({
@@ -217,11 +227,14 @@ pub async fn scaling(p: &Project, prefill: usize, n: usize) -> anyhow::Result<se
 
 /// The no-op job run n times, each in a fresh instance, no Redis: host cost per job.
 pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
-    let runtime = Runtime::new(72, 64 << 20)?;
+    let runtime = Runtime::new(72, None)?;
     let handler = runtime.load(std::path::Path::new(test_support::components::ECHO))?;
-    let limits = Limits {
+    let sandbox = Sandbox {
         timeout: Duration::from_secs(30),
         memory: 64 << 20,
+        grants: Default::default(),
+        may_enqueue: Vec::new().into(),
+        max_payload: 1 << 20,
     };
     let input = |i: usize| JobInput {
         ctx: JobContext {
@@ -235,11 +248,11 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
         due_at_ms: 0,
     };
     for i in 0..100 {
-        runtime.run(&handler, input(i), limits).await; // warm up
+        runtime.run(&handler, input(i), &sandbox).await; // warm up
     }
     let t0 = Instant::now();
     for i in 0..n {
-        runtime.run(&handler, input(i), limits).await;
+        runtime.run(&handler, input(i), &sandbox).await;
     }
     Ok(
         serde_json::json!({ "fresh_instance_us_per_job": t0.elapsed().as_secs_f64() * 1e6 / n as f64 }),

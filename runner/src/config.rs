@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use units::{parse_duration, parse_size};
+pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, parse_duration, parse_size};
 
 /// Where the jobs live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +44,10 @@ pub struct RunnerConfig {
     pub shutdown_grace: Duration,
     /// Added to a topic's timeout to make its lease: how long a dead runner holds a job.
     pub lease_margin: Duration,
+    /// Where compiled handlers are cached (private to the runner), or `None` for no cache.
+    pub compile_cache: Option<PathBuf>,
+    /// The largest payload a job may carry, in bytes.
+    pub max_payload: u64,
 }
 
 /// Exponential backoff between attempts: `base * factor^(attempt-1)`, capped, with jitter.
@@ -91,6 +95,28 @@ pub struct TopicConfig {
     pub dead_letter: DeadLetter,
     /// Topics this topic's handler may enqueue follow-up jobs to.
     pub may_enqueue: Vec<String>,
+    /// What the handler may reach beyond its sandbox; nothing by default.
+    pub grants: Grants,
+}
+
+/// Capabilities `queues.toml` grants one topic's handler.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Environment variables (name, value) copied from the runner's environment.
+    pub env: Vec<(String, String)>,
+    /// Host directories the guest sees.
+    pub dirs: Vec<DirGrant>,
+}
+
+/// One host directory a guest may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the guest sees it (an absolute guest path such as `/data`).
+    pub guest: String,
+    /// Whether the guest may create, change and delete files in it.
+    pub write: bool,
 }
 
 /// The whole validated configuration.
@@ -167,6 +193,17 @@ impl Config {
             .redis
             .resolve(&base)
             .map_err(|(span, m)| invalid(Some(span), m))?;
+        if let Some(size) = &raw.runner.max_payload
+            && !(1..=MAX_PAYLOAD).contains(&size.get_ref().0)
+        {
+            return Err(invalid(
+                Some(size.span()),
+                format!(
+                    "field `max_payload`: must be between 1 byte and {} MiB",
+                    MAX_PAYLOAD >> 20
+                ),
+            ));
+        }
         let runner = raw.runner.resolve(&base);
         let defaults = raw.defaults;
         let mut topics = Vec::with_capacity(raw.topics.len());
@@ -183,7 +220,22 @@ impl Config {
                     format!("field `name`: topic {name:?} is defined twice"),
                 ));
             }
-            let resolved = topic.resolve(&defaults, &runner);
+            let mut resolved = topic.resolve(&defaults, &runner);
+            let memory = topic.memory.as_ref().or(defaults.memory.as_ref());
+            if let Some(memory) = memory
+                && resolved.memory > MAX_MEMORY
+            {
+                return Err(invalid(
+                    Some(memory.span()),
+                    format!(
+                        "field `memory`: topic {name:?}: at most 4GiB (a WebAssembly memory cannot grow further)"
+                    ),
+                ));
+            }
+            if let Some(grants) = &topic.grants {
+                resolved.grants = resolve_grants(grants, &base, name)
+                    .map_err(|(span, m)| invalid(Some(span), m))?;
+            }
             if !resolved.handler.is_file() {
                 return Err(invalid(
                     Some(topic.handler.span()),
@@ -222,14 +274,85 @@ impl Config {
         self.topics.iter().find(|t| t.name == name)
     }
 
-    /// The largest memory limit of any topic: what the instance pool must allow.
-    pub fn max_memory(&self) -> u64 {
-        self.topics
-            .iter()
-            .map(|t| t.memory)
-            .max()
-            .unwrap_or(units::DEFAULT_MEMORY)
+    /// The settings that differ in `new` but only take effect at a restart
+    /// (the connection, the instance pool, the watched folder, the cache).
+    pub fn restart_needed(&self, new: &Config) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.redis != new.redis {
+            fields.push("[redis]");
+        }
+        if self.runner.concurrency != new.runner.concurrency {
+            fields.push("[runner] concurrency");
+        }
+        if self.runner.handlers_dir != new.runner.handlers_dir {
+            fields.push("[runner] handlers_dir");
+        }
+        if self.runner.compile_cache != new.runner.compile_cache {
+            fields.push("[runner] compile_cache");
+        }
+        if self.runner.max_payload != new.runner.max_payload {
+            fields.push("[runner] max_payload");
+        }
+        fields
     }
+}
+
+/// Check a topic's grants against the machine: every named variable is set,
+/// every directory exists. Host paths resolve against the config's folder.
+fn resolve_grants(
+    raw: &raw::RawGrants,
+    base: &Path,
+    topic: &str,
+) -> Result<Grants, (std::ops::Range<usize>, String)> {
+    let mut grants = Grants::default();
+    for name in raw.env.iter().flatten() {
+        let var = name.get_ref();
+        if var.is_empty() || var.contains('=') || var.contains('\0') {
+            return Err((
+                name.span(),
+                format!("field `grants.env`: topic {topic:?}: {var:?} is not a variable name"),
+            ));
+        }
+        match std::env::var(var) {
+            Ok(value) => grants.env.push((var.clone(), value)),
+            Err(_) => {
+                return Err((
+                    name.span(),
+                    format!(
+                        "field `grants.env`: topic {topic:?} is granted ${var}, which is not set (or not UTF-8) in the runner's environment"
+                    ),
+                ));
+            }
+        }
+    }
+    for dir in raw.dirs.iter().flatten() {
+        let d = dir.get_ref();
+        let host = base.join(&d.host);
+        if !host.is_dir() {
+            return Err((
+                dir.span(),
+                format!(
+                    "field `grants.dirs`: topic {topic:?} is granted {}, which is not a directory",
+                    host.display()
+                ),
+            ));
+        }
+        if !d.guest.starts_with('/') {
+            return Err((
+                dir.span(),
+                format!(
+                    "field `grants.dirs`: topic {topic:?}: guest path {:?} must be absolute, e.g. \"/data\"",
+                    d.guest
+                ),
+            ));
+        }
+        grants.dirs.push(DirGrant {
+            host,
+            guest: d.guest.clone(),
+            write: d.write,
+        });
+    }
+    Ok(grants)
 }
 
 /// Topic names end up inside Redis keys and hash tags: keep them plain.

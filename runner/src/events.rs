@@ -24,6 +24,8 @@ pub enum EventKind {
         due_at_ms: u64,
         /// When the handler was called (ms), never before `due_at_ms`.
         started_at_ms: u64,
+        /// The content hash of the handler version running it.
+        handler: String,
     },
     /// Acknowledged and deleted.
     Acked,

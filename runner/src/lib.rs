@@ -8,6 +8,7 @@
 //!   the only module that talks to Redis.
 //! - [`wasm`]: compiling handlers and running one attempt in a fresh, limited
 //!   instance; the only module that touches wasmtime.
+//! - [`reload`]: `queues.toml` and handler files changing under a running runner.
 //! - [`worker`]: the runner: priority scheduling, attempts, commits, shutdown.
 //! - [`events`]: what happened to jobs, as a stream.
 //! - [`cli`]: the `hourglass` command line.
@@ -19,8 +20,10 @@ pub mod clock;
 pub mod config;
 pub mod events;
 pub mod redis;
+pub mod reload;
 pub mod wasm;
 pub mod worker;
 
 pub use config::Config;
+pub use reload::Notice;
 pub use worker::Runner;

@@ -33,6 +33,9 @@
 //! A panic, running past the topic's `timeout` or past its `memory` is a
 //! failed attempt: retried with backoff, dead-lettered when attempts run out.
 //!
+//! A handler can start further work with [`FollowUp`]: follow-up jobs are
+//! enqueued only if the attempt acks, in the same atomic step.
+//!
 //! Build and deploy with `hourglass build path/to/crate` (see the README).
 
 extern crate alloc;
@@ -41,10 +44,12 @@ extern crate alloc;
 // and the wit-bindgen runtime through these paths.
 extern crate self as hourglass_sdk;
 
+mod follow_up;
 mod job;
 mod log;
 mod outcome;
 
+pub use follow_up::FollowUp;
 pub use job::Job;
 pub use log::{Level, log};
 pub use outcome::{Error, IntoOutcome, Outcome, Result};

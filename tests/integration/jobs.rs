@@ -71,6 +71,7 @@ async fn delayed_jobs_never_start_early_and_do_start() {
         if let EventKind::Started {
             due_at_ms,
             started_at_ms,
+            ..
         } = e.kind
         {
             assert!(

@@ -1,7 +1,7 @@
 //! The Redis state changes alone, with the clock in the test's hands.
 
 use hourglass::config::DeadLetter;
-use hourglass::redis::{DeadInfo, Enqueued, NewJob, Queue};
+use hourglass::redis::{DeadInfo, Done, Enqueued, NewJob, Queue};
 use std::time::Duration;
 
 use crate::util::RedisServer;
@@ -12,6 +12,14 @@ fn job(id: Option<&str>, due: u64) -> NewJob {
         payload: b"p".to_vec(),
         due_at_ms: due,
         max_attempts: 0,
+    }
+}
+
+fn done(id: &str, attempt: u32) -> Done {
+    Done {
+        id: id.into(),
+        attempt,
+        follow_ups: vec![],
     }
 }
 
@@ -87,7 +95,7 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
         [Enqueued::Duplicate("order-1".into())]
     );
     assert!(
-        q.ack(&k, &[("order-1".into(), 1)])
+        q.ack(&k, &[done("order-1", 1)], 0)
             .await
             .unwrap()
             .is_empty()
@@ -115,18 +123,19 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
     assert_eq!(second.jobs[0].attempt, 2);
     assert!(
         second.jobs[0]
-            .last_error
-            .as_deref()
+            .last_failure
+            .as_ref()
             .unwrap()
+            .error
             .contains("lease expired")
     );
-    let late_ack = q.ack(&k, &[("x".into(), 1)]).await.unwrap();
+    let late_ack = q.ack(&k, &[done("x", 1)], 0).await.unwrap();
     assert_eq!(
         late_ack,
         ["x"],
         "the first runner's late ack must not count"
     );
-    assert!(q.ack(&k, &[("x".into(), 2)]).await.unwrap().is_empty());
+    assert!(q.ack(&k, &[done("x", 2)], 0).await.unwrap().is_empty());
     assert_eq!(
         q.stats(&k, 200).await.unwrap(),
         Default::default(),
@@ -151,6 +160,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
             reason: format!("boom {n}"),
             attempts: 1,
             failed_at_ms: 10 + n as u64,
+            handler: None,
         };
         q.bury(
             &k,

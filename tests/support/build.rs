@@ -5,7 +5,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HANDLERS: [&str; 6] = ["echo", "flaky", "order_cancel", "slow", "panic", "membomb"];
+const HANDLERS: [&str; 7] = [
+    "echo",
+    "flaky",
+    "order_cancel",
+    "slow",
+    "panic",
+    "membomb",
+    "probe",
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());

@@ -1,5 +1,6 @@
-//! `hourglass check`: validate queues.toml and compile every handler against
-//! the contract, without connecting to Redis or running anything.
+//! `hourglass check`: validate queues.toml (including every grant and
+//! follow-up target) and compile every handler against the contract, without
+//! connecting to Redis or running anything. Compiling fills the compile cache.
 
 use std::path::Path;
 
@@ -11,27 +12,54 @@ use crate::wasm::Runtime;
 pub(super) async fn run(path: &Path) -> Result<(), Failure> {
     let config = load_config(path)?;
     let report = tokio::task::spawn_blocking(move || {
-        let runtime =
-            Runtime::new(1, config.max_memory()).context("creating the WebAssembly engine")?;
+        let runtime = Runtime::new(1, config.runner.compile_cache.as_deref())
+            .context("creating the WebAssembly engine")?;
         let mut lines = Vec::new();
         for topic in &config.topics {
-            runtime.load(&topic.handler).map_err(Failure::input)?;
+            let handler = runtime
+                .load(&topic.handler)
+                .map_err(|e| Failure::input(anyhow::anyhow!("topic {:?}: {e}", topic.name)))?;
             lines.push(format!(
-                "  {:<24} {} (priority {}, concurrency {}, timeout {}, {} attempts)",
+                "  {:<24} {} {} (priority {}, concurrency {}, timeout {}, max attempts {})",
                 topic.name,
                 topic.handler.display(),
+                handler.hash(),
                 topic.priority,
                 topic.concurrency,
                 humantime::format_duration(topic.timeout),
                 topic.max_attempts
             ));
+            if !topic.may_enqueue.is_empty() {
+                lines.push(format!(
+                    "  {:<24} may enqueue to {}",
+                    "",
+                    topic.may_enqueue.join(", ")
+                ));
+            }
+            for (name, _) in &topic.grants.env {
+                lines.push(format!("  {:<24} granted ${name}", ""));
+            }
+            for dir in &topic.grants.dirs {
+                let mode = if dir.write { "read-write" } else { "read-only" };
+                lines.push(format!(
+                    "  {:<24} granted {} as {} ({mode})",
+                    "",
+                    dir.host.display(),
+                    dir.guest
+                ));
+            }
         }
-        Ok::<_, Failure>((config.path.display().to_string(), lines))
+        Ok::<_, Failure>((
+            config.path.display().to_string(),
+            config.topics.len(),
+            lines,
+        ))
     })
     .await
     .context("checking handlers")??;
-    println!("{}: ok, {} topics", report.0, report.1.len());
-    for line in report.1 {
+    let (path, topics, lines) = report;
+    println!("{path}: ok, {topics} topics");
+    for line in lines {
         println!("{line}");
     }
     Ok(())

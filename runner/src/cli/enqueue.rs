@@ -6,14 +6,11 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_config};
+use super::{Failure, load_config, topic_of};
 use crate::clock::now_ms;
 use crate::config::parse_duration;
-use crate::redis::{Enqueued, NewJob};
+use crate::redis::{Enqueued, NewJob, QueueError, check_id};
 use crate::worker::connect;
-
-/// The largest payload accepted (Redis' own limit for one value is 512 MiB).
-pub const MAX_PAYLOAD: usize = 64 << 20;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -41,19 +38,11 @@ pub(super) struct Args {
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     let config = load_config(config)?;
-    if config.topic(&args.topic).is_none() {
-        let known: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
-        return Err(Failure::input(anyhow!(
-            "topic {:?} is not in {} (topics: {})",
-            args.topic,
-            config.path.display(),
-            known.join(", ")
-        )));
-    }
+    topic_of(&config, &args.topic)?;
     if let Some(id) = &args.id {
-        check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;
+        check_id(id).map_err(|e| Failure::input(anyhow!("--id: {e}")))?;
     }
-    let payload = read_payload(&args.payload)?;
+    let payload = read_payload(&args.payload, config.runner.max_payload)?;
     let now = now_ms();
     let due_at_ms = match (&args.delay, &args.at) {
         (Some(d), _) => {
@@ -77,7 +66,13 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         due_at_ms,
         max_attempts: args.max_attempts.unwrap_or(0),
     };
-    let answer = queue.enqueue(&queue.keys(&args.topic), &[job], now).await?;
+    let answer = queue
+        .enqueue(&queue.keys(&args.topic), &[job], now)
+        .await
+        .map_err(|e| match e {
+            QueueError::Invalid(_) => Failure::input(e),
+            e => e.into(),
+        })?;
     let due = jiff::Timestamp::from_millisecond(due_at_ms as i64)
         .map(|t| t.to_string())
         .unwrap_or_default();
@@ -92,35 +87,26 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Job ids are stored as Redis hash fields and shown in logs: printable, bounded.
-pub fn check_id(id: &str) -> Result<(), String> {
-    if id.is_empty() || id.len() > 512 {
-        return Err("--id must be 1 to 512 bytes".into());
-    }
-    if id.chars().any(char::is_control) {
-        return Err(format!("--id {id:?} contains control characters"));
-    }
-    Ok(())
-}
-
-fn read_payload(arg: &str) -> Result<Vec<u8>, Failure> {
+fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Failure> {
     let bytes = if arg == "-" {
         let mut buf = Vec::new();
         std::io::stdin()
-            .take(MAX_PAYLOAD as u64 + 1)
+            .take(max + 1)
             .read_to_end(&mut buf)
             .map_err(|e| Failure::input(anyhow!("reading the payload from standard input: {e}")))?;
         buf
     } else if let Some(file) = arg.strip_prefix('@') {
-        std::fs::read(file)
-            .map_err(|e| Failure::input(anyhow!("reading the payload file {file:?}: {e}")))?
+        let mut buf = Vec::new();
+        std::fs::File::open(file)
+            .and_then(|f| f.take(max + 1).read_to_end(&mut buf))
+            .map_err(|e| Failure::input(anyhow!("reading the payload file {file:?}: {e}")))?;
+        buf
     } else {
         arg.as_bytes().to_vec()
     };
-    if bytes.len() > MAX_PAYLOAD {
+    if bytes.len() as u64 > max {
         return Err(Failure::input(anyhow!(
-            "the payload is larger than {} MiB",
-            MAX_PAYLOAD >> 20
+            "the payload is larger than the limit of {max} bytes ([runner] max_payload in queues.toml)"
         )));
     }
     Ok(bytes)

@@ -6,6 +6,7 @@
 mod build;
 mod check;
 mod enqueue;
+mod inspect;
 mod run;
 mod stats;
 
@@ -40,6 +41,8 @@ enum Command {
     Enqueue(enqueue::Args),
     /// Show per-topic counts: scheduled, ready, running, dead.
     Stats(stats::Args),
+    /// Show one job: state, attempts, due time, last error, handler version.
+    Inspect(inspect::Args),
     /// Validate queues.toml and every handler; run nothing.
     Check,
     /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
@@ -92,6 +95,7 @@ pub fn main() -> ExitCode {
             Command::Run => run::run(&cli.config).await,
             Command::Enqueue(args) => enqueue::run(&cli.config, args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
+            Command::Inspect(args) => inspect::run(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
             Command::Build(args) => build::run(&cli.config, args).await,
         }
@@ -122,4 +126,19 @@ fn init_tracing(quiet: bool) {
 /// Load the configuration; an invalid one is bad input.
 pub(crate) fn load_config(path: &std::path::Path) -> Result<crate::Config, Failure> {
     crate::Config::load(path).map_err(Failure::input)
+}
+
+/// The topic called `name`; an unknown one is bad input naming the known ones.
+pub(crate) fn topic_of<'c>(
+    config: &'c crate::Config,
+    name: &str,
+) -> Result<&'c crate::config::TopicConfig, Failure> {
+    config.topic(name).ok_or_else(|| {
+        let known: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
+        Failure::input(anyhow::anyhow!(
+            "topic {name:?} is not in {} (topics: {})",
+            config.path.display(),
+            known.join(", ")
+        ))
+    })
 }

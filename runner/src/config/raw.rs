@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::units::{DEFAULT_MEMORY, Dur, Size};
-use super::{Backoff, DeadLetter, RedisConfig, RedisTarget, RunnerConfig, TopicConfig};
+use super::units::{DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Size};
+use super::{Backoff, DeadLetter, Grants, RedisConfig, RedisTarget, RunnerConfig, TopicConfig};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,6 +40,34 @@ pub(super) struct Runner {
     pub concurrency: Option<u32>,
     pub shutdown_grace: Option<Dur>,
     pub lease_margin: Option<Dur>,
+    pub compile_cache: Option<CacheSetting>,
+    pub max_payload: Option<Spanned<Size>>,
+}
+
+/// `compile_cache = false`, or the folder.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum CacheSetting {
+    Enabled(bool),
+    Dir(PathBuf),
+}
+
+/// `grants = { env = [...], dirs = [...] }` of one topic.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGrants {
+    pub env: Option<Vec<Spanned<String>>>,
+    pub dirs: Option<Vec<Spanned<RawDir>>>,
+}
+
+/// One granted directory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDir {
+    pub host: PathBuf,
+    pub guest: String,
+    #[serde(default)]
+    pub write: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -64,7 +92,7 @@ pub(super) struct Defaults {
     pub max_attempts: Option<Spanned<u32>>,
     pub timeout: Option<Dur>,
     pub backoff: Option<Spanned<RawBackoff>>,
-    pub memory: Option<Size>,
+    pub memory: Option<Spanned<Size>>,
     pub dead_letter: Option<RawDeadLetter>,
     pub priority: Option<i64>,
     pub concurrency: Option<u32>,
@@ -80,9 +108,10 @@ pub(super) struct Topic {
     pub max_attempts: Option<Spanned<u32>>,
     pub timeout: Option<Dur>,
     pub backoff: Option<Spanned<RawBackoff>>,
-    pub memory: Option<Size>,
+    pub memory: Option<Spanned<Size>>,
     pub dead_letter: Option<RawDeadLetter>,
     pub may_enqueue: Option<Vec<Spanned<String>>>,
+    pub grants: Option<RawGrants>,
 }
 
 type Invalid = (Range<usize>, String);
@@ -121,6 +150,14 @@ impl Runner {
             concurrency: self.concurrency.unwrap_or(64).max(1),
             shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(30), |d| d.0),
             lease_margin: self.lease_margin.map_or(Duration::from_secs(5), |d| d.0),
+            compile_cache: match self.compile_cache {
+                None | Some(CacheSetting::Enabled(true)) => Some(base.join(".hourglass/cache")),
+                Some(CacheSetting::Enabled(false)) => None,
+                Some(CacheSetting::Dir(dir)) => Some(base.join(dir)),
+            },
+            max_payload: self
+                .max_payload
+                .map_or(DEFAULT_PAYLOAD, |s| s.into_inner().0),
         }
     }
 }
@@ -165,8 +202,9 @@ impl Topic {
             },
             memory: self
                 .memory
-                .or(defaults.memory)
-                .map_or(DEFAULT_MEMORY, |s| s.0),
+                .as_ref()
+                .or(defaults.memory.as_ref())
+                .map_or(DEFAULT_MEMORY, |s| s.get_ref().0),
             dead_letter: DeadLetter {
                 keep: dead.keep.unwrap_or(10_000),
                 max_age: dead
@@ -179,6 +217,7 @@ impl Topic {
                 .flatten()
                 .map(|t| t.get_ref().clone())
                 .collect(),
+            grants: Grants::default(),
         }
     }
 }

@@ -8,6 +8,15 @@ use serde::{Deserialize, Deserializer};
 /// The memory limit a topic gets when neither it nor `[defaults]` sets one.
 pub const DEFAULT_MEMORY: u64 = 64 << 20;
 
+/// The largest memory a topic may set: a 32-bit WebAssembly memory's size.
+pub const MAX_MEMORY: u64 = 4 << 30;
+
+/// The payload limit when `[runner] max_payload` is not set.
+pub const DEFAULT_PAYLOAD: u64 = 1 << 20;
+
+/// The largest `max_payload`: Redis' own limit for one value is 512 MiB.
+pub const MAX_PAYLOAD: u64 = 256 << 20;
+
 /// Parse a human duration such as `30s`, `1h 30m`, `250ms` or `14d`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim()).map_err(|e| {

@@ -24,6 +24,10 @@ pub struct TopicKeys {
     pub dead_info: String,
     /// Counter behind generated job ids.
     pub seq: String,
+    /// hash "attempt:id" → follow-up jobs of an acked attempt, until delivered.
+    pub outbox: String,
+    /// zset "attempt:id" → when an undelivered outbox entry is swept (ms).
+    pub outbox_due: String,
 }
 
 impl TopicKeys {
@@ -40,6 +44,8 @@ impl TopicKeys {
             dead: key("dead"),
             dead_info: key("dead_info"),
             seq: key("seq"),
+            outbox: key("outbox"),
+            outbox_due: key("outbox_due"),
         }
     }
 }
@@ -66,6 +72,8 @@ mod tests {
             &k.dead,
             &k.dead_info,
             &k.seq,
+            &k.outbox,
+            &k.outbox_due,
         ] {
             assert!(key.starts_with("ns:{orders}:"), "{key}");
         }

@@ -8,107 +8,53 @@
 //! `now_ms` from its caller so tests control the clock.
 
 pub mod embedded;
+mod inspect;
+mod job;
 pub mod keys;
+pub mod outbox;
 pub mod record;
+mod reply;
 mod scripts;
 
 use std::time::Duration;
 
+use redis::Value;
 use redis::aio::ConnectionManager;
-use redis::{AsyncCommands, Value};
 
+pub use inspect::{JobState, JobView};
+pub use job::{
+    Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, TopicStats, check_id,
+};
 pub use keys::{TopicKeys, wake_channel};
+pub use outbox::Parked;
 pub use record::{CorruptRecord, Record};
+use reply::{bytes, number, optional_string, string};
 
-/// A Redis failure; every one of them is retryable by the caller.
+/// A failed pipeline operation: bad input (permanent) or Redis (retryable).
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
-    /// The connection or the server failed.
+    /// The connection or the server failed; retrying may help.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     /// A script answered something this version does not understand.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+    /// The request itself is wrong (a bad id, a payload over the limit):
+    /// nothing was written, and retrying cannot help.
+    #[error("{0}")]
+    Invalid(String),
 }
 
-/// A job to enqueue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewJob {
-    /// The caller's id, or `None` for a generated one.
-    pub id: Option<String>,
-    /// The bytes the handler receives.
-    pub payload: Vec<u8>,
-    /// Not before this (ms since the Unix epoch).
-    pub due_at_ms: u64,
-    /// Attempts; 0 for the topic's default.
-    pub max_attempts: u32,
-}
-
-/// What happened to one [`NewJob`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Enqueued {
-    /// Accepted under this id.
-    New(String),
-    /// A live job already has this id: nothing was changed.
-    Duplicate(String),
-}
-
-impl Enqueued {
-    /// The job's id.
-    pub fn id(&self) -> &str {
-        match self {
-            Enqueued::New(id) | Enqueued::Duplicate(id) => id,
-        }
+impl QueueError {
+    /// Whether trying again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, QueueError::Invalid(_))
     }
 }
 
-/// One claimed attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimedJob {
-    /// The job's id.
-    pub id: String,
-    /// When this attempt became due.
-    pub due_at_ms: u64,
-    /// 1-based; also the lease's fencing token.
-    pub attempt: u32,
-    /// The stored record, or why it could not be read.
-    pub record: Result<Record, CorruptRecord>,
-    /// The error of the previous attempt, if any.
-    pub last_error: Option<String>,
-}
-
-/// The answer to a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed {
-    /// The attempts now leased to the caller.
-    pub jobs: Vec<ClaimedJob>,
-    /// When the first job still pending is due, if any is.
-    pub next_due_ms: Option<u64>,
-}
-
-/// Counts for one topic.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct TopicStats {
-    /// Pending, due later.
-    pub scheduled: u64,
-    /// Pending, due now.
-    pub ready: u64,
-    /// Leased to a runner.
-    pub running: u64,
-    /// In the dead-letter set.
-    pub dead: u64,
-}
-
-/// A dead-lettered job's record of why, stored as JSON.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeadInfo {
-    /// Why the job was given up.
-    pub reason: String,
-    /// Attempts made.
-    pub attempts: u32,
-    /// When (ms since the Unix epoch).
-    pub failed_at_ms: u64,
-}
+/// How long follow-ups parked by an ack wait for their runner to deliver
+/// them before a sweep by any runner does.
+pub const OUTBOX_SWEEP: Duration = Duration::from_secs(10);
 
 /// A connection to the pipeline of one namespace.
 #[derive(Clone)]
@@ -117,6 +63,7 @@ pub struct Queue {
     conn: ConnectionManager,
     namespace: String,
     wake: String,
+    max_payload: u64,
 }
 
 impl Queue {
@@ -134,7 +81,37 @@ impl Queue {
             conn,
             namespace: namespace.to_owned(),
             wake: wake_channel(namespace),
+            max_payload: crate::config::DEFAULT_PAYLOAD,
         })
+    }
+
+    /// The same connection, refusing payloads over `bytes`.
+    pub fn with_max_payload(mut self, bytes: u64) -> Queue {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// Refuse what cannot be stored: a bad id, a payload over the limit.
+    fn check(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
+        for (i, job) in jobs.iter().enumerate() {
+            let which = || match &job.id {
+                Some(id) => format!("job {id:?}"),
+                None if jobs.len() == 1 => "the job".to_owned(),
+                None => format!("job {} of {}", i + 1, jobs.len()),
+            };
+            if let Some(id) = &job.id {
+                check_id(id).map_err(QueueError::Invalid)?;
+            }
+            if job.payload.len() as u64 > self.max_payload {
+                return Err(QueueError::Invalid(format!(
+                    "{}: payload of {} bytes is over the limit of {} bytes ([runner] max_payload)",
+                    which(),
+                    job.payload.len(),
+                    self.max_payload
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The keys of `topic`.
@@ -152,13 +129,15 @@ impl Queue {
         Ok(self.client.get_async_pubsub().await?)
     }
 
-    /// Enqueue `jobs` into one topic in one atomic step.
+    /// Enqueue `jobs` into one topic, atomically per 1000 jobs. Nothing is
+    /// written if any job is invalid.
     pub async fn enqueue(
         &self,
         keys: &TopicKeys,
         jobs: &[NewJob],
         now_ms: u64,
     ) -> Result<Vec<Enqueued>, QueueError> {
+        self.check(jobs)?;
         let mut out = Vec::with_capacity(jobs.len());
         // keep each call's ARGV well inside Lua's unpack limits and Redis' argument buffer
         for chunk in jobs.chunks(1000) {
@@ -229,39 +208,100 @@ impl Queue {
                 due_at_ms: number(due)?,
                 attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
                 record: Record::decode(&bytes(record)?),
-                last_error: match error {
-                    Value::Nil => None,
-                    v => Some(string(v)?),
-                },
+                last_failure: optional_string(error)?.map(Failure::parse),
             });
         }
         Ok(Claimed { jobs, next_due_ms })
     }
 
-    /// Delete finished jobs; `done` holds (id, attempt). Returns the ids left
-    /// alone because a newer attempt owns them (their lease had expired).
+    /// Delete finished jobs, parking their follow-ups in the topic's outbox in
+    /// the same step. Returns the ids left alone because a newer attempt owns
+    /// them (their lease had expired); their follow-ups are dropped with them.
+    /// Deliver the parked follow-ups afterwards with [`Queue::deliver`].
     pub async fn ack(
         &self,
         keys: &TopicKeys,
-        done: &[(String, u32)],
+        done: &[Done],
+        now_ms: u64,
     ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::ACK.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
             .key(&keys.job)
             .key(&keys.attempt)
-            .key(&keys.error);
-        for (id, attempt) in done {
-            inv.arg(id).arg(attempt);
+            .key(&keys.error)
+            .key(&keys.outbox)
+            .key(&keys.outbox_due);
+        inv.arg(now_ms + millis(OUTBOX_SWEEP));
+        for d in done {
+            inv.arg(&d.id).arg(d.attempt);
+            if d.follow_ups.is_empty() {
+                inv.arg("");
+            } else {
+                inv.arg(outbox::encode(&d.follow_ups));
+            }
         }
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
-    /// Schedule next attempts; `failed` holds (id, attempt, next due ms, error).
+    /// Enqueue parked follow-ups into their topics, then clear them from the
+    /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
+    /// [`Queue::take_outbox`] returns them, or `attempt:id` of an ack.
+    pub async fn deliver(
+        &self,
+        parent: &TopicKeys,
+        entries: &[(String, Vec<Parked>)],
+        now_ms: u64,
+    ) -> Result<(), QueueError> {
+        let mut by_topic: std::collections::BTreeMap<&str, Vec<NewJob>> = Default::default();
+        for (_, jobs) in entries {
+            for p in jobs {
+                by_topic.entry(&p.topic).or_default().push(p.job.clone());
+            }
+        }
+        for (topic, jobs) in by_topic {
+            self.enqueue(&self.keys(topic), &jobs, now_ms).await?;
+        }
+        let mut inv = scripts::OUTBOX_CLEAR.prepare_invoke();
+        inv.key(&parent.outbox).key(&parent.outbox_due);
+        for (token, _) in entries {
+            inv.arg(token);
+        }
+        let _: u64 = inv.invoke_async(&mut self.conn.clone()).await?;
+        Ok(())
+    }
+
+    /// Take up to `limit` outbox entries whose delivery is overdue, holding them
+    /// for this caller for [`OUTBOX_SWEEP`]; deliver them with [`Queue::deliver`].
+    /// An entry that cannot be decoded is returned as an error string.
+    pub async fn take_outbox(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(String, Result<Vec<Parked>, CorruptRecord>)>, QueueError> {
+        let reply: Vec<Value> = scripts::OUTBOX_TAKE
+            .key(&keys.outbox)
+            .key(&keys.outbox_due)
+            .arg(now_ms)
+            .arg(now_ms + millis(OUTBOX_SWEEP))
+            .arg(limit)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        reply
+            .chunks(2)
+            .map(|pair| match pair {
+                [token, entry] => Ok((string(token)?, outbox::decode(&bytes(entry)?))),
+                other => Err(QueueError::Protocol(format!("outbox answered {other:?}"))),
+            })
+            .collect()
+    }
+
+    /// Schedule next attempts; `failed` holds (id, attempt, next due ms, failure).
     pub async fn retry(
         &self,
         keys: &TopicKeys,
-        failed: &[(String, u32, u64, String)],
+        failed: &[(String, u32, u64, Failure)],
     ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::RETRY.prepare_invoke();
         inv.key(&keys.lease)
@@ -269,8 +309,9 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error);
         inv.arg(&self.wake).arg(&keys.topic);
-        for (id, attempt, due, error) in failed {
-            inv.arg(id).arg(attempt).arg(due).arg(error);
+        for (id, attempt, due, failure) in failed {
+            let json = serde_json::to_string(failure).expect("a failure serializes");
+            inv.arg(id).arg(attempt).arg(due).arg(json);
         }
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
     }
@@ -292,8 +333,7 @@ impl Queue {
             .key(&keys.error)
             .key(&keys.dead)
             .key(&keys.dead_info);
-        let oldest =
-            now_ms.saturating_sub(u64::try_from(retention.max_age.as_millis()).unwrap_or(u64::MAX));
+        let oldest = now_ms.saturating_sub(millis(retention.max_age));
         inv.arg(now_ms).arg(retention.keep).arg(oldest);
         for (id, attempt, info) in dead {
             let json = serde_json::to_string(info).expect("dead info serializes");
@@ -360,12 +400,13 @@ impl Queue {
         keys: &TopicKeys,
         id: &str,
     ) -> Result<Option<DeadInfo>, QueueError> {
-        let json: Option<String> = self.conn.clone().hget(&keys.dead_info, id).await?;
-        json.map(|j| {
-            serde_json::from_str(&j)
-                .map_err(|e| QueueError::Protocol(format!("dead info of {id:?}: {e}")))
-        })
-        .transpose()
+        Ok(self
+            .inspect(keys, id, 0)
+            .await?
+            .and_then(|view| match view.state {
+                JobState::Dead(info) => Some(info),
+                _ => None,
+            }))
     }
 
     /// Round-trip check, used at start-up to fail early with a clear message.
@@ -377,31 +418,6 @@ impl Queue {
     }
 }
 
-fn bytes(v: &Value) -> Result<Vec<u8>, QueueError> {
-    match v {
-        Value::BulkString(b) => Ok(b.clone()),
-        Value::SimpleString(s) => Ok(s.clone().into_bytes()),
-        Value::Int(i) => Ok(i.to_string().into_bytes()),
-        other => Err(QueueError::Protocol(format!(
-            "expected a string, got {other:?}"
-        ))),
-    }
-}
-
-fn string(v: &Value) -> Result<String, QueueError> {
-    String::from_utf8(bytes(v)?).map_err(|e| QueueError::Protocol(format!("non-UTF-8 string: {e}")))
-}
-
-fn number(v: &Value) -> Result<u64, QueueError> {
-    match v {
-        Value::Int(i) => {
-            u64::try_from(*i).map_err(|_| QueueError::Protocol(format!("negative number {i}")))
-        }
-        other => {
-            let s = string(other)?;
-            s.parse::<u64>()
-                .or_else(|_| s.parse::<f64>().map(|f| f as u64))
-                .map_err(|_| QueueError::Protocol(format!("expected a number, got {s:?}")))
-        }
-    }
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
 }

@@ -21,7 +21,7 @@ const HEADER: usize = 1 + 4 + 8;
 /// A stored record that cannot be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("corrupt job record ({0})")]
-pub struct CorruptRecord(&'static str);
+pub struct CorruptRecord(pub(crate) &'static str);
 
 impl Record {
     /// The bytes stored in Redis.

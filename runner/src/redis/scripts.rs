@@ -23,3 +23,5 @@ script!(RETRY, "retry.lua");
 script!(BURY, "bury.lua");
 script!(REQUEUE, "requeue.lua");
 script!(RELEASE, "release.lua");
+script!(OUTBOX_TAKE, "outbox_take.lua");
+script!(OUTBOX_CLEAR, "outbox_clear.lua");

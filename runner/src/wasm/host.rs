@@ -1,12 +1,35 @@
-//! What a guest sees of the host: the per-job store data, the `log` import,
-//! the memory limiter, and WASI with nothing granted.
+//! What a guest sees of the host: the per-job store data, the `log` and
+//! `follow-up` imports, the memory limiter, and WASI with only what
+//! `queues.toml` grants (by default no files, no network, no environment).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::hourglass::handler::{log, types};
+use super::Sandbox;
+use super::bindings::hourglass::handler::{follow_up, log, types};
 use super::output::GuestOutput;
+
+/// Most follow-up jobs one attempt may start.
+const MAX_FOLLOW_UPS: usize = 1000;
+/// Most follow-up payload bytes one attempt may hold, beyond one `max_payload`.
+const FOLLOW_UP_BYTES: u64 = 16 << 20;
+
+/// A follow-up job a handler asked for, enqueued only if its attempt acks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowUp {
+    /// The target topic (one of the parent topic's `may_enqueue`).
+    pub topic: String,
+    /// Its id: the handler's, or one generated here.
+    pub id: String,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// How long after the ack it is due.
+    pub delay: Duration,
+}
 
 /// Which job an instance is running, for its log lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,29 +51,58 @@ pub struct Host {
     stdout: GuestOutput,
     stderr: GuestOutput,
     pub(super) timed_out: bool,
+    may_enqueue: Arc<[String]>,
+    max_payload: u64,
+    follow_ups: Vec<FollowUp>,
+    follow_up_bytes: u64,
 }
 
 impl Host {
-    /// A fresh host for one attempt: no files, no network, no environment.
-    pub fn new(ctx: JobContext, memory_limit: u64) -> Host {
+    /// A fresh host for one attempt with what `sandbox` grants and nothing else.
+    /// Fails (naming the directory) when a granted directory cannot be opened.
+    pub fn new(ctx: JobContext, sandbox: &Sandbox) -> Result<Host, String> {
         let stdout = GuestOutput::new(ctx.clone(), "stdout");
         let stderr = GuestOutput::new(ctx.clone(), "stderr");
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .build();
-        Host {
-            wasi,
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        for (name, value) in &sandbox.grants.env {
+            wasi.env(name, value);
+        }
+        for dir in &sandbox.grants.dirs {
+            let perms = if dir.write {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| {
+                    format!(
+                        "granted directory {} cannot be opened: {e:#}",
+                        dir.host.display()
+                    )
+                })?;
+        }
+        Ok(Host {
+            wasi: wasi.build(),
             table: ResourceTable::new(),
             limits: MemoryLimit {
-                limit: memory_limit,
+                limit: sandbox.memory,
                 exceeded: None,
             },
             ctx,
             stdout,
             stderr,
             timed_out: false,
-        }
+            may_enqueue: sandbox.may_enqueue.clone(),
+            max_payload: sandbox.max_payload,
+            follow_ups: Vec::new(),
+            follow_up_bytes: 0,
+        })
+    }
+
+    /// The follow-ups of an attempt that acked.
+    pub(super) fn take_follow_ups(&mut self) -> Vec<FollowUp> {
+        std::mem::take(&mut self.follow_ups)
     }
 
     /// Log what the guest left unterminated on stdout and stderr.
@@ -113,6 +165,50 @@ impl log::Host for Host {
                 tracing::error!(target: "handler", %topic, job_id = %id, attempt, "{message}")
             }
         }
+    }
+}
+
+impl follow_up::Host for Host {
+    fn enqueue(&mut self, job: follow_up::NewJob) -> Result<String, String> {
+        let parent = &self.ctx.topic;
+        if !self.may_enqueue.iter().any(|t| *t == job.topic) {
+            return Err(format!(
+                "topic {parent:?} may not enqueue to {:?}: add it to the topic's may_enqueue in queues.toml",
+                job.topic
+            ));
+        }
+        let size = job.payload.len() as u64;
+        if size > self.max_payload {
+            return Err(format!(
+                "follow-up payload of {size} bytes is over the limit of {} bytes ([runner] max_payload)",
+                self.max_payload
+            ));
+        }
+        if self.follow_ups.len() >= MAX_FOLLOW_UPS
+            || self.follow_up_bytes + size > FOLLOW_UP_BYTES.max(self.max_payload)
+        {
+            return Err(format!(
+                "one attempt may start at most {MAX_FOLLOW_UPS} follow-ups and {} MiB of payload",
+                FOLLOW_UP_BYTES.max(self.max_payload) >> 20
+            ));
+        }
+        let id = match job.id {
+            Some(id) => {
+                crate::redis::check_id(&id).map_err(|e| format!("follow-up id: {e}"))?;
+                id
+            }
+            // random, so that a follow-up delivered twice (a crash between
+            // enqueueing it and clearing the outbox) is recognised as a duplicate
+            None => format!("{:016x}", rand::random::<u64>()),
+        };
+        self.follow_up_bytes += size;
+        self.follow_ups.push(FollowUp {
+            topic: job.topic,
+            id: id.clone(),
+            payload: job.payload,
+            delay: Duration::from_millis(job.delay_ms.unwrap_or(0)),
+        });
+        Ok(id)
     }
 }
 

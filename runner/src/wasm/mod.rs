@@ -1,27 +1,35 @@
 //! The WebAssembly host: the only module that touches wasmtime.
 //!
 //! One [`Runtime`] per process holds the engine (pooling allocator sized from
-//! the runner's concurrency, epoch interruption), the linker and the epoch
-//! ticker. A [`LoadedHandler`] is a component compiled and pre-instantiated
-//! once per file version. Every attempt runs in a fresh store and instance
-//! with its own time and memory limits; a guest past its time limit is
-//! stopped at its next epoch check, and a host call that hangs is cut off by
-//! a timer as well.
+//! the runner's concurrency, epoch interruption, the compile cache), the
+//! linker and the epoch ticker. A [`LoadedHandler`] is a component compiled,
+//! checked against the contract and pre-instantiated once per file version,
+//! named by its content hash. Every attempt runs in a fresh store and
+//! instance inside its topic's [`Sandbox`]: time and memory limits, the
+//! granted environment and directories, the follow-up rules. A guest past its
+//! time limit is stopped at its next epoch check, and a host call that hangs
+//! is cut off by a timer as well.
 
+mod cache;
 mod epoch;
 mod host;
 mod output;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
+    Cache, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
+    UpdateDeadline,
 };
 
+use crate::config::{Grants, MAX_MEMORY, TopicConfig};
+pub use cache::CacheError;
 use host::Host;
-pub use host::JobContext;
+pub use host::{FollowUp, JobContext};
 
 /// Bindings generated from `wit/handler.wit`.
 #[allow(missing_docs)]
@@ -70,8 +78,8 @@ pub enum LoadError {
 /// The answer of a handler that returned normally.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// Done.
-    Ack,
+    /// Done; enqueue these follow-up jobs in the same step.
+    Ack(Vec<FollowUp>),
     /// Try again, after `delay` or the topic's backoff.
     Retry {
         /// The handler's choice of delay.
@@ -95,13 +103,32 @@ pub enum Finish {
     NotStarted(String),
 }
 
-/// Limits of one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+/// What one attempt of a topic's handler may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
     /// Wall-clock time.
     pub timeout: Duration,
     /// Linear memory in bytes.
     pub memory: u64,
+    /// The granted environment and directories.
+    pub grants: Arc<Grants>,
+    /// Topics follow-up jobs may go to.
+    pub may_enqueue: Arc<[String]>,
+    /// The largest follow-up payload, in bytes.
+    pub max_payload: u64,
+}
+
+impl Sandbox {
+    /// The sandbox `topic` sets, with the runner's payload limit.
+    pub fn for_topic(topic: &TopicConfig, max_payload: u64) -> Sandbox {
+        Sandbox {
+            timeout: topic.timeout,
+            memory: topic.memory,
+            grants: Arc::new(topic.grants.clone()),
+            may_enqueue: topic.may_enqueue.iter().cloned().collect(),
+            max_payload,
+        }
+    }
 }
 
 /// The input of one attempt.
@@ -127,19 +154,36 @@ const KEEP_RESIDENT: usize = 2 << 20;
 #[derive(Clone)]
 pub struct LoadedHandler {
     pre: bindings::HandlerPre<Host>,
+    hash: Arc<str>,
+}
+
+impl LoadedHandler {
+    /// The content hash of the file it was compiled from (see [`content_hash`]).
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+}
+
+/// How a handler version is named in logs, `inspect` and dead letters: the
+/// first 16 hex digits of the SHA-256 of the file.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The engine, linker and epoch ticker shared by all handlers.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<Host>,
+    cache: Option<Cache>,
     _ticker: epoch::EpochTicker,
 }
 
 impl Runtime {
     /// An engine whose instance pool has room for `slots` instances at once,
-    /// each with up to `max_memory` bytes of linear memory.
-    pub fn new(slots: u32, max_memory: u64) -> Result<Runtime, LoadError> {
+    /// caching compiled handlers in `cache_dir` when given. A cache that cannot
+    /// be used is logged and skipped: handlers are then compiled every start.
+    pub fn new(slots: u32, cache_dir: Option<&Path>) -> Result<Runtime, LoadError> {
         let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
         let mut pool = PoolingAllocationConfig::default();
         // A Rust component is a few core instances, memories and tables; leave room.
@@ -148,7 +192,10 @@ impl Runtime {
             .total_memories(slots.saturating_mul(2))
             .total_tables(slots.saturating_mul(4))
             .total_stacks(slots)
-            .max_memory_size(usize::try_from(max_memory).unwrap_or(usize::MAX))
+            // Every slot reserves 4 GiB of address space anyway (no bounds checks
+            // needed); allowing it all lets a reload raise a topic's `memory`
+            // live. The per-store limiter enforces each topic's own limit.
+            .max_memory_size(usize::try_from(MAX_MEMORY).unwrap_or(usize::MAX))
             // Resetting a slot with madvise costs a TLB shootdown (an IPI to every
             // core) per instance; most of the per-job kernel time was that. Keep
             // the first pages resident and reset only the dirtied ones (PAGEMAP_SCAN
@@ -158,11 +205,19 @@ impl Runtime {
             .async_stack_keep_resident(64 << 10)
             .pagemap_scan(wasmtime::Enabled::Auto)
             .decommit_batch_size(slots.div_ceil(2).max(1) as usize);
+        let cache = cache_dir.and_then(|dir| match cache::open(dir) {
+            Ok(cache) => Some(cache),
+            Err(e) => {
+                tracing::warn!("{e}; compiling handlers without a cache");
+                None
+            }
+        });
         let mut config = Config::new();
         config
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
-            .wasm_backtrace_max_frames(None);
+            .wasm_backtrace_max_frames(None)
+            .cache(cache.clone());
         let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
@@ -172,8 +227,16 @@ impl Runtime {
         Ok(Runtime {
             engine,
             linker,
+            cache,
             _ticker: ticker,
         })
+    }
+
+    /// Compile-cache (hits, misses) so far, if there is a cache.
+    pub fn cache_stats(&self) -> Option<(usize, usize)> {
+        self.cache
+            .as_ref()
+            .map(|c| (c.cache_hits(), c.cache_misses()))
     }
 
     /// Compile `path` and check it against the contract. Blocking (compiling
@@ -203,14 +266,21 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(incompatible)?;
         let pre = bindings::HandlerPre::new(pre).map_err(incompatible)?;
-        Ok(LoadedHandler { pre })
+        Ok(LoadedHandler {
+            pre,
+            hash: content_hash(bytes).into(),
+        })
     }
 
-    /// Run one attempt in a fresh instance.
-    pub async fn run(&self, handler: &LoadedHandler, job: JobInput, limits: Limits) -> Finish {
-        let mut store = Store::new(&self.engine, Host::new(job.ctx.clone(), limits.memory));
+    /// Run one attempt in a fresh instance inside `sandbox`.
+    pub async fn run(&self, handler: &LoadedHandler, job: JobInput, sandbox: &Sandbox) -> Finish {
+        let host = match Host::new(job.ctx.clone(), sandbox) {
+            Ok(host) => host,
+            Err(why) => return Finish::Failed(why),
+        };
+        let mut store = Store::new(&self.engine, host);
         store.limiter(|h| &mut h.limits);
-        let deadline = Instant::now() + limits.timeout;
+        let deadline = Instant::now() + sandbox.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
             if Instant::now() >= deadline {
@@ -246,12 +316,12 @@ impl Runtime {
                 .await
                 .map_err(Stop::Trap)
         };
-        let result = tokio::time::timeout(limits.timeout + epoch::TICK * 4, call).await;
-        let host = store.data();
+        let result = tokio::time::timeout(sandbox.timeout + epoch::TICK * 4, call).await;
+        let host = store.data_mut();
         host.flush_output();
         match result {
             Ok(Ok(outcome)) => Finish::Answered(match outcome {
-                wit::Outcome::Ack => Answer::Ack,
+                wit::Outcome::Ack => Answer::Ack(host.take_follow_ups()),
                 wit::Outcome::Retry(r) => Answer::Retry {
                     delay: r.delay_ms.map(Duration::from_millis),
                     reason: r.reason,
@@ -261,15 +331,15 @@ impl Runtime {
             Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
             Err(_elapsed) => Finish::Failed(format!(
                 "time limit of {} exceeded",
-                humantime::format_duration(limits.timeout)
+                humantime::format_duration(sandbox.timeout)
             )),
             Ok(Err(Stop::Trap(_))) if host.timed_out => Finish::Failed(format!(
                 "time limit of {} exceeded",
-                humantime::format_duration(limits.timeout)
+                humantime::format_duration(sandbox.timeout)
             )),
             Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Failed(format!(
                 "memory limit of {} exceeded (the handler asked for {})",
-                size(limits.memory),
+                size(sandbox.memory),
                 size(host.limits.exceeded.unwrap_or_default() as u64)
             )),
             Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.stderr_summary() {

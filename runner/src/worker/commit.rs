@@ -1,6 +1,7 @@
 //! The committer: one task that turns finished attempts into Redis state
 //! changes, batching everything that finished meanwhile into one script call
-//! per topic and kind. A commit that fails is retried for a while; after
+//! per topic and kind. Follow-ups parked by an ack are delivered to their
+//! topics right after it. A commit that fails is retried for a while; after
 //! that the lease expires and the job runs again (at-least-once).
 
 use std::collections::HashMap;
@@ -12,7 +13,7 @@ use tokio::sync::mpsc;
 use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::events::EventKind;
-use crate::redis::{DeadInfo, QueueError};
+use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
@@ -22,8 +23,12 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// The state change an attempt asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Decision {
-    Ack,
-    Retry { next_due_ms: u64, reason: String },
+    /// Done; enqueue these follow-ups in the same step.
+    Ack(Vec<Parked>),
+    Retry {
+        next_due_ms: u64,
+        failure: Failure,
+    },
     Dead(DeadInfo),
     Release,
 }
@@ -39,8 +44,8 @@ pub(super) struct Completion {
 #[derive(Default)]
 struct Batch {
     topic: Option<Arc<Topic>>,
-    acks: Vec<(String, u32)>,
-    retries: Vec<(String, u32, u64, String)>,
+    acks: Vec<Done>,
+    retries: Vec<(String, u32, u64, Failure)>,
     dead: Vec<(String, u32, DeadInfo)>,
     releases: Vec<(String, u32)>,
 }
@@ -54,11 +59,15 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
             let b = by_topic.entry(c.topic.cfg.name.clone()).or_default();
             b.topic.get_or_insert_with(|| c.topic.clone());
             match c.decision {
-                Decision::Ack => b.acks.push((c.id, c.attempt)),
+                Decision::Ack(follow_ups) => b.acks.push(Done {
+                    id: c.id,
+                    attempt: c.attempt,
+                    follow_ups,
+                }),
                 Decision::Retry {
                     next_due_ms,
-                    reason,
-                } => b.retries.push((c.id, c.attempt, next_due_ms, reason)),
+                    failure,
+                } => b.retries.push((c.id, c.attempt, next_due_ms, failure)),
                 Decision::Dead(info) => b.dead.push((c.id, c.attempt, info)),
                 Decision::Release => b.releases.push((c.id, c.attempt)),
             }
@@ -74,16 +83,35 @@ async fn commit(shared: &Shared, b: Batch) {
     let (keys, name) = (&topic.keys, topic.cfg.name.as_str());
     let q = &shared.queue;
     if !b.acks.is_empty()
-        && let Some(stale) = persist("ack", name, || q.ack(keys, &b.acks)).await
+        && let Some(stale) = persist("ack", name, || q.ack(keys, &b.acks, now_ms())).await
     {
-        for (id, attempt) in b.acks.iter().filter(|(id, _)| !stale.contains(id)) {
-            shared.emit(name, id, *attempt, EventKind::Acked);
+        let acked: Vec<Done> = b
+            .acks
+            .into_iter()
+            .filter(|d| !stale.contains(&d.id))
+            .collect();
+        let parked: Vec<(String, Vec<Parked>)> = acked
+            .iter()
+            .filter(|d| !d.follow_ups.is_empty())
+            .map(|d| (format!("{}:{}", d.attempt, d.id), d.follow_ups.clone()))
+            .collect();
+        // the ack has parked them; if this fails, a sweep delivers them later
+        if !parked.is_empty()
+            && let Err(e) = q.deliver(keys, &parked, now_ms()).await
+        {
+            tracing::warn!(
+                topic = name,
+                "follow-ups parked, delivery deferred to the sweep: {e}"
+            );
+        }
+        for d in &acked {
+            shared.emit(name, &d.id, d.attempt, EventKind::Acked);
         }
     }
     if !b.retries.is_empty()
         && let Some(stale) = persist("retry", name, || q.retry(keys, &b.retries)).await
     {
-        for (id, attempt, next_due_ms, reason) in
+        for (id, attempt, next_due_ms, failure) in
             b.retries.into_iter().filter(|r| !stale.contains(&r.0))
         {
             shared.emit(
@@ -92,7 +120,7 @@ async fn commit(shared: &Shared, b: Batch) {
                 attempt,
                 EventKind::Retried {
                     next_due_ms,
-                    reason,
+                    reason: failure.error,
                 },
             );
         }

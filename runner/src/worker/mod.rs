@@ -1,13 +1,15 @@
 //! The runner: loads every handler, connects, then claims due jobs in
 //! priority order and runs each in a fresh instance until shut down.
 //!
-//! Tasks: the scheduler (claims, spawns attempts, requeues expired leases),
-//! one task per attempt, the committer (batches state changes into Redis),
-//! and the wake listener (pub/sub). Shutdown is a future passed to
-//! [`Runner::run`]: claiming stops, running attempts get the grace period,
-//! the rest are stopped and released.
+//! Tasks: the scheduler (claims, spawns attempts, requeues expired leases,
+//! sweeps undelivered follow-ups, applies reloads), one task per attempt, the
+//! committer (batches state changes into Redis), the wake listener (pub/sub)
+//! and the reload watcher. Shutdown is a future passed to [`Runner::run`]:
+//! claiming stops, running attempts get the grace period, the rest are
+//! stopped and released.
 
 mod attempt;
+mod capacity;
 mod commit;
 mod scheduler;
 mod wake;
@@ -17,31 +19,38 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 
 use crate::config::{Config, RedisTarget, TopicConfig};
 use crate::events::{Event, EventKind, EventSender};
 use crate::redis::embedded::EmbeddedRedis;
 use crate::redis::{Queue, TopicKeys};
-use crate::wasm::{LoadedHandler, Runtime};
+use crate::reload::{Loader, Notice, Snapshot};
+use crate::wasm::{LoadedHandler, Runtime, Sandbox};
+use capacity::Capacity;
 
 /// Instance slots beyond the configured concurrency, so a burst never finds the pool empty.
 const SPARE_SLOTS: u32 = 8;
 
-/// A topic as the worker serves it.
+/// A topic as the worker serves it: one version of its settings and handler.
+/// A reload makes a new one; attempts keep the one they started with.
 pub(crate) struct Topic {
     pub cfg: TopicConfig,
     pub keys: TopicKeys,
-    pub handler: LoadedHandler,
-    pub permits: Arc<Semaphore>,
+    /// `None` while its handler file is missing: the topic claims nothing.
+    pub handler: Option<LoadedHandler>,
+    pub sandbox: Sandbox,
+    /// Shared by every version of the topic.
+    pub capacity: Arc<Capacity>,
 }
 
 /// What every task of the worker shares.
 pub(crate) struct Shared {
     pub queue: Queue,
-    pub runtime: Runtime,
-    pub config: Config,
+    pub runtime: Arc<Runtime>,
     pub events: EventSender,
+    /// What live reloads did, published once the scheduler serves the result.
+    pub notices: broadcast::Sender<Notice>,
     /// Attempts running now: (topic, id) → attempt. What is left here after
     /// the grace period is released.
     pub inflight: Mutex<HashMap<(String, String), u32>>,
@@ -72,7 +81,8 @@ pub async fn connect(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedR
     };
     let queue = Queue::connect(&url, &config.redis.namespace)
         .await
-        .with_context(|| format!("connecting to redis at {url}"))?;
+        .with_context(|| format!("connecting to redis at {url}"))?
+        .with_max_payload(config.runner.max_payload);
     queue
         .ping()
         .await
@@ -83,7 +93,8 @@ pub async fn connect(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedR
 /// A runner with its handlers loaded and Redis connected, ready to [`Runner::run`].
 pub struct Runner {
     shared: Arc<Shared>,
-    topics: Vec<Arc<Topic>>,
+    snapshot: Snapshot,
+    loader: Loader,
     _embedded: Option<EmbeddedRedis>,
 }
 
@@ -91,45 +102,24 @@ impl Runner {
     /// Compile every handler (failing on the first that cannot serve), then connect.
     pub async fn start(config: Config) -> anyhow::Result<Runner> {
         let slots = config.runner.concurrency + SPARE_SLOTS;
-        let runtime =
-            Runtime::new(slots, config.max_memory()).context("creating the WebAssembly engine")?;
-        let (runtime, handlers) = tokio::task::spawn_blocking(move || {
-            let mut handlers = HashMap::new();
-            for topic in &config.topics {
-                let handler = runtime
-                    .load(&topic.handler)
-                    .with_context(|| format!("loading the handler of topic {:?}", topic.name))?;
-                handlers.insert(topic.name.clone(), handler);
-            }
-            anyhow::Ok(((runtime, config), handlers))
-        })
-        .await??;
-        let (runtime, config) = runtime;
-        let (queue, embedded) = connect(&config).await?;
-        let mut topics: Vec<Arc<Topic>> = config
-            .topics
-            .iter()
-            .map(|cfg| {
-                Arc::new(Topic {
-                    cfg: cfg.clone(),
-                    keys: queue.keys(&cfg.name),
-                    handler: handlers[&cfg.name].clone(),
-                    permits: Arc::new(Semaphore::new(cfg.concurrency as usize)),
-                })
-            })
-            .collect();
-        // strict priority: the scheduler walks topics in this order
-        topics.sort_by_key(|t| std::cmp::Reverse(t.cfg.priority));
+        let runtime = Arc::new(
+            Runtime::new(slots, config.runner.compile_cache.as_deref())
+                .context("creating the WebAssembly engine")?,
+        );
+        let mut loader = Loader::new(runtime.clone());
+        let snapshot = loader.initial(config).await?;
+        let (queue, embedded) = connect(&snapshot.config).await?;
         let shared = Arc::new(Shared {
             queue,
             runtime,
-            config,
             events: broadcast::channel(1 << 16).0,
+            notices: broadcast::channel(256).0,
             inflight: Mutex::new(HashMap::new()),
         });
         Ok(Runner {
             shared,
-            topics,
+            snapshot,
+            loader,
             _embedded: embedded,
         })
     }
@@ -137,6 +127,13 @@ impl Runner {
     /// Events about jobs from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.shared.events.subscribe()
+    }
+
+    /// What live reloads do from now on: handlers loaded, rejected or missing,
+    /// configurations applied or rejected. Each notice is sent once the
+    /// runner serves what it reports.
+    pub fn subscribe_reloads(&self) -> broadcast::Receiver<Notice> {
+        self.shared.notices.subscribe()
     }
 
     /// The connection the runner uses (handy for producing from the same process).
@@ -148,23 +145,27 @@ impl Runner {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let Runner {
             shared,
-            topics,
+            snapshot,
+            loader,
             _embedded,
         } = self;
         let (commits, commit_rx) = mpsc::channel(4096);
         let committer = tokio::spawn(commit::run(shared.clone(), commit_rx));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let listener = tokio::spawn(wake::listen(shared.queue.clone(), wake_tx));
+        let (reload_tx, reload_rx) = mpsc::channel(4);
+        let watcher = tokio::spawn(crate::reload::watch(loader, snapshot.clone(), reload_tx));
         tracing::info!(
-            topics = topics.len(),
-            concurrency = shared.config.runner.concurrency,
+            topics = snapshot.config.topics.len(),
+            concurrency = snapshot.config.runner.concurrency,
             "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
         );
         // returns once every attempt has finished or been stopped, dropping every commit sender
-        let leftover = scheduler::Scheduler::new(shared.clone(), topics, commits)
-            .run(wake_rx, shutdown)
+        let leftover = scheduler::Scheduler::new(shared.clone(), snapshot, commits)
+            .run(wake_rx, reload_rx, shutdown)
             .await;
         listener.abort();
+        watcher.abort();
         let _ = committer.await;
         let released = scheduler::release(&shared, leftover).await;
         tracing::info!(released, "hourglass stopped");

@@ -1,24 +1,31 @@
 //! The scheduler: claims due jobs in strict priority order while there is
-//! capacity, sleeps until the earliest known due time (or a wake message,
-//! or a finished attempt), requeues expired leases, and on shutdown waits
-//! out the grace period before stopping what still runs.
+//! capacity, sleeps until the earliest known due time (or a wake message, a
+//! finished attempt or a reload), requeues expired leases, sweeps follow-ups
+//! whose delivery is overdue, and on shutdown waits out the grace period
+//! before stopping what still runs.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinSet;
 
+use super::capacity::Capacity;
 use super::commit::Completion;
 use super::wake::Wake;
 use super::{Shared, Topic, attempt};
 use crate::clock::now_ms;
+use crate::config::Config;
+use crate::reload::{Reload, Snapshot};
+use crate::wasm::Sandbox;
 
 /// Most jobs claimed from one topic in one script call.
 const CLAIM_BATCH: usize = 256;
 /// Most expired leases requeued per topic per scan.
 const REQUEUE_BATCH: usize = 1000;
+/// Most overdue outbox entries delivered per topic per scan.
+const SWEEP_BATCH: usize = 100;
 /// How often expired leases are looked for.
 const LEASE_SCAN: Duration = Duration::from_secs(1);
 /// A safety net under the wake messages: every topic is looked at this often
@@ -30,6 +37,8 @@ const NEVER: u64 = u64::MAX;
 
 pub(super) struct Scheduler {
     shared: Arc<Shared>,
+    /// The configuration in force (replaced by reloads).
+    config: Arc<Config>,
     /// Highest priority first.
     topics: Vec<Arc<Topic>>,
     /// When each topic (same index) next has a due job, as far as we know.
@@ -45,21 +54,58 @@ pub(super) struct Scheduler {
 impl Scheduler {
     pub fn new(
         shared: Arc<Shared>,
-        topics: Vec<Arc<Topic>>,
+        snapshot: Snapshot,
         commits: mpsc::Sender<Completion>,
     ) -> Scheduler {
         let global = Arc::new(tokio::sync::Semaphore::new(
-            shared.config.runner.concurrency as usize,
+            snapshot.config.runner.concurrency as usize,
         ));
-        let next_due = vec![0; topics.len()];
-        Scheduler {
+        let mut scheduler = Scheduler {
             shared,
-            topics,
-            next_due,
+            config: snapshot.config.clone(),
+            topics: Vec::new(),
+            next_due: Vec::new(),
             global,
             commits,
             tasks: JoinSet::new(),
-        }
+        };
+        scheduler.apply(snapshot);
+        scheduler
+    }
+
+    /// Serve `snapshot` from now on. Topics keep their capacity (resized) and
+    /// what is known of their next due time; attempts already running keep the
+    /// topic version (settings and handler) they started with.
+    fn apply(&mut self, snapshot: Snapshot) {
+        let max_payload = self.config.runner.max_payload;
+        let mut next: Vec<(Arc<Topic>, u64)> = snapshot
+            .config
+            .topics
+            .iter()
+            .map(|cfg| {
+                let old = self.topics.iter().position(|t| t.cfg.name == cfg.name);
+                let capacity = match old {
+                    Some(i) => {
+                        let c = self.topics[i].capacity.clone();
+                        c.resize(cfg.concurrency);
+                        c
+                    }
+                    None => Capacity::new(cfg.concurrency),
+                };
+                let topic = Topic {
+                    cfg: cfg.clone(),
+                    keys: self.shared.queue.keys(&cfg.name),
+                    handler: snapshot.handlers.get(&cfg.name).cloned(),
+                    sandbox: Sandbox::for_topic(cfg, max_payload),
+                    capacity,
+                };
+                (Arc::new(topic), old.map_or(0, |i| self.next_due[i]))
+            })
+            .collect();
+        // strict priority: claim rounds walk topics in this order
+        next.sort_by_key(|(t, _)| std::cmp::Reverse(t.cfg.priority));
+        (self.topics, self.next_due) = next.into_iter().unzip();
+        self.config = snapshot.config;
     }
 
     /// Serve until `shutdown`; returns the attempts that had to be stopped
@@ -67,6 +113,7 @@ impl Scheduler {
     pub async fn run(
         mut self,
         mut wake: mpsc::UnboundedReceiver<Wake>,
+        mut reload: mpsc::Receiver<Reload>,
         shutdown: impl Future<Output = ()>,
     ) -> Vec<(String, String, u32)> {
         tokio::pin!(shutdown);
@@ -81,6 +128,7 @@ impl Scheduler {
             }
             if now >= next_scan {
                 self.requeue_expired(now).await;
+                self.sweep_outboxes(now).await;
                 next_scan = now + millis(LEASE_SCAN);
             }
             let sleep = match self.claim_round(now).await {
@@ -106,6 +154,14 @@ impl Scheduler {
                     }
                 }
                 Some(msg) = wake.recv() => self.on_wake(msg),
+                Some(Reload { snapshot, notices }) = reload.recv() => {
+                    if let Some(snapshot) = snapshot {
+                        self.apply(snapshot);
+                    }
+                    for notice in notices {
+                        let _ = self.shared.notices.send(notice);
+                    }
+                }
                 () = tokio::time::sleep(sleep) => {}
             }
         }
@@ -131,7 +187,7 @@ impl Scheduler {
         self.topics
             .iter()
             .zip(&self.next_due)
-            .filter(|(t, _)| t.permits.available_permits() > 0)
+            .filter(|(t, _)| t.handler.is_some() && t.capacity.available() > 0)
             .map(|(_, due)| *due)
             .min()
             .unwrap_or(NEVER)
@@ -148,14 +204,14 @@ impl Scheduler {
                 break;
             }
             let topic = self.topics[i].clone();
-            let free = global
-                .min(topic.permits.available_permits())
-                .min(CLAIM_BATCH);
+            let Some(handler) = &topic.handler else {
+                continue;
+            };
+            let free = global.min(topic.capacity.available()).min(CLAIM_BATCH);
             if free == 0 {
                 continue;
             }
-            let lease_until =
-                now + millis(topic.cfg.timeout + self.shared.config.runner.lease_margin);
+            let lease_until = now + millis(topic.cfg.timeout + self.config.runner.lease_margin);
             let claimed = self
                 .shared
                 .queue
@@ -163,17 +219,18 @@ impl Scheduler {
                 .await?;
             self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
             for job in claimed.jobs {
-                let permits = [
-                    topic
-                        .permits
-                        .clone()
-                        .try_acquire_owned()
+                let permits = Permits {
+                    topic: topic
+                        .capacity
+                        .try_acquire()
                         .expect("checked free topic capacity"),
-                    self.global
+                    global: self
+                        .global
                         .clone()
                         .try_acquire_owned()
                         .expect("checked free global capacity"),
-                ];
+                    capacity: topic.capacity.clone(),
+                };
                 self.shared
                     .inflight
                     .lock()
@@ -183,6 +240,7 @@ impl Scheduler {
                     self.shared.clone(),
                     self.commits.clone(),
                     topic.clone(),
+                    handler.clone(),
                     job,
                     permits,
                 );
@@ -211,9 +269,45 @@ impl Scheduler {
         }
     }
 
+    /// Deliver follow-ups parked by acks whose runner did not deliver them in time.
+    async fn sweep_outboxes(&self, now: u64) {
+        for topic in &self.topics {
+            let entries = match self
+                .shared
+                .queue
+                .take_outbox(&topic.keys, now, SWEEP_BATCH)
+                .await
+            {
+                Ok(entries) if entries.is_empty() => continue,
+                Ok(entries) => entries,
+                Err(e) => {
+                    tracing::warn!(topic = %topic.cfg.name, "cannot sweep the follow-up outbox: {e}");
+                    continue;
+                }
+            };
+            let mut good = Vec::with_capacity(entries.len());
+            for (token, jobs) in entries {
+                match jobs {
+                    Ok(jobs) => good.push((token, jobs)),
+                    Err(e) => {
+                        tracing::error!(topic = %topic.cfg.name, %token, "dropping an unreadable outbox entry: {e}")
+                    }
+                }
+            }
+            match self.shared.queue.deliver(&topic.keys, &good, now).await {
+                Ok(()) => {
+                    tracing::info!(topic = %topic.cfg.name, entries = good.len(), "delivered follow-ups a stopped runner had left")
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %topic.cfg.name, "cannot deliver swept follow-ups, trying again later: {e}")
+                }
+            }
+        }
+    }
+
     /// Stop claiming; give running attempts the grace period, then stop them.
     async fn shut_down(mut self) -> Vec<(String, String, u32)> {
-        let grace = self.shared.config.runner.shutdown_grace;
+        let grace = self.config.runner.shutdown_grace;
         tracing::info!(
             running = self.tasks.len(),
             "shutting down: waiting up to {grace:?} for running jobs"
@@ -269,12 +363,24 @@ pub(super) async fn release(shared: &Shared, leftover: Vec<(String, String, u32)
 }
 
 /// The capacity one attempt holds: its topic's slot and a global one.
-pub(super) type Permits = [tokio::sync::OwnedSemaphorePermit; 2];
+pub(super) struct Permits {
+    topic: OwnedSemaphorePermit,
+    global: OwnedSemaphorePermit,
+    capacity: Arc<Capacity>,
+}
 
-/// Dropping the permits returns the attempt's capacity.
+/// Return a finished attempt's capacity.
 fn reaped(joined: Result<Permits, tokio::task::JoinError>) {
-    if let Err(e) = joined {
-        tracing::error!("an attempt task failed: {e}");
+    match joined {
+        Ok(Permits {
+            topic,
+            global,
+            capacity,
+        }) => {
+            capacity.give_back(topic);
+            drop(global);
+        }
+        Err(e) => tracing::error!("an attempt task failed: {e}"),
     }
 }
 

@@ -9,13 +9,14 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 
     /// Every handler component as (name, path).
-    pub const ALL: [(&str, &str); 6] = [
+    pub const ALL: [(&str, &str); 7] = [
         ("echo", ECHO),
         ("flaky", FLAKY),
         ("order_cancel", ORDER_CANCEL),
         ("slow", SLOW),
         ("panic", PANIC),
         ("membomb", MEMBOMB),
+        ("probe", PROBE),
     ];
 }
 

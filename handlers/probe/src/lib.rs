@@ -1,0 +1,66 @@
+//! Does what its JSON payload asks, to show what a handler may and may not
+//! do: read or write a file, read an environment variable, start follow-up
+//! jobs, then ack, fail or panic. Anything refused fails the job with the
+//! error the guest saw, so the dead letter says what was denied.
+
+use hourglass_sdk::{Error, FollowUp, Job, info};
+
+#[derive(serde::Deserialize)]
+struct Plan {
+    #[serde(default)]
+    read: Option<String>,
+    #[serde(default)]
+    write: Option<String>,
+    #[serde(default)]
+    env: Option<String>,
+    #[serde(default)]
+    follow_ups: Vec<Next>,
+    /// "ack" (the default), "fail" or "panic", after everything above.
+    #[serde(default)]
+    then: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Next {
+    topic: String,
+    payload: String,
+    #[serde(default)]
+    delay_ms: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+fn probe(job: Job) -> hourglass_sdk::Result {
+    let plan: Plan = job.json()?;
+    if let Some(path) = &plan.read {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::fail(format!("read {path}: {e}")))?;
+        info!("read {path}: {text}");
+    }
+    if let Some(path) = &plan.write {
+        std::fs::write(path, job.id()).map_err(|e| Error::fail(format!("write {path}: {e}")))?;
+        info!("wrote {path}");
+    }
+    if let Some(name) = &plan.env {
+        let value = std::env::var(name).map_err(|e| Error::fail(format!("env {name}: {e}")))?;
+        info!("env {name}={value}");
+    }
+    for next in plan.follow_ups {
+        let mut f = FollowUp::new(next.topic, next.payload.into_bytes());
+        if let Some(ms) = next.delay_ms {
+            f = f.delay(std::time::Duration::from_millis(ms));
+        }
+        if let Some(id) = next.id {
+            f = f.id(id);
+        }
+        let id = f.enqueue()?;
+        info!("follow-up {id} queued");
+    }
+    match plan.then.as_deref() {
+        Some("fail") => Err(Error::fail("asked to fail")),
+        Some("panic") => panic!("asked to panic"),
+        _ => Ok(()),
+    }
+}
+
+hourglass_sdk::handler!(probe);

@@ -1,0 +1,135 @@
+//! `hourglass inspect TOPIC ID`: where a job is, its attempts, due time, last
+//! error and the handler version that produced it.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+
+use super::{Failure, load_config, topic_of};
+use crate::clock::now_ms;
+use crate::redis::{JobState, JobView};
+use crate::worker::connect;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
+pub(super) struct Args {
+    /// The topic, as named in queues.toml.
+    topic: String,
+    /// The job's id.
+    id: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+    let config = load_config(config)?;
+    topic_of(&config, &args.topic)?;
+    let (queue, _embedded) = connect(&config).await?;
+    let now = now_ms();
+    let Some(view) = queue
+        .inspect(&queue.keys(&args.topic), &args.id, now)
+        .await?
+    else {
+        return Err(anyhow!(
+            "no job {:?} in topic {:?} (never enqueued, or acked and deleted)",
+            args.id,
+            args.topic
+        )
+        .into());
+    };
+    if args.json {
+        println!("{}", to_json(&args.topic, &view));
+    } else {
+        print!("{}", to_text(&args.topic, &view, now));
+    }
+    Ok(())
+}
+
+/// A timestamp (ms) as RFC 3339, and how far from `now` it is.
+pub(super) fn when(ms: u64, now: u64) -> String {
+    let at = jiff::Timestamp::from_millisecond(ms as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string());
+    let far =
+        |d: u64| humantime::format_duration(std::time::Duration::from_millis(d / 1000 * 1000));
+    if ms > now + 999 {
+        format!("{at} (in {})", far(ms - now))
+    } else if now > ms + 999 {
+        format!("{at} ({} ago)", far(now - ms))
+    } else {
+        format!("{at} (now)")
+    }
+}
+
+fn to_text(topic: &str, v: &JobView, now: u64) -> String {
+    let mut out = format!("{topic}/{}\n", v.id);
+    let line = |out: &mut String, k: &str, val: String| out.push_str(&format!("  {k:<10} {val}\n"));
+    let state = match &v.state {
+        JobState::Scheduled(due) => format!("scheduled, due {}", when(*due, now)),
+        JobState::Ready(due) => {
+            format!("ready (due {}), waiting for a free runner", when(*due, now))
+        }
+        JobState::Running(until) => format!("running, leased until {}", when(*until, now)),
+        JobState::Dead(info) => format!("dead since {}", when(info.failed_at_ms, now)),
+    };
+    line(&mut out, "state", state);
+    let max = match &v.record {
+        Some(Ok(r)) if r.max_attempts > 0 => format!(" of {}", r.max_attempts),
+        _ => " (max: the topic's max_attempts)".into(),
+    };
+    line(&mut out, "attempts", format!("{} started{max}", v.attempts));
+    if let JobState::Dead(info) = &v.state {
+        line(&mut out, "reason", info.reason.clone());
+        if let Some(h) = &info.handler {
+            line(&mut out, "handler", h.clone());
+        }
+    }
+    if let Some(f) = &v.last_failure {
+        let by = f
+            .handler
+            .as_deref()
+            .map(|h| format!(" [handler {h}]"))
+            .unwrap_or_default();
+        line(&mut out, "last error", format!("{}{by}", f.error));
+    }
+    match &v.record {
+        Some(Ok(r)) => {
+            line(&mut out, "enqueued", when(r.enqueued_at_ms, now));
+            line(&mut out, "payload", preview(&r.payload));
+        }
+        Some(Err(e)) => line(&mut out, "payload", format!("unreadable: {e}")),
+        None => line(&mut out, "payload", "deleted".into()),
+    }
+    out
+}
+
+/// The payload's size and its first 200 characters (escaped if not text).
+fn preview(payload: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&payload[..payload.len().min(200)]);
+    let shown: String = text.chars().flat_map(char::escape_debug).collect();
+    let more = if payload.len() > 200 { "…" } else { "" };
+    format!("{} bytes: {shown}{more}", payload.len())
+}
+
+fn to_json(topic: &str, v: &JobView) -> serde_json::Value {
+    let (state, at) = match &v.state {
+        JobState::Scheduled(t) => ("scheduled", *t),
+        JobState::Ready(t) => ("ready", *t),
+        JobState::Running(t) => ("running", *t),
+        JobState::Dead(info) => ("dead", info.failed_at_ms),
+    };
+    let record = v.record.as_ref().and_then(|r| r.as_ref().ok());
+    serde_json::json!({
+        "topic": topic,
+        "id": v.id,
+        "state": state,
+        "at_ms": at,
+        "attempts": v.attempts,
+        "max_attempts": record.map(|r| r.max_attempts),
+        "enqueued_at_ms": record.map(|r| r.enqueued_at_ms),
+        "payload_bytes": record.map(|r| r.payload.len()),
+        "dead": match &v.state { JobState::Dead(info) => serde_json::to_value(info).ok(), _ => None },
+        "last_failure": v.last_failure,
+    })
+}

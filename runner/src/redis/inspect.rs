@@ -1,0 +1,87 @@
+//! Everything Redis holds about one job, read in one round trip: what
+//! `hourglass inspect` shows and what `dead` commands look at.
+
+use redis::Value;
+
+use super::reply::{bytes, number, optional_string};
+use super::{CorruptRecord, DeadInfo, Failure, Queue, QueueError, Record, TopicKeys};
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Pending, due at this time (ms), later than now.
+    Scheduled(u64),
+    /// Pending and due (since this time, ms): waiting for a free runner.
+    Ready(u64),
+    /// Leased to a runner until this time (ms).
+    Running(u64),
+    /// Dead-lettered.
+    Dead(DeadInfo),
+}
+
+/// One job as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    /// The job's id.
+    pub id: String,
+    /// Where it is.
+    pub state: JobState,
+    /// Attempts started so far.
+    pub attempts: u32,
+    /// The stored record (payload, max attempts, enqueued-at), if readable.
+    pub record: Option<Result<Record, CorruptRecord>>,
+    /// How the last failed attempt failed, if one did.
+    pub last_failure: Option<Failure>,
+}
+
+impl Queue {
+    /// The job `id` of a topic as of `now_ms`, or `None` if there is none.
+    pub async fn inspect(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<JobView>, QueueError> {
+        let reply: Vec<Value> = redis::pipe()
+            .zscore(&keys.pending, id)
+            .zscore(&keys.lease, id)
+            .hget(&keys.dead_info, id)
+            .hget(&keys.job, id)
+            .hget(&keys.attempt, id)
+            .hget(&keys.error, id)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let [pending, lease, dead, record, attempts, failure] = &reply[..] else {
+            return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
+        };
+        let score = |v: &Value| match v {
+            Value::Nil => Ok(None),
+            v => number(v).map(Some),
+        };
+        let state = if let Some(json) = optional_string(dead)? {
+            JobState::Dead(serde_json::from_str(&json).map_err(|e| {
+                QueueError::Protocol(format!("dead letter {id:?} is not readable: {e}"))
+            })?)
+        } else if let Some(until) = score(lease)? {
+            JobState::Running(until)
+        } else if let Some(due) = score(pending)? {
+            if due > now_ms {
+                JobState::Scheduled(due)
+            } else {
+                JobState::Ready(due)
+            }
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(JobView {
+            id: id.to_owned(),
+            state,
+            attempts: score(attempts)?.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            record: match record {
+                Value::Nil => None,
+                v => Some(Record::decode(&bytes(v)?)),
+            },
+            last_failure: optional_string(failure)?.map(Failure::parse),
+        }))
+    }
+}

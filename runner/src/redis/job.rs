@@ -1,0 +1,133 @@
+//! A job as the pipeline sees it: what producers send, what a claim hands
+//! out, what an ack, retry or burial records.
+
+use super::{CorruptRecord, Parked, Record};
+
+/// Job ids are Redis hash fields and zset members and appear in logs:
+/// 1 to 512 bytes of printable text.
+pub fn check_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 512 {
+        return Err(format!("a job id is 1 to 512 bytes, not {}", id.len()));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(format!("job id {id:?} contains control characters"));
+    }
+    Ok(())
+}
+
+/// A job to enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// The caller's id, or `None` for a generated one.
+    pub id: Option<String>,
+    /// The bytes the handler receives.
+    pub payload: Vec<u8>,
+    /// Not before this (ms since the Unix epoch).
+    pub due_at_ms: u64,
+    /// Attempts; 0 for the topic's default.
+    pub max_attempts: u32,
+}
+
+/// What happened to one [`NewJob`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Accepted under this id.
+    New(String),
+    /// A live job already has this id: nothing was changed.
+    Duplicate(String),
+}
+
+impl Enqueued {
+    /// The job's id.
+    pub fn id(&self) -> &str {
+        match self {
+            Enqueued::New(id) | Enqueued::Duplicate(id) => id,
+        }
+    }
+}
+
+/// One claimed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedJob {
+    /// The job's id.
+    pub id: String,
+    /// When this attempt became due.
+    pub due_at_ms: u64,
+    /// 1-based; also the lease's fencing token.
+    pub attempt: u32,
+    /// The stored record, or why it could not be read.
+    pub record: Result<Record, CorruptRecord>,
+    /// How the previous attempt failed, if it did.
+    pub last_failure: Option<Failure>,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The attempts now leased to the caller.
+    pub jobs: Vec<ClaimedJob>,
+    /// When the first job still pending is due, if any is.
+    pub next_due_ms: Option<u64>,
+}
+
+/// Counts for one topic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TopicStats {
+    /// Pending, due later.
+    pub scheduled: u64,
+    /// Pending, due now.
+    pub ready: u64,
+    /// Leased to a runner.
+    pub running: u64,
+    /// In the dead-letter set.
+    pub dead: u64,
+}
+
+/// A dead-lettered job's record of why, stored as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeadInfo {
+    /// Why the job was given up.
+    pub reason: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// When (ms since the Unix epoch).
+    pub failed_at_ms: u64,
+    /// The content hash of the handler that ran the last attempt, if one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+}
+
+/// How an attempt failed, kept (as JSON) until the job's next attempt ends.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Failure {
+    /// What went wrong.
+    pub error: String,
+    /// The content hash of the handler that ran the attempt, if one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    /// When (ms since the Unix epoch).
+    #[serde(default)]
+    pub at: u64,
+}
+
+impl Failure {
+    /// Read a stored failure; text from before failures were JSON is the error itself.
+    pub(super) fn parse(text: String) -> Failure {
+        serde_json::from_str(&text).unwrap_or(Failure {
+            error: text,
+            handler: None,
+            at: 0,
+        })
+    }
+}
+
+/// A finished attempt to acknowledge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    /// The job's id.
+    pub id: String,
+    /// The attempt that finished (the lease's fencing token).
+    pub attempt: u32,
+    /// Follow-up jobs to enqueue with the ack; their ids must be set.
+    pub follow_ups: Vec<Parked>,
+}

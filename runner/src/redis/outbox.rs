@@ -1,0 +1,140 @@
+//! Follow-up jobs between an ack and their delivery.
+//!
+//! A follow-up must exist exactly when its parent acked. The parent's ack
+//! script parks the encoded follow-ups in the parent topic's outbox (same hash
+//! tag, so the step is atomic on Redis Cluster too), then the runner enqueues
+//! them into their topics and clears the entry. If the runner dies in
+//! between, another runner's sweep takes the overdue entry and delivers it.
+//! Follow-ups carry their ids from the start, so a delivery that runs twice
+//! finds the first copy live and adds nothing.
+//!
+//! Entry layout: version byte `1`, count (u32 LE), then per job: topic
+//! (u16 LE length + bytes), id (u16 LE length + bytes), due ms (u64 LE),
+//! payload (u32 LE length + bytes).
+
+use super::{CorruptRecord, NewJob};
+
+const VERSION: u8 = 1;
+
+/// A follow-up job for `topic`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parked {
+    /// The target topic.
+    pub topic: String,
+    /// The job; its id is always set.
+    pub job: NewJob,
+}
+
+/// The bytes parked for one acked attempt.
+pub fn encode(jobs: &[Parked]) -> Vec<u8> {
+    let size: usize = jobs
+        .iter()
+        .map(|p| 16 + p.topic.len() + p.job.id.as_deref().map_or(0, str::len) + p.job.payload.len())
+        .sum();
+    let mut out = Vec::with_capacity(5 + size);
+    out.push(VERSION);
+    out.extend_from_slice(&(jobs.len() as u32).to_le_bytes());
+    for p in jobs {
+        let id = p.job.id.as_deref().unwrap_or_default();
+        out.extend_from_slice(&(p.topic.len() as u16).to_le_bytes());
+        out.extend_from_slice(p.topic.as_bytes());
+        out.extend_from_slice(&(id.len() as u16).to_le_bytes());
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(&p.job.due_at_ms.to_le_bytes());
+        out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&p.job.payload);
+    }
+    out
+}
+
+/// Read back what [`encode`] wrote.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
+    let mut r = Reader(bytes);
+    if r.take(1)? != [VERSION] {
+        return Err(CorruptRecord("unknown outbox version"));
+    }
+    let count = u32::from_le_bytes(r.array()?);
+    let mut jobs = Vec::with_capacity(count.min(1024) as usize);
+    for _ in 0..count {
+        let topic = r.short_text()?;
+        let id = r.short_text()?;
+        let due_at_ms = u64::from_le_bytes(r.array()?);
+        let len = u32::from_le_bytes(r.array()?) as usize;
+        let payload = r.take(len)?.to_vec();
+        jobs.push(Parked {
+            topic,
+            job: NewJob {
+                id: Some(id),
+                payload,
+                due_at_ms,
+                max_attempts: 0,
+            },
+        });
+    }
+    if !r.0.is_empty() {
+        return Err(CorruptRecord("trailing bytes in an outbox entry"));
+    }
+    Ok(jobs)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CorruptRecord> {
+        if self.0.len() < n {
+            return Err(CorruptRecord("truncated outbox entry"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], CorruptRecord> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+
+    /// Text preceded by its length as a u16.
+    fn short_text(&mut self) -> Result<String, CorruptRecord> {
+        let n = usize::from(u16::from_le_bytes(self.array()?));
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| CorruptRecord("non-UTF-8 text in an outbox entry"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parked(topic: &str, id: &str, payload: &[u8]) -> Parked {
+        Parked {
+            topic: topic.into(),
+            job: NewJob {
+                id: Some(id.into()),
+                payload: payload.to_vec(),
+                due_at_ms: 1_700_000_000_000,
+                max_attempts: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_damage() {
+        let jobs = vec![
+            parked("notify", "a", b"{}"),
+            parked("x", "0123456789abcdef", &[0, 255, 10]),
+            parked("t", "e", b""),
+        ];
+        let bytes = encode(&jobs);
+        assert_eq!(decode(&bytes).unwrap(), jobs);
+        assert_eq!(decode(&encode(&[])).unwrap(), []);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(&bytes[..cut]).is_err(),
+                "a prefix of {cut} bytes decoded"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(&longer).is_err());
+    }
+}

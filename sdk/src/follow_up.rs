@@ -1,0 +1,85 @@
+//! Follow-up jobs: work a handler starts in other topics.
+//!
+//! A follow-up is committed in the same atomic step as this attempt's ack.
+//! If the attempt retries, fails or panics, none of its follow-ups are
+//! enqueued; if it acks, all of them are. The target topic must be listed in
+//! the handler's `may_enqueue` in `queues.toml`.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use crate::Error;
+use crate::bindings::hourglass::handler::follow_up as wit;
+
+/// A job to enqueue when this attempt acks; send it with [`FollowUp::enqueue`].
+///
+/// ```no_run
+/// # fn demo(order_id: u64) -> hourglass_sdk::Result {
+/// use std::time::Duration;
+/// use hourglass_sdk::FollowUp;
+///
+/// FollowUp::json("notify_user", &serde_json::json!({ "order_id": order_id }))?
+///     .delay(Duration::from_secs(3600))
+///     .id(format!("notify-{order_id}"))
+///     .enqueue()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowUp {
+    topic: String,
+    payload: Vec<u8>,
+    delay: Option<Duration>,
+    id: Option<String>,
+}
+
+impl FollowUp {
+    /// A follow-up to `topic` carrying `payload`, due right after the ack.
+    pub fn new(topic: impl Into<String>, payload: impl Into<Vec<u8>>) -> FollowUp {
+        FollowUp {
+            topic: topic.into(),
+            payload: payload.into(),
+            delay: None,
+            id: None,
+        }
+    }
+
+    /// A follow-up whose payload is `value` as JSON.
+    pub fn json<T: serde::Serialize + ?Sized>(
+        topic: impl Into<String>,
+        value: &T,
+    ) -> Result<FollowUp, Error> {
+        let payload = serde_json::to_vec(value)
+            .map_err(|e| Error::fail(alloc::format!("follow-up payload: {e}")))?;
+        Ok(FollowUp::new(topic, payload))
+    }
+
+    /// Start this long after the ack.
+    pub fn delay(mut self, delay: Duration) -> FollowUp {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Use this id: a live job with the same id in the target topic is not enqueued twice.
+    pub fn id(mut self, id: impl Into<String>) -> FollowUp {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Queue it for when this attempt acks; returns its id.
+    ///
+    /// A refusal (a topic not in `may_enqueue`, a bad id, a payload over the
+    /// limit) is a permanent error: retrying the job cannot fix it.
+    pub fn enqueue(self) -> Result<String, Error> {
+        let job = wit::NewJob {
+            topic: self.topic,
+            payload: self.payload,
+            delay_ms: self
+                .delay
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            id: self.id,
+        };
+        wit::enqueue(&job).map_err(Error::fail)
+    }
+}
