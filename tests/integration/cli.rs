@@ -95,3 +95,56 @@ fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
+    let project = Project::new(
+        "",
+        "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
+         [[topic]]\nname = \"panic\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\n",
+    );
+    let cfg = project.config_path();
+    let out = hourglass(
+        &["enqueue", "echo", "later", "--id", "j-1", "--delay", "10m"],
+        &cfg,
+    );
+    assert!(out.status.success());
+    let out = hourglass(&["inspect", "echo", "j-1"], &cfg);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("scheduled, due") && text.contains("(in 9m"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0 started") && text.contains("5 bytes: later"),
+        "{text}"
+    );
+
+    let out = hourglass(&["inspect", "echo", "nope"], &cfg);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no job \"nope\""));
+
+    // a job that dies: the dead letter names the reason and the handler version
+    let mut runner = crate::util::Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let id = crate::util::enqueue(&queue, "panic", "x", 0, 0).await;
+    runner
+        .until_settled("panic", &id, std::time::Duration::from_secs(20))
+        .await;
+    runner.stop().await;
+    let out = hourglass(&["inspect", "panic", &id, "--json"], &cfg);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["state"], "dead", "{json}");
+    assert_eq!(json["attempts"], 1);
+    let reason = json["dead"]["reason"].as_str().unwrap();
+    assert!(reason.contains("handler panicked"), "{reason}");
+    assert_eq!(
+        json["dead"]["handler"].as_str(),
+        Some(crate::util::hash_of(test_support::components::PANIC).as_str())
+    );
+}

@@ -9,12 +9,18 @@
 //! - `limits`: traps, time limit, memory limit; a stopped handler pins no worker.
 //! - `priority`: strict priority across topics.
 //! - `crash`: a runner killed with SIGKILL mid-job loses nothing; graceful shutdown.
-//! - `cli`: the binary: bad queues.toml, check, enqueue.
+//! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
+//! - `grants`: no files or environment without a grant; reachable with one.
+//! - `follow_ups`: follow-up jobs exactly when the parent acks; the outbox sweep.
+//! - `cli`: the binary: bad queues.toml, check, enqueue, inspect.
 
 mod cli;
 mod crash;
+mod follow_ups;
+mod grants;
 mod jobs;
 mod limits;
 mod pipeline;
 mod priority;
+mod reload;
 mod util;

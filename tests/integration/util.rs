@@ -6,7 +6,7 @@ use std::time::Duration;
 use hourglass::clock::now_ms;
 use hourglass::events::{Event, EventKind};
 use hourglass::redis::{Enqueued, NewJob, Queue};
-use hourglass::{Config, Runner};
+use hourglass::{Config, Notice, Runner};
 use tokio::sync::{broadcast, oneshot};
 
 pub use test_support::RedisServer;
@@ -28,12 +28,23 @@ impl Project {
         for (name, path) in test_support::components::ALL {
             std::fs::copy(path, handlers.join(format!("{name}.wasm"))).unwrap();
         }
+        let project = Project { dir, redis };
+        project.write_config(runner, topics);
+        project
+    }
+
+    /// Replace queues.toml (as a deploy would: a temporary file renamed over it).
+    pub fn write_config(&self, runner: &str, topics: &str) {
         let text = format!(
             "[redis]\nurl = \"{}\"\nnamespace = \"test\"\n\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
-            redis.url()
+            self.redis.url()
         );
-        std::fs::write(dir.path().join("queues.toml"), text).unwrap();
-        Project { dir, redis }
+        deploy(&self.config_path(), text.as_bytes());
+    }
+
+    /// A handler file in the project's handlers folder.
+    pub fn handler(&self, name: &str) -> PathBuf {
+        self.dir.path().join("handlers").join(name)
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -49,9 +60,22 @@ impl Project {
     }
 }
 
+/// Write `bytes` to `path` the safe way: a temporary file renamed over it.
+pub fn deploy(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp-deploy");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The content hash the runner reports for a component file.
+pub fn hash_of(path: &str) -> String {
+    hourglass::wasm::content_hash(&std::fs::read(path).unwrap())
+}
+
 /// A runner serving in the background until [`Running::stop`] or drop.
 pub struct Running {
     pub events: broadcast::Receiver<Event>,
+    pub notices: broadcast::Receiver<Notice>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -61,12 +85,14 @@ impl Running {
         init_logs();
         let runner = Runner::start(config).await.expect("runner starts");
         let events = runner.subscribe();
+        let notices = runner.subscribe_reloads();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(runner.run(async {
             let _ = stopped.await;
         }));
         Running {
             events,
+            notices,
             stop: Some(stop),
             task: Some(task),
         }
@@ -97,6 +123,21 @@ impl Running {
             }
         }
         seen
+    }
+
+    /// Wait for the first reload notice that `wanted` accepts; the runner
+    /// serves what it reports by then.
+    pub async fn notice(&mut self, within: Duration, wanted: impl Fn(&Notice) -> bool) -> Notice {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, self.notices.recv()).await {
+                Ok(Ok(n)) if wanted(&n) => return n,
+                Ok(Ok(n)) => seen.push(n),
+                Ok(Err(e)) => panic!("notice stream: {e}"),
+                Err(_) => panic!("no such notice within {within:?}; saw {seen:#?}"),
+            }
+        }
     }
 
     /// Events until `id` in `topic` is acked or dead.

@@ -73,10 +73,15 @@ impl Queue {
         } else {
             return Ok(None);
         };
+        let attempts = match &state {
+            // a burial clears the counter; the dead letter keeps the count
+            JobState::Dead(info) => info.attempts,
+            _ => score(attempts)?.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        };
         Ok(Some(JobView {
             id: id.to_owned(),
             state,
-            attempts: score(attempts)?.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            attempts,
             record: match record {
                 Value::Nil => None,
                 v => Some(Record::decode(&bytes(v)?)),

@@ -171,7 +171,7 @@ impl log::Host for Host {
 impl follow_up::Host for Host {
     fn enqueue(&mut self, job: follow_up::NewJob) -> Result<String, String> {
         let parent = &self.ctx.topic;
-        if !self.may_enqueue.iter().any(|t| *t == job.topic) {
+        if !self.may_enqueue.contains(&job.topic) {
             return Err(format!(
                 "topic {parent:?} may not enqueue to {:?}: add it to the topic's may_enqueue in queues.toml",
                 job.topic

@@ -90,10 +90,13 @@ async fn commit(shared: &Shared, b: Batch) {
             .into_iter()
             .filter(|d| !stale.contains(&d.id))
             .collect();
+        for d in &acked {
+            shared.emit(name, &d.id, d.attempt, EventKind::Acked);
+        }
         let parked: Vec<(String, Vec<Parked>)> = acked
-            .iter()
+            .into_iter()
             .filter(|d| !d.follow_ups.is_empty())
-            .map(|d| (format!("{}:{}", d.attempt, d.id), d.follow_ups.clone()))
+            .map(|d| (format!("{}:{}", d.attempt, d.id), d.follow_ups))
             .collect();
         // the ack has parked them; if this fails, a sweep delivers them later
         if !parked.is_empty()
@@ -103,9 +106,6 @@ async fn commit(shared: &Shared, b: Batch) {
                 topic = name,
                 "follow-ups parked, delivery deferred to the sweep: {e}"
             );
-        }
-        for d in &acked {
-            shared.emit(name, &d.id, d.attempt, EventKind::Acked);
         }
     }
     if !b.retries.is_empty()

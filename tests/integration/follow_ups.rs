@@ -1,0 +1,200 @@
+//! Follow-up jobs: enqueued exactly when their parent acks, only to topics
+//! the parent's `may_enqueue` allows; parked follow-ups of a runner that
+//! died before delivering them are swept and delivered once.
+
+use std::time::Duration;
+
+use hourglass::clock::now_ms;
+use hourglass::events::EventKind;
+use hourglass::redis::{Done, Enqueued, NewJob, OUTBOX_SWEEP, Parked};
+
+use crate::util::{Project, RedisServer, Running, enqueue, of};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+const TOPICS: &str = r#"
+[defaults]
+max_attempts = 1
+
+[[topic]]
+name = "parent"
+handler = "probe.wasm"
+may_enqueue = ["child"]
+
+[[topic]]
+name = "child"
+handler = "echo.wasm"
+
+[[topic]]
+name = "other"
+handler = "echo.wasm"
+"#;
+
+fn plan(follow_ups: &str, then: &str) -> String {
+    format!(r#"{{"follow_ups":[{follow_ups}],"then":"{then}"}}"#)
+}
+
+async fn dead_reason(runner: &mut Running, topic: &str, id: &str) -> String {
+    let events = runner.until_settled(topic, id, WAIT).await;
+    match of(&events, topic, id).last() {
+        Some(EventKind::Dead { reason }) => reason.clone(),
+        other => panic!("expected {topic}/{id} dead, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_appear_when_the_parent_acks_and_never_when_it_fails_or_traps() {
+    let project = Project::new("concurrency = 4", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let child = queue.keys("child");
+
+    let ok = plan(
+        r#"{"topic":"child","payload":"now","id":"c1"},{"topic":"child","payload":"later","delay_ms":400,"id":"c2"}"#,
+        "ack",
+    );
+    let parent = enqueue(&queue, "parent", &ok, 0, 0).await;
+    let events = runner
+        .until(WAIT, |seen| {
+            ["c1", "c2"].iter().all(|id| {
+                seen.iter()
+                    .any(|e| e.topic == "child" && e.id == *id && e.kind == EventKind::Acked)
+            })
+        })
+        .await;
+    let acked_at = events
+        .iter()
+        .position(|e| e.topic == "parent" && e.id == parent && e.kind == EventKind::Acked)
+        .expect("the parent acked");
+    let first_child = events
+        .iter()
+        .position(|e| e.topic == "child")
+        .expect("a child ran");
+    assert!(
+        acked_at < first_child,
+        "a child ran before its parent acked: {events:#?}"
+    );
+    let c2_start = events.iter().find_map(|e| match e.kind {
+        EventKind::Started {
+            due_at_ms,
+            started_at_ms,
+            ..
+        } if e.id == "c2" => Some((due_at_ms, started_at_ms)),
+        _ => None,
+    });
+    let (due, started) = c2_start.expect("c2 started");
+    assert!(started >= due, "the delayed follow-up started early");
+
+    for then in ["fail", "panic"] {
+        let id = format!("never-{then}");
+        let doomed = plan(
+            &format!(r#"{{"topic":"child","payload":"x","id":"{id}"}}"#),
+            then,
+        );
+        let parent = enqueue(&queue, "parent", &doomed, 0, 0).await;
+        dead_reason(&mut runner, "parent", &parent).await;
+        assert!(
+            queue
+                .inspect(&child, &id, now_ms())
+                .await
+                .unwrap()
+                .is_none(),
+            "a parent that ended with {then} left a follow-up behind"
+        );
+    }
+    let parked = queue
+        .take_outbox(&queue.keys("parent"), now_ms() + 86_400_000, 100)
+        .await
+        .unwrap();
+    assert!(parked.is_empty(), "nothing stays parked: {parked:?}");
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_to_a_topic_not_in_may_enqueue_is_refused() {
+    let project = Project::new("concurrency = 4", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let parent = enqueue(
+        &queue,
+        "parent",
+        &plan(r#"{"topic":"other","payload":"x","id":"o1"}"#, "ack"),
+        0,
+        0,
+    )
+    .await;
+    let reason = dead_reason(&mut runner, "parent", &parent).await;
+    assert!(reason.contains(r#"may not enqueue to "other""#), "{reason}");
+    let other = queue.keys("other");
+    assert!(
+        queue
+            .inspect(&other, "o1", now_ms())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    runner.stop().await;
+}
+
+#[tokio::test]
+async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() {
+    let redis = RedisServer::start();
+    let q = hourglass::redis::Queue::connect(&redis.url(), "t")
+        .await
+        .unwrap();
+    let (parent, child) = (q.keys("parent"), q.keys("child"));
+    let job = |id: &str| NewJob {
+        id: Some(id.into()),
+        payload: b"p".to_vec(),
+        due_at_ms: 0,
+        max_attempts: 0,
+    };
+    q.enqueue(&parent, &[job("p1")], 0).await.unwrap();
+    let claimed = q.claim(&parent, 10, 1_000, 1).await.unwrap();
+    let done = Done {
+        id: "p1".into(),
+        attempt: claimed.jobs[0].attempt,
+        follow_ups: vec![Parked {
+            topic: "child".into(),
+            job: job("k1"),
+        }],
+    };
+    // acked at t=100, then the runner dies before delivering
+    assert!(q.ack(&parent, &[done], 100).await.unwrap().is_empty());
+    assert!(q.inspect(&child, "k1", 100).await.unwrap().is_none());
+
+    let sweep_at = 100 + OUTBOX_SWEEP.as_millis() as u64;
+    assert!(
+        q.take_outbox(&parent, sweep_at - 1, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not swept while its own runner may still deliver it"
+    );
+    let taken = q.take_outbox(&parent, sweep_at, 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    let (token, jobs) = &taken[0];
+    assert_eq!(token, "1:p1");
+    let jobs = jobs.clone().unwrap();
+    assert_eq!(jobs[0].job.id.as_deref(), Some("k1"));
+    // a second sweeper finds it held
+    assert!(
+        q.take_outbox(&parent, sweep_at, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let entry = vec![(token.clone(), jobs)];
+    q.deliver(&parent, &entry, sweep_at).await.unwrap();
+    assert!(q.inspect(&child, "k1", sweep_at).await.unwrap().is_some());
+    // delivered twice (a sweeper that crashed after enqueueing): still one job
+    q.deliver(&parent, &entry, sweep_at).await.unwrap();
+    let again = q.enqueue(&child, &[job("k1")], sweep_at).await.unwrap();
+    assert_eq!(again, [Enqueued::Duplicate("k1".into())]);
+    let later = sweep_at + 10 * OUTBOX_SWEEP.as_millis() as u64;
+    assert!(
+        q.take_outbox(&parent, later, 10).await.unwrap().is_empty(),
+        "cleared once delivered"
+    );
+}
