@@ -126,3 +126,42 @@ async fn a_memory_bomb_is_stopped_at_the_limit() {
     runner.until_settled("echo", &next, WAIT).await;
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it() {
+    use hourglass::wasm::{Finish, JobContext, JobInput, Runtime, Sandbox};
+    let runtime = std::sync::Arc::new(Runtime::new(1, None).unwrap());
+    let slow = runtime
+        .load(std::path::Path::new(test_support::components::SLOW))
+        .unwrap();
+    let sandbox = Sandbox {
+        timeout: Duration::from_secs(5),
+        memory: 16 << 20,
+        grants: Default::default(),
+        may_enqueue: Vec::new().into(),
+        max_payload: 1 << 20,
+    };
+    let input = |id: &str| JobInput {
+        ctx: JobContext {
+            topic: "slow".into(),
+            id: id.into(),
+            attempt: 1,
+        },
+        payload: br#"{"spin_ms":2000}"#.to_vec(),
+        max_attempts: 1,
+        enqueued_at_ms: 0,
+        due_at_ms: 0,
+    };
+    let first = {
+        let (runtime, slow, sandbox) = (runtime.clone(), slow.clone(), sandbox.clone());
+        tokio::spawn(async move { runtime.run(&slow, input("a"), &sandbox).await })
+    };
+    // the first holds the only slot for 2 s (no signal says when it has it)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = runtime.run(&slow, input("b"), &sandbox).await;
+    assert!(
+        matches!(second, Finish::NotStarted(_)),
+        "a full pool must not fail the job: {second:?}"
+    );
+    assert!(matches!(first.await.unwrap(), Finish::Answered(_)));
+}

@@ -83,3 +83,21 @@ fn error_display_starts_with_file_line_column() {
     let err = Config::parse(Path::new("/x/queues.toml"), "[runner]\nconcurency = 3\n").unwrap_err();
     assert!(err.to_string().starts_with("/x/queues.toml:2:1: "), "{err}");
 }
+
+#[test]
+fn settings_that_need_a_restart_are_named() {
+    let (_d, old) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n");
+    let (_e, new) = with_handler(
+        "[redis]\nnamespace = \"other\"\n[runner]\nconcurrency = 7\nshutdown_grace = \"1s\"\n\n\
+         [[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\npriority = 4\n",
+    );
+    let (old, mut new) = (old.unwrap(), new.unwrap());
+    // the handlers folder differs only because each test has its own temp dir
+    new.runner.handlers_dir = old.runner.handlers_dir.clone();
+    new.runner.compile_cache = old.runner.compile_cache.clone();
+    assert_eq!(
+        old.restart_needed(&new),
+        ["[redis]", "[runner] concurrency"],
+        "grace and priority apply live"
+    );
+}
