@@ -12,6 +12,7 @@
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `follow_ups`: follow-up jobs exactly when the parent acks; the outbox sweep.
+//! - `ops`: cancel, dead list/retry/purge, pause/resume, dead-letter retention.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect.
 
 mod cli;
@@ -20,6 +21,7 @@ mod follow_ups;
 mod grants;
 mod jobs;
 mod limits;
+mod ops;
 mod pipeline;
 mod priority;
 mod reload;

@@ -4,9 +4,12 @@
 //! 2 bad input (arguments, `queues.toml`, a payload file).
 
 mod build;
+mod cancel;
 mod check;
+mod dead;
 mod enqueue;
 mod inspect;
+mod pause;
 mod run;
 mod stats;
 
@@ -43,6 +46,15 @@ enum Command {
     Stats(stats::Args),
     /// Show one job: state, attempts, due time, last error, handler version.
     Inspect(inspect::Args),
+    /// Delete jobs wherever they are (waiting, running or dead).
+    Cancel(cancel::Args),
+    /// The dead-letter set: list, retry or purge.
+    #[command(subcommand)]
+    Dead(dead::Command),
+    /// Stop claiming a topic's jobs on every runner (it still accepts new ones).
+    Pause(pause::Args),
+    /// Claim a paused topic's jobs again.
+    Resume(pause::Args),
     /// Validate queues.toml and every handler; run nothing.
     Check,
     /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
@@ -96,6 +108,10 @@ pub fn main() -> ExitCode {
             Command::Enqueue(args) => enqueue::run(&cli.config, args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
             Command::Inspect(args) => inspect::run(&cli.config, args).await,
+            Command::Cancel(args) => cancel::run(&cli.config, args).await,
+            Command::Dead(command) => dead::run(&cli.config, command).await,
+            Command::Pause(args) => pause::run(&cli.config, args, true).await,
+            Command::Resume(args) => pause::run(&cli.config, args, false).await,
             Command::Check => check::run(&cli.config).await,
             Command::Build(args) => build::run(&cli.config, args).await,
         }

@@ -47,8 +47,9 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
             "TOPIC", "SCHEDULED", "READY", "RUNNING", "DEAD"
         ));
         for (name, s) in rows {
+            let paused = if s.paused { "  (paused)" } else { "" };
             out.push_str(&format!(
-                "{name:<24} {:>10} {:>10} {:>10} {:>10}\n",
+                "{name:<24} {:>10} {:>10} {:>10} {:>10}{paused}\n",
                 s.scheduled, s.ready, s.running, s.dead
             ));
         }

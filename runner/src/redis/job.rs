@@ -68,6 +68,8 @@ pub struct Claimed {
     pub jobs: Vec<ClaimedJob>,
     /// When the first job still pending is due, if any is.
     pub next_due_ms: Option<u64>,
+    /// The topic is paused: nothing was claimed.
+    pub paused: bool,
 }
 
 /// Counts for one topic.
@@ -81,6 +83,8 @@ pub struct TopicStats {
     pub running: u64,
     /// In the dead-letter set.
     pub dead: u64,
+    /// Claims nothing until resumed.
+    pub paused: bool,
 }
 
 /// A dead-lettered job's record of why, stored as JSON.

@@ -28,6 +28,8 @@ pub struct TopicKeys {
     pub outbox: String,
     /// zset "attempt:id" → when an undelivered outbox entry is swept (ms).
     pub outbox_due: String,
+    /// Set while the topic is paused: it accepts jobs and claims none.
+    pub paused: String,
 }
 
 impl TopicKeys {
@@ -46,6 +48,7 @@ impl TopicKeys {
             seq: key("seq"),
             outbox: key("outbox"),
             outbox_due: key("outbox_due"),
+            paused: key("paused"),
         }
     }
 }
@@ -74,6 +77,7 @@ mod tests {
             &k.seq,
             &k.outbox,
             &k.outbox_due,
+            &k.paused,
         ] {
             assert!(key.starts_with("ns:{orders}:"), "{key}");
         }

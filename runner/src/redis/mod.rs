@@ -7,6 +7,7 @@
 //! shutting down are released. Scores are milliseconds; every function takes
 //! `now_ms` from its caller so tests control the clock.
 
+mod admin;
 pub mod embedded;
 mod inspect;
 mod job;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use redis::Value;
 use redis::aio::ConnectionManager;
 
+pub use admin::{Cancelled, DEAD_BATCH};
 pub use inspect::{JobState, JobView};
 pub use job::{
     Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, TopicStats, check_id,
@@ -186,6 +188,7 @@ impl Queue {
             .key(&keys.job)
             .key(&keys.attempt)
             .key(&keys.error)
+            .key(&keys.paused)
             .arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)
@@ -194,9 +197,10 @@ impl Queue {
         let (head, rest) = reply
             .split_first()
             .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
-        let next_due_ms = match head {
-            Value::Int(_) => None,
-            v => Some(number(v)?),
+        let (next_due_ms, paused) = match head {
+            Value::Int(-2) => (None, true),
+            Value::Int(_) => (None, false),
+            v => (Some(number(v)?), false),
         };
         let mut jobs = Vec::with_capacity(rest.len() / 5);
         for job in rest.chunks(5) {
@@ -211,7 +215,11 @@ impl Queue {
                 last_failure: optional_string(error)?.map(Failure::parse),
             });
         }
-        Ok(Claimed { jobs, next_due_ms })
+        Ok(Claimed {
+            jobs,
+            next_due_ms,
+            paused,
+        })
     }
 
     /// Delete finished jobs, parking their follow-ups in the topic's outbox in
@@ -379,11 +387,12 @@ impl Queue {
 
     /// Counts for one topic at `now_ms`.
     pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
-        let (ready, pending, running, dead): (u64, u64, u64, u64) = redis::pipe()
+        let (ready, pending, running, dead, paused): (u64, u64, u64, u64, bool) = redis::pipe()
             .zcount(&keys.pending, "-inf", now_ms)
             .zcard(&keys.pending)
             .zcard(&keys.lease)
             .zcard(&keys.dead)
+            .exists(&keys.paused)
             .query_async(&mut self.conn.clone())
             .await?;
         Ok(TopicStats {
@@ -391,6 +400,7 @@ impl Queue {
             ready,
             running,
             dead,
+            paused,
         })
     }
 

@@ -25,3 +25,7 @@ script!(REQUEUE, "requeue.lua");
 script!(RELEASE, "release.lua");
 script!(OUTBOX_TAKE, "outbox_take.lua");
 script!(OUTBOX_CLEAR, "outbox_clear.lua");
+script!(CANCEL, "cancel.lua");
+script!(DEAD_RETRY, "dead_retry.lua");
+script!(DEAD_PURGE, "dead_purge.lua");
+script!(PAUSE, "pause.lua");

@@ -28,6 +28,8 @@ const REQUEUE_BATCH: usize = 1000;
 const SWEEP_BATCH: usize = 100;
 /// How often expired leases are looked for.
 const LEASE_SCAN: Duration = Duration::from_secs(1);
+/// How often dead-letter retention (count and age) is enforced, beyond each burial.
+const RETENTION_SCAN: Duration = Duration::from_secs(60);
 /// A safety net under the wake messages: every topic is looked at this often
 /// even if no message arrives (a lost message never leaves due jobs waiting).
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -118,6 +120,7 @@ impl Scheduler {
     ) -> Vec<(String, String, u32)> {
         tokio::pin!(shutdown);
         let mut next_scan = 0;
+        let mut next_trim = 0;
         let mut next_probe = now_ms() + millis(WATCHDOG);
         let mut pause = Duration::from_millis(50);
         loop {
@@ -130,6 +133,10 @@ impl Scheduler {
                 self.requeue_expired(now).await;
                 self.sweep_outboxes(now).await;
                 next_scan = now + millis(LEASE_SCAN);
+            }
+            if now >= next_trim {
+                self.enforce_retention(now).await;
+                next_trim = now + millis(RETENTION_SCAN);
             }
             let sleep = match self.claim_round(now).await {
                 Ok(()) => {
@@ -265,6 +272,20 @@ impl Scheduler {
                 Err(e) => {
                     tracing::warn!(topic = %topic.cfg.name, "cannot requeue expired leases: {e}")
                 }
+            }
+        }
+    }
+
+    /// Drop dead letters past their topic's count or age, even when none are added.
+    async fn enforce_retention(&self, now: u64) {
+        for topic in &self.topics {
+            if let Err(e) = self
+                .shared
+                .queue
+                .bury(&topic.keys, &[], topic.cfg.dead_letter, now)
+                .await
+            {
+                tracing::warn!(topic = %topic.cfg.name, "cannot enforce dead-letter retention: {e}");
             }
         }
     }

@@ -1,0 +1,19 @@
+-- Delete dead letters and their payloads for good.
+-- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash
+-- ARGV[1]: most jobs when no ids are given   ARGV[2..]: ids; none means the oldest ARGV[1]
+-- Returns: the ids deleted
+local ids = {}
+if #ARGV > 1 then
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+end
+local out = {}
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('HDEL', KEYS[3], id)
+    out[#out + 1] = id
+  end
+end
+return out

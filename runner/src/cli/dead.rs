@@ -1,0 +1,146 @@
+//! `hourglass dead list|retry|purge TOPIC [ID...]`: the dead-letter set.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+
+use super::inspect::when;
+use super::{Failure, load_config, topic_of};
+use crate::clock::now_ms;
+use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id};
+use crate::worker::connect;
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum Command {
+    /// List dead letters, newest first: id, when, attempts, handler version, reason.
+    List {
+        /// The topic, as named in queues.toml.
+        topic: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Skip this many of the newest first.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run dead letters again: due now, with their attempts reset.
+    #[command(after_help = "Example: hourglass dead retry webhook --all")]
+    Retry(Selection),
+    /// Delete dead letters and their payloads for good.
+    Purge(Selection),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["ids", "all"]))]
+pub(super) struct Selection {
+    /// The topic, as named in queues.toml.
+    topic: String,
+    /// The dead letters' ids.
+    ids: Vec<String>,
+    /// Every dead letter of the topic.
+    #[arg(long)]
+    all: bool,
+}
+
+pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> {
+    let config = load_config(config)?;
+    let topic = match &command {
+        Command::List { topic, .. } => topic,
+        Command::Retry(s) | Command::Purge(s) => {
+            for id in &s.ids {
+                check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;
+            }
+            &s.topic
+        }
+    };
+    topic_of(&config, topic)?;
+    let (queue, _embedded) = connect(&config).await?;
+    let keys = queue.keys(topic);
+    match command {
+        Command::List {
+            limit,
+            offset,
+            json,
+            ..
+        } => list(&queue, &keys, offset, limit, json).await,
+        Command::Retry(s) => {
+            let done = apply(&queue, &keys, &s, "requeued").await?;
+            println!("requeued {done} dead letters of {}", s.topic);
+            Ok(())
+        }
+        Command::Purge(s) => {
+            let done = apply(&queue, &keys, &s, "purged").await?;
+            println!("purged {done} dead letters of {}", s.topic);
+            Ok(())
+        }
+    }
+}
+
+async fn list(
+    queue: &Queue,
+    keys: &TopicKeys,
+    offset: usize,
+    limit: usize,
+    json: bool,
+) -> Result<(), Failure> {
+    let now = now_ms();
+    let letters = queue.dead_list(keys, offset, limit).await?;
+    if json {
+        for (id, info) in &letters {
+            let mut v = serde_json::to_value(info).expect("dead info serializes");
+            v["id"] = id.clone().into();
+            println!("{v}");
+        }
+        return Ok(());
+    }
+    let total = queue.stats(keys, now).await?.dead;
+    println!("{total} dead letters in {}", keys.topic);
+    for (id, info) in letters {
+        println!(
+            "{id}\n  died      {}\n  attempts  {}\n  handler   {}\n  reason    {}",
+            when(info.failed_at_ms, now),
+            info.attempts,
+            info.handler.as_deref().unwrap_or("-"),
+            info.reason
+        );
+    }
+    Ok(())
+}
+
+/// Retry or purge the selection; how many dead letters it applied to.
+async fn apply(
+    queue: &Queue,
+    keys: &TopicKeys,
+    s: &Selection,
+    verb: &str,
+) -> Result<usize, Failure> {
+    let run = |ids: Vec<String>| async move {
+        if verb == "requeued" {
+            queue.dead_retry(keys, &ids, now_ms()).await
+        } else {
+            queue.dead_purge(keys, &ids).await
+        }
+    };
+    if !s.all {
+        let mut done = 0;
+        for chunk in s.ids.chunks(DEAD_BATCH) {
+            let hit = run(chunk.to_vec()).await?;
+            for id in chunk.iter().filter(|id| !hit.contains(id)) {
+                eprintln!("no dead letter {}/{id}", s.topic);
+            }
+            done += hit.len();
+        }
+        return Ok(done);
+    }
+    let mut done = 0;
+    loop {
+        let batch = run(Vec::new()).await?;
+        done += batch.len();
+        if batch.len() < DEAD_BATCH {
+            return Ok(done);
+        }
+    }
+}

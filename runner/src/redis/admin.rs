@@ -1,0 +1,156 @@
+//! What operators do to jobs and topics: cancel, dead-letter list, retry and
+//! purge, pause and resume. One script each; listing is a read-only pipeline.
+
+use redis::Value;
+
+use super::reply::{number, optional_string};
+use super::{DeadInfo, Queue, QueueError, TopicKeys, scripts};
+
+/// Most dead letters a `retry` or `purge` without ids handles per script call.
+pub const DEAD_BATCH: usize = 1000;
+
+/// Where a cancelled job was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// Waiting (scheduled or ready).
+    Pending,
+    /// Running: the attempt finishes, its outcome is discarded.
+    Running,
+    /// In the dead-letter set.
+    Dead,
+}
+
+impl Queue {
+    /// Delete jobs wherever they are; per id, where it was (`None`: no such job).
+    pub async fn cancel(
+        &self,
+        keys: &TopicKeys,
+        ids: &[String],
+    ) -> Result<Vec<Option<Cancelled>>, QueueError> {
+        let mut inv = scripts::CANCEL.prepare_invoke();
+        inv.key(&keys.pending)
+            .key(&keys.lease)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error)
+            .key(&keys.dead)
+            .key(&keys.dead_info);
+        for id in ids {
+            inv.arg(id);
+        }
+        let reply: Vec<String> = inv.invoke_async(&mut self.conn.clone()).await?;
+        reply
+            .iter()
+            .map(|was| match was.as_str() {
+                "pending" => Ok(Some(Cancelled::Pending)),
+                "running" => Ok(Some(Cancelled::Running)),
+                "dead" => Ok(Some(Cancelled::Dead)),
+                "" => Ok(None),
+                other => Err(QueueError::Protocol(format!("cancel answered {other:?}"))),
+            })
+            .collect()
+    }
+
+    /// Up to `limit` dead letters, newest first, skipping `offset`.
+    pub async fn dead_list(
+        &self,
+        keys: &TopicKeys,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<(String, DeadInfo)>, QueueError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = redis::cmd("ZREVRANGE")
+            .arg(&keys.dead)
+            .arg(offset)
+            .arg(offset + limit - 1)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let infos: Vec<Value> = redis::cmd("HMGET")
+            .arg(&keys.dead_info)
+            .arg(&ids)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        ids.into_iter()
+            .zip(infos)
+            .filter_map(|(id, info)| match optional_string(&info) {
+                Ok(Some(json)) => Some(
+                    serde_json::from_str(&json)
+                        .map(|info| (id.clone(), info))
+                        .map_err(|e| {
+                            QueueError::Protocol(format!("dead letter {id:?} is not readable: {e}"))
+                        }),
+                ),
+                Ok(None) => None, // purged between the two reads
+                Err(e) => Some(Err(e)),
+            })
+            .collect()
+    }
+
+    /// Requeue dead letters (due now, attempts reset): these ids, or when
+    /// `ids` is empty the oldest [`DEAD_BATCH`]. Returns the ids requeued.
+    pub async fn dead_retry(
+        &self,
+        keys: &TopicKeys,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut inv = scripts::DEAD_RETRY.prepare_invoke();
+        inv.key(&keys.dead)
+            .key(&keys.dead_info)
+            .key(&keys.pending)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error);
+        inv.arg(now_ms)
+            .arg(self.wake_channel())
+            .arg(&keys.topic)
+            .arg(DEAD_BATCH);
+        for id in ids {
+            inv.arg(id);
+        }
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Delete dead letters and their payloads: these ids, or when `ids` is
+    /// empty the oldest [`DEAD_BATCH`]. Returns the ids deleted.
+    pub async fn dead_purge(
+        &self,
+        keys: &TopicKeys,
+        ids: &[String],
+    ) -> Result<Vec<String>, QueueError> {
+        let mut inv = scripts::DEAD_PURGE.prepare_invoke();
+        inv.key(&keys.dead).key(&keys.dead_info).key(&keys.job);
+        inv.arg(DEAD_BATCH);
+        for id in ids {
+            inv.arg(id);
+        }
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Pause (`true`) or resume a topic; whether that changed anything.
+    pub async fn set_paused(&self, keys: &TopicKeys, paused: bool) -> Result<bool, QueueError> {
+        let changed: Value = scripts::PAUSE
+            .key(&keys.paused)
+            .key(&keys.pending)
+            .arg(if paused { "1" } else { "0" })
+            .arg(self.wake_channel())
+            .arg(&keys.topic)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(number(&changed)? == 1)
+    }
+
+    /// Whether a topic is paused.
+    pub async fn is_paused(&self, keys: &TopicKeys) -> Result<bool, QueueError> {
+        let v: Value = redis::cmd("EXISTS")
+            .arg(&keys.paused)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(number(&v)? == 1)
+    }
+}
