@@ -9,6 +9,8 @@
 //! - `limits`: traps, time limit, memory limit; a stopped handler pins no worker.
 //! - `priority`: strict priority across topics.
 //! - `crash`: a runner killed with SIGKILL mid-job loses nothing; graceful shutdown.
+//! - `faults`: a runner killed under load, redis-server restarted under load, Redis
+//!   unreachable at start and for a minute, SIGTERM with jobs in flight.
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `follow_ups`: follow-up jobs exactly when the parent acks; the outbox sweep.
@@ -17,6 +19,7 @@
 
 mod cli;
 mod crash;
+mod faults;
 mod follow_ups;
 mod grants;
 mod jobs;

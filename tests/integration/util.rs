@@ -14,7 +14,10 @@ pub use test_support::RedisServer;
 /// A project folder: queues.toml plus the handler components it names.
 pub struct Project {
     pub dir: tempfile::TempDir,
-    pub redis: RedisServer,
+    /// The server it owns, if it started one.
+    _redis: Option<RedisServer>,
+    /// The URL queues.toml names.
+    pub url: String,
 }
 
 impl Project {
@@ -22,13 +25,27 @@ impl Project {
     /// `[runner]` are filled in, `runner` adds lines to `[runner]`.
     pub fn new(runner: &str, topics: &str) -> Project {
         let redis = RedisServer::start();
+        let url = redis.url();
+        Project::build(Some(redis), url, runner, topics)
+    }
+
+    /// A project using a server the test owns (to stop and restart it).
+    pub fn with_redis(url: String, runner: &str, topics: &str) -> Project {
+        Project::build(None, url, runner, topics)
+    }
+
+    fn build(redis: Option<RedisServer>, url: String, runner: &str, topics: &str) -> Project {
         let dir = tempfile::tempdir().unwrap();
         let handlers = dir.path().join("handlers");
         std::fs::create_dir_all(&handlers).unwrap();
         for (name, path) in test_support::components::ALL {
             std::fs::copy(path, handlers.join(format!("{name}.wasm"))).unwrap();
         }
-        let project = Project { dir, redis };
+        let project = Project {
+            dir,
+            _redis: redis,
+            url,
+        };
         project.write_config(runner, topics);
         project
     }
@@ -37,7 +54,7 @@ impl Project {
     pub fn write_config(&self, runner: &str, topics: &str) {
         let text = format!(
             "[redis]\nurl = \"{}\"\nnamespace = \"test\"\n\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
-            self.redis.url()
+            self.url
         );
         deploy(&self.config_path(), text.as_bytes());
     }
@@ -56,7 +73,7 @@ impl Project {
     }
 
     pub async fn queue(&self) -> Queue {
-        Queue::connect(&self.redis.url(), "test").await.unwrap()
+        Queue::connect(&self.url, "test").await.unwrap()
     }
 }
 

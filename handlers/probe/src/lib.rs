@@ -1,7 +1,8 @@
 //! Does what its JSON payload asks, to show what a handler may and may not
 //! do: read or write a file, read an environment variable, start follow-up
 //! jobs, then ack, fail or panic. Anything refused fails the job with the
-//! error the guest saw, so the dead letter says what was denied.
+//! error the guest saw, so the dead letter says what was denied. Tests also
+//! use it to leave one file per execution (`touch`) and to take time (`spin_ms`).
 
 use hourglass_sdk::{Error, FollowUp, Job, info};
 
@@ -15,6 +16,12 @@ struct Plan {
     env: Option<String>,
     #[serde(default)]
     follow_ups: Vec<Next>,
+    /// A granted directory: create `<dir>/<id>.<attempt>` in it (once per execution).
+    #[serde(default)]
+    touch: Option<String>,
+    /// Busy-wait this long.
+    #[serde(default)]
+    spin_ms: Option<u64>,
     /// "ack" (the default), "fail" or "panic", after everything above.
     #[serde(default)]
     then: Option<String>,
@@ -32,6 +39,20 @@ struct Next {
 
 fn probe(job: Job) -> hourglass_sdk::Result {
     let plan: Plan = job.json()?;
+    if let Some(ms) = plan.spin_ms {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(ms) {
+            std::hint::spin_loop();
+        }
+    }
+    if let Some(dir) = &plan.touch {
+        let path = format!("{dir}/{}.{}", job.id(), job.attempt());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::fail(format!("touch {path}: {e}")))?;
+    }
     if let Some(path) = &plan.read {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::fail(format!("read {path}: {e}")))?;

@@ -136,6 +136,8 @@ fn init_tracing(quiet: bool) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // colours only on a terminal, never in log files or journald
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 

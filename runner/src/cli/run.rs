@@ -9,8 +9,17 @@ use crate::Runner;
 
 pub(super) async fn run(config: &Path) -> Result<(), Failure> {
     let config = load_config(config)?;
-    let runner = Runner::start(config).await?;
-    runner.run(shutdown_signal()).await.context("running")?;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    // starting may wait for Redis: a signal meanwhile stops it cleanly
+    let runner = tokio::select! {
+        runner = Runner::start(config) => runner?,
+        () = &mut shutdown => {
+            tracing::info!("stopped before serving");
+            return Ok(());
+        }
+    };
+    runner.run(shutdown).await.context("running")?;
     Ok(())
 }
 

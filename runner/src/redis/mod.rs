@@ -35,9 +35,10 @@ use reply::{bytes, number, optional_string, string};
 /// A failed pipeline operation: bad input (permanent) or Redis (retryable).
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
-    /// The connection or the server failed; retrying may help.
+    /// The connection or the server failed; retrying may help. (Not a
+    /// `source`: the error's own text already includes its cause.)
     #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(redis::RedisError),
     /// A script answered something this version does not understand.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
@@ -47,11 +48,31 @@ pub enum QueueError {
     Invalid(String),
 }
 
+impl From<redis::RedisError> for QueueError {
+    fn from(e: redis::RedisError) -> QueueError {
+        QueueError::Redis(e)
+    }
+}
+
 impl QueueError {
     /// Whether trying again later may succeed.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, QueueError::Invalid(_))
+        match self {
+            QueueError::Invalid(_) => false,
+            QueueError::Protocol(_) => true,
+            QueueError::Redis(e) => !is_misconfigured(e),
+        }
     }
+}
+
+/// A failure no retry fixes: wrong credentials, a password missing, a bad URL
+/// or TLS setting.
+fn is_misconfigured(e: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig
+    ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
 }
 
 /// How long follow-ups parked by an ack wait for their runner to deliver

@@ -17,8 +17,10 @@ use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
-/// How long a commit is retried while Redis is unreachable.
-const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a commit is retried while Redis is unreachable. A late commit
+/// still counts (attempts are fenced by number, not by lease time), so this
+/// outlasts ordinary outages; past it, the job runs again.
+const PATIENCE: Duration = Duration::from_secs(180);
 
 /// The state change an attempt asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,13 +167,28 @@ where
     loop {
         match op().await {
             Ok(stale) => {
+                if pause > Duration::from_millis(50) {
+                    tracing::info!(
+                        topic,
+                        "{what} committed after {:.1}s of retries",
+                        start.elapsed().as_secs_f64()
+                    );
+                }
                 for id in &stale {
                     tracing::warn!(topic, job_id = %id, "{what} discarded: this attempt lost its lease and a newer one owns the job");
                 }
                 return Some(stale);
             }
-            Err(e) if start.elapsed() < PATIENCE => {
-                tracing::warn!(topic, "{what} not committed yet, retrying: {e}");
+            Err(e) if e.is_retryable() && start.elapsed() < PATIENCE => {
+                if pause == Duration::from_millis(50) {
+                    tracing::warn!(
+                        topic,
+                        "{what} not committed yet, retrying for up to {}s: {e}",
+                        PATIENCE.as_secs()
+                    );
+                } else {
+                    tracing::debug!(topic, "{what} not committed yet, retrying: {e}");
+                }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(2));
             }

@@ -17,6 +17,7 @@ mod wake;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::{broadcast, mpsc};
@@ -24,7 +25,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::config::{Config, RedisTarget, TopicConfig};
 use crate::events::{Event, EventKind, EventSender};
 use crate::redis::embedded::EmbeddedRedis;
-use crate::redis::{Queue, TopicKeys};
+use crate::redis::{Queue, QueueError, TopicKeys};
 use crate::reload::{Loader, Notice, Snapshot};
 use crate::wasm::{LoadedHandler, Runtime, Sandbox};
 use capacity::Capacity;
@@ -90,6 +91,46 @@ pub async fn connect(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedR
     Ok((queue, embedded))
 }
 
+/// Connect like [`connect`], but while Redis is unreachable keep trying (with
+/// backoff, saying so once); only a misconfiguration (credentials, URL, TLS,
+/// an embedded server that cannot start) fails.
+pub async fn connect_patiently(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedRedis>)> {
+    let mut pause = Duration::from_secs(1);
+    let mut waiting_since = None;
+    loop {
+        match connect(config).await {
+            Ok(connected) => {
+                if let Some(since) = waiting_since {
+                    let since: tokio::time::Instant = since;
+                    tracing::info!(
+                        "redis answers after {:.1}s; starting",
+                        since.elapsed().as_secs_f64()
+                    );
+                }
+                return Ok(connected);
+            }
+            Err(e) => {
+                let retryable = e
+                    .downcast_ref::<QueueError>()
+                    .is_some_and(QueueError::is_retryable);
+                if !retryable {
+                    return Err(e);
+                }
+                if waiting_since.is_none() {
+                    tracing::warn!(
+                        "{e:#}; waiting for it (retrying with backoff up to 30s; nothing is lost, jobs wait in Redis)"
+                    );
+                    waiting_since = Some(tokio::time::Instant::now());
+                } else {
+                    tracing::debug!("{e:#}; retrying in {pause:?}");
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
 /// A runner with its handlers loaded and Redis connected, ready to [`Runner::run`].
 pub struct Runner {
     shared: Arc<Shared>,
@@ -99,7 +140,8 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Compile every handler (failing on the first that cannot serve), then connect.
+    /// Compile every handler (failing on the first that cannot serve), then
+    /// connect, waiting for Redis while it is unreachable.
     pub async fn start(config: Config) -> anyhow::Result<Runner> {
         let slots = config.runner.concurrency + SPARE_SLOTS;
         let runtime = Arc::new(
@@ -108,7 +150,7 @@ impl Runner {
         );
         let mut loader = Loader::new(runtime.clone());
         let snapshot = loader.initial(config).await?;
-        let (queue, embedded) = connect(&snapshot.config).await?;
+        let (queue, embedded) = connect_patiently(&snapshot.config).await?;
         let shared = Arc::new(Shared {
             queue,
             runtime,

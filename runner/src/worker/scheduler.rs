@@ -123,31 +123,47 @@ impl Scheduler {
         let mut next_trim = 0;
         let mut next_probe = now_ms() + millis(WATCHDOG);
         let mut pause = Duration::from_millis(50);
+        // since when claiming has failed (Redis unreachable), if it has
+        let mut outage: Option<tokio::time::Instant> = None;
         loop {
             let now = now_ms();
             if now >= next_probe {
                 self.next_due.iter_mut().for_each(|d| *d = (*d).min(now));
                 next_probe = now + millis(WATCHDOG);
             }
-            if now >= next_scan {
+            // housekeeping waits while Redis is away: claiming tells when it is back
+            if outage.is_none() && now >= next_scan {
                 self.requeue_expired(now).await;
                 self.sweep_outboxes(now).await;
                 next_scan = now + millis(LEASE_SCAN);
             }
-            if now >= next_trim {
+            if outage.is_none() && now >= next_trim {
                 self.enforce_retention(now).await;
                 next_trim = now + millis(RETENTION_SCAN);
             }
             let sleep = match self.claim_round(now).await {
                 Ok(()) => {
+                    if let Some(since) = outage.take() {
+                        tracing::info!(
+                            "redis reachable again after {:.1}s; claiming resumes",
+                            since.elapsed().as_secs_f64()
+                        );
+                    }
                     pause = Duration::from_millis(50);
                     let until = self.next_wake().min(next_scan).min(next_probe);
                     Duration::from_millis(until.saturating_sub(now_ms()))
                 }
                 Err(e) => {
-                    tracing::warn!("claiming failed, retrying in {pause:?}: {e}");
+                    if outage.is_none() {
+                        tracing::warn!(
+                            "claiming failed: {e}; retrying with backoff up to 2s (running jobs go on, nothing is lost)"
+                        );
+                        outage = Some(tokio::time::Instant::now());
+                    } else {
+                        tracing::debug!("claiming failed again, retrying in {pause:?}: {e}");
+                    }
                     let p = pause;
-                    pause = (pause * 2).min(Duration::from_secs(5));
+                    pause = (pause * 2).min(Duration::from_secs(2));
                     p
                 }
             };

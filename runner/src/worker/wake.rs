@@ -22,33 +22,46 @@ pub(super) enum Wake {
 /// Forward wake messages until the receiver is gone.
 pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
     let mut pause = Duration::from_millis(100);
+    let mut failing = false;
     loop {
-        match queue.pubsub().await {
-            Ok(mut pubsub) => match pubsub.subscribe(queue.wake_channel()).await {
-                Ok(()) => {
-                    pause = Duration::from_millis(100);
-                    if tx.send(Wake::All).is_err() {
+        let subscribed = match queue.pubsub().await {
+            Ok(mut pubsub) => pubsub
+                .subscribe(queue.wake_channel())
+                .await
+                .map(|()| pubsub)
+                .map_err(crate::redis::QueueError::from),
+            Err(e) => Err(e),
+        };
+        match subscribed {
+            Ok(mut pubsub) => {
+                if failing {
+                    tracing::info!("wake-up subscription restored");
+                }
+                pause = Duration::from_millis(100);
+                // messages sent while we were away are lost: look at every topic
+                if tx.send(Wake::All).is_err() {
+                    return;
+                }
+                let mut messages = pubsub.on_message();
+                while let Some(msg) = messages.next().await {
+                    let text: String = msg.get_payload().unwrap_or_default();
+                    if let Some((topic, due)) = text.rsplit_once(' ')
+                        && let Ok(due) = due.parse()
+                        && tx.send(Wake::Due(topic.to_owned(), due)).is_err()
+                    {
                         return;
                     }
-                    let mut messages = pubsub.on_message();
-                    while let Some(msg) = messages.next().await {
-                        let text: String = msg.get_payload().unwrap_or_default();
-                        if let Some((topic, due)) = text.rsplit_once(' ')
-                            && let Ok(due) = due.parse()
-                            && tx.send(Wake::Due(topic.to_owned(), due)).is_err()
-                        {
-                            return;
-                        }
-                    }
-                    tracing::warn!("wake-up subscription lost; reconnecting");
                 }
-                Err(e) => {
-                    tracing::warn!("cannot subscribe to wake-ups, retrying in {pause:?}: {e}")
-                }
-            },
-            Err(e) => {
-                tracing::warn!("cannot open the wake-up connection, retrying in {pause:?}: {e}")
+                tracing::warn!(
+                    "wake-up subscription lost; reconnecting (the 1s watchdog covers the gap)"
+                );
+                failing = true;
             }
+            Err(e) if !failing => {
+                tracing::warn!("cannot subscribe to wake-ups, retrying with backoff up to 5s: {e}");
+                failing = true;
+            }
+            Err(e) => tracing::debug!("cannot subscribe to wake-ups, retrying in {pause:?}: {e}"),
         }
         if tx.is_closed() {
             return;

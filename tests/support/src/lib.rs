@@ -20,4 +20,4 @@ pub mod components {
     ];
 }
 
-pub use redis_server::RedisServer;
+pub use redis_server::{RedisServer, free_port};

@@ -1,15 +1,28 @@
-//! A redis-server on a free loopback port, persistence off, killed on drop.
-//! A missing redis-server is a panic that says how to install it.
+//! A redis-server on a free loopback port, killed on drop. Persistence is off
+//! unless asked for; a persistent server can be stopped and started again on
+//! the same port with its data. A missing redis-server is a panic that says
+//! how to install it.
 
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running redis-server owned by this guard.
+/// A running (or stopped) redis-server owned by this guard.
 pub struct RedisServer {
-    child: Child,
+    child: Option<Child>,
+    args: Vec<String>,
     /// Its TCP port on 127.0.0.1.
     pub port: u16,
+}
+
+/// A free TCP port on 127.0.0.1 (free when this returns).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl RedisServer {
@@ -20,39 +33,82 @@ impl RedisServer {
 
     /// Start one with extra `redis-server` arguments (e.g. `["--maxmemory", "4gb"]`).
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
+        let mut args = vec!["--save", "", "--appendonly", "no"];
+        args.extend_from_slice(extra);
+        RedisServer::on_port(free_port(), &args)
+    }
+
+    /// Start one that keeps its data in `dir` with the AOF fsynced before
+    /// every reply, so that nothing acknowledged is lost when it is killed.
+    pub fn persistent(dir: &Path) -> RedisServer {
+        let dir = dir.to_str().expect("a UTF-8 path");
+        RedisServer::on_port(
+            free_port(),
+            &[
+                "--dir",
+                dir,
                 "--save",
                 "",
                 "--appendonly",
-                "no",
-            ])
-            .args(extra)
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+        )
+    }
+
+    /// Start one on `port` with exactly these arguments (after port and bind).
+    pub fn on_port(port: u16, args: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            child: None,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            port,
+        };
+        server.resume();
+        server
+    }
+
+    /// Kill it (SIGKILL, as a crash would). Its port stays reserved for [`RedisServer::resume`].
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start it again on the same port with the same arguments, and wait until it answers.
+    pub fn resume(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
                 panic!("cannot start redis-server ({e}); install it: apt-get install redis-server")
             });
-        let server = RedisServer { child, port };
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            if answers(self.port) {
+                return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("redis-server on port {} exited: {status}", self.port);
+            }
             assert!(
                 Instant::now() < deadline,
-                "redis-server on port {port} did not come up"
+                "redis-server on port {} did not come up",
+                self.port
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        server
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// `redis://127.0.0.1:PORT/0`.
@@ -61,9 +117,23 @@ impl RedisServer {
     }
 }
 
+/// Whether a redis-server answers PING on `port` (a loading server answers an error).
+fn answers(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 16];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream
+            .read(&mut buf)
+            .map(|n| buf[..n].starts_with(b"+PONG"))
+            .unwrap_or(false)
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
