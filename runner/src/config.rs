@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, parse_duration, parse_size};
+pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// Where the jobs live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,12 +223,12 @@ impl Config {
             let mut resolved = topic.resolve(&defaults, &runner);
             let memory = topic.memory.as_ref().or(defaults.memory.as_ref());
             if let Some(memory) = memory
-                && resolved.memory > MAX_MEMORY
+                && !(MIN_MEMORY..=MAX_MEMORY).contains(&resolved.memory)
             {
                 return Err(invalid(
                     Some(memory.span()),
                     format!(
-                        "field `memory`: topic {name:?}: at most 4GiB (a WebAssembly memory cannot grow further)"
+                        "field `memory`: topic {name:?}: between 1MiB (a handler's own stack and data) and 4GiB (a WebAssembly memory cannot grow further)"
                     ),
                 ));
             }

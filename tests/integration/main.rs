@@ -14,6 +14,7 @@
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `follow_ups`: follow-up jobs exactly when the parent acks; the outbox sweep.
+//! - `input`: odd and bad payloads and ids: stored unchanged or refused clearly.
 //! - `ops`: cancel, dead list/retry/purge, pause/resume, dead-letter retention.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect.
 
@@ -22,6 +23,7 @@ mod crash;
 mod faults;
 mod follow_ups;
 mod grants;
+mod input;
 mod jobs;
 mod limits;
 mod ops;

@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::units::{DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Size};
+use super::units::{
+    DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Size,
+};
 use super::{Backoff, DeadLetter, Grants, RedisConfig, RedisTarget, RunnerConfig, TopicConfig};
 
 #[derive(Debug, Deserialize)]
@@ -37,7 +39,7 @@ pub(super) struct Redis {
 #[serde(deny_unknown_fields)]
 pub(super) struct Runner {
     pub handlers_dir: Option<PathBuf>,
-    pub concurrency: Option<u32>,
+    pub concurrency: Option<Positive>,
     pub shutdown_grace: Option<Dur>,
     pub lease_margin: Option<Dur>,
     pub compile_cache: Option<CacheSetting>,
@@ -74,9 +76,9 @@ pub(super) struct RawDir {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBackoff {
     pub base: Option<Dur>,
-    pub factor: Option<f64>,
+    pub factor: Option<Factor>,
     pub max: Option<Dur>,
-    pub jitter: Option<f64>,
+    pub jitter: Option<Fraction>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -89,13 +91,13 @@ pub(super) struct RawDeadLetter {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Defaults {
-    pub max_attempts: Option<Spanned<u32>>,
-    pub timeout: Option<Dur>,
+    pub max_attempts: Option<Positive>,
+    pub timeout: Option<NonZeroDur>,
     pub backoff: Option<Spanned<RawBackoff>>,
     pub memory: Option<Spanned<Size>>,
     pub dead_letter: Option<RawDeadLetter>,
     pub priority: Option<i64>,
-    pub concurrency: Option<u32>,
+    pub concurrency: Option<Positive>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,9 +106,9 @@ pub(super) struct Topic {
     pub name: Spanned<String>,
     pub handler: Spanned<PathBuf>,
     pub priority: Option<i64>,
-    pub concurrency: Option<u32>,
-    pub max_attempts: Option<Spanned<u32>>,
-    pub timeout: Option<Dur>,
+    pub concurrency: Option<Positive>,
+    pub max_attempts: Option<Positive>,
+    pub timeout: Option<NonZeroDur>,
     pub backoff: Option<Spanned<RawBackoff>>,
     pub memory: Option<Spanned<Size>>,
     pub dead_letter: Option<RawDeadLetter>,
@@ -147,7 +149,7 @@ impl Runner {
     pub fn resolve(self, base: &Path) -> RunnerConfig {
         RunnerConfig {
             handlers_dir: base.join(self.handlers_dir.unwrap_or_else(|| "handlers".into())),
-            concurrency: self.concurrency.unwrap_or(64).max(1),
+            concurrency: self.concurrency.map_or(64, |c| c.0),
             shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(30), |d| d.0),
             lease_margin: self.lease_margin.map_or(Duration::from_secs(5), |d| d.0),
             compile_cache: match self.compile_cache {
@@ -179,26 +181,25 @@ impl Topic {
             name: self.name.get_ref().clone(),
             handler: runner.handlers_dir.join(self.handler.get_ref()),
             priority: self.priority.or(defaults.priority).unwrap_or(0),
+            // a topic never gets more than the whole runner
             concurrency: self
                 .concurrency
                 .or(defaults.concurrency)
-                .unwrap_or(runner.concurrency)
-                .clamp(1, runner.concurrency),
+                .map_or(runner.concurrency, |c| c.0)
+                .min(runner.concurrency),
             timeout: self
                 .timeout
                 .or(defaults.timeout)
                 .map_or(Duration::from_secs(30), |d| d.0),
             max_attempts: self
                 .max_attempts
-                .as_ref()
-                .or(defaults.max_attempts.as_ref())
-                .map_or(5, |m| *m.get_ref())
-                .max(1),
+                .or(defaults.max_attempts)
+                .map_or(5, |m| m.0),
             backoff: Backoff {
                 base: backoff.base.map_or(Duration::from_secs(1), |d| d.0),
-                factor: backoff.factor.unwrap_or(2.0).max(1.0),
+                factor: backoff.factor.map_or(2.0, |f| f.0),
                 max: backoff.max.map_or(Duration::from_secs(3600), |d| d.0),
-                jitter: backoff.jitter.unwrap_or(0.2).clamp(0.0, 1.0),
+                jitter: backoff.jitter.map_or(0.2, |j| j.0),
             },
             memory: self
                 .memory

@@ -101,3 +101,67 @@ fn settings_that_need_a_restart_are_named() {
         "grace and priority apply live"
     );
 }
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const VALID: &str = "[redis]\nurl = \"redis://127.0.0.1:6379/0\"\n\n[runner]\nconcurrency = 8\n\n\
+        [defaults]\ntimeout = \"5s\"\nbackoff = { base = \"1s\", factor = 2.0 }\n\n\
+        [[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\npriority = 3\nmemory = \"16MiB\"\n";
+
+    /// Any error names a real place in the text.
+    fn check(text: &str) {
+        let (_d, result) = with_handler(text);
+        if let Err(ConfigError::Invalid { line, column, .. }) = result {
+            let lines = text.split('\n').count();
+            assert!(line >= 1 && line <= lines.max(1), "line {line} of {lines}");
+            assert!(column >= 1);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn arbitrary_text_is_an_error_with_a_place_never_a_panic(text in ".{0,400}") {
+            check(&text);
+        }
+
+        #[test]
+        fn a_valid_file_with_a_line_damaged_still_answers_clearly(
+            line in 0usize..18,
+            junk in "[ -~]{0,40}",
+        ) {
+            let mut lines: Vec<&str> = VALID.lines().collect();
+            let at = line.min(lines.len() - 1);
+            lines[at] = &junk;
+            check(&lines.join("\n"));
+        }
+
+        #[test]
+        fn durations_and_sizes_never_panic(text in ".{0,40}") {
+            let _ = parse_duration(&text);
+            let _ = parse_size(&text);
+        }
+    }
+}
+
+#[test]
+fn nonsense_numbers_are_errors_at_their_line_not_silent_clamps() {
+    for (field, value, expect) in [
+        ("concurrency", "0", "at least 1"),
+        ("max_attempts", "0", "at least 1"),
+        ("timeout", "\"0s\"", "longer than zero"),
+        ("backoff", "{ factor = 0.5 }", "growth factor"),
+        ("backoff", "{ jitter = 5.0 }", "between 0.0 and 1.0"),
+        ("memory", "\"64KiB\"", "between 1MiB"),
+        ("memory", "\"8GiB\"", "4GiB"),
+    ] {
+        let text = format!("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n{field} = {value}\n");
+        let (line, message) = error_at(with_handler(&text).1);
+        assert_eq!(line, 4, "{field} = {value}: {message}");
+        assert!(message.contains(expect), "{field} = {value}: {message}");
+    }
+}

@@ -8,6 +8,9 @@ use serde::{Deserialize, Deserializer};
 /// The memory limit a topic gets when neither it nor `[defaults]` sets one.
 pub const DEFAULT_MEMORY: u64 = 64 << 20;
 
+/// The smallest memory a topic may set.
+pub const MIN_MEMORY: u64 = 1 << 20;
+
 /// The largest memory a topic may set: a 32-bit WebAssembly memory's size.
 pub const MAX_MEMORY: u64 = 4 << 30;
 
@@ -55,5 +58,63 @@ impl<'de> Deserialize<'de> for Size {
         parse_size(&text)
             .map(Size)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A count that must be at least 1 (concurrency, attempts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Positive(pub u32);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Positive, D::Error> {
+        match u32::deserialize(d)? {
+            0 => Err(serde::de::Error::custom("must be at least 1")),
+            n => Ok(Positive(n)),
+        }
+    }
+}
+
+/// A duration that must not be zero (a time limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NonZeroDur(pub Duration);
+
+impl<'de> Deserialize<'de> for NonZeroDur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NonZeroDur, D::Error> {
+        match Dur::deserialize(d)?.0 {
+            zero if zero.is_zero() => Err(serde::de::Error::custom(
+                "must be longer than zero (every attempt would be stopped at once)",
+            )),
+            d => Ok(NonZeroDur(d)),
+        }
+    }
+}
+
+/// A backoff growth factor: finite, at least 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Factor(pub f64);
+
+impl<'de> Deserialize<'de> for Factor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Factor, D::Error> {
+        match f64::deserialize(d)? {
+            f if f.is_finite() && f >= 1.0 => Ok(Factor(f)),
+            f => Err(serde::de::Error::custom(format!(
+                "{f} is not a growth factor; write a number of at least 1.0, e.g. 2.0"
+            ))),
+        }
+    }
+}
+
+/// A fraction between 0 and 1 (jitter).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fraction(pub f64);
+
+impl<'de> Deserialize<'de> for Fraction {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Fraction, D::Error> {
+        match f64::deserialize(d)? {
+            f if (0.0..=1.0).contains(&f) => Ok(Fraction(f)),
+            f => Err(serde::de::Error::custom(format!(
+                "{f} is not between 0.0 and 1.0"
+            ))),
+        }
     }
 }

@@ -138,3 +138,40 @@ mod tests {
         assert!(decode(&longer).is_err());
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn parked() -> impl Strategy<Value = Parked> {
+        (
+            "[a-z_]{1,20}",
+            "[ -~]{1,40}",
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..256),
+        )
+            .prop_map(|(topic, id, due_at_ms, payload)| Parked {
+                topic,
+                job: NewJob {
+                    id: Some(id),
+                    payload,
+                    due_at_ms,
+                    max_attempts: 0,
+                },
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn any_outbox_entry_round_trips(jobs in proptest::collection::vec(parked(), 0..8)) {
+            prop_assert_eq!(decode(&encode(&jobs)).unwrap(), jobs);
+        }
+
+        #[test]
+        fn arbitrary_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let _ = decode(&bytes);
+        }
+    }
+}

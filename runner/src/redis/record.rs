@@ -80,3 +80,27 @@ mod tests {
         assert!(Record::decode(&[9; 20]).is_err());
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn any_record_round_trips(
+            max_attempts in any::<u32>(),
+            enqueued_at_ms in any::<u64>(),
+            payload in proptest::collection::vec(any::<u8>(), 0..2048),
+        ) {
+            let r = Record { max_attempts, enqueued_at_ms, payload };
+            prop_assert_eq!(Record::decode(&r.encode()), Ok(r));
+        }
+
+        #[test]
+        fn arbitrary_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Record::decode(&bytes);
+        }
+    }
+}
