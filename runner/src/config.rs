@@ -17,6 +17,8 @@ pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_dura
 pub enum RedisTarget {
     /// A `redis://`, `rediss://` or `unix://` URL.
     Url(String),
+    /// The seed nodes of a Redis Cluster.
+    Cluster(Vec<String>),
     /// The runner starts and owns a local redis-server with its data in this folder.
     Embedded {
         /// The folder holding the AOF files and the unix socket.
@@ -31,6 +33,19 @@ pub struct RedisConfig {
     pub target: RedisTarget,
     /// Prefix of every key, so several deployments can share one server.
     pub namespace: String,
+    /// Certificates for `rediss://`, when the system's are not the ones.
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files for TLS connections.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA that signed the server's certificate.
+    pub ca: Option<PathBuf>,
+    /// This client's certificate, for servers that require one.
+    pub cert: Option<PathBuf>,
+    /// The key of `cert`.
+    pub key: Option<PathBuf>,
 }
 
 /// The `[runner]` section.

@@ -16,6 +16,7 @@
 //! - `follow_ups`: follow-up jobs exactly when the parent acks; the outbox sweep.
 //! - `input`: odd and bad payloads and ids: stored unchanged or refused clearly.
 //! - `ops`: cancel, dead list/retry/purge, pause/resume, dead-letter retention.
+//! - `security`: AUTH (password, ACL user), TLS with a private CA, mutual TLS.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect.
 
 mod cli;
@@ -30,4 +31,5 @@ mod ops;
 mod pipeline;
 mod priority;
 mod reload;
+mod security;
 mod util;

@@ -18,6 +18,8 @@ pub struct Project {
     _redis: Option<RedisServer>,
     /// The URL queues.toml names.
     pub url: String,
+    /// More lines for `[redis]` (TLS files).
+    redis_lines: String,
 }
 
 impl Project {
@@ -26,15 +28,26 @@ impl Project {
     pub fn new(runner: &str, topics: &str) -> Project {
         let redis = RedisServer::start();
         let url = redis.url();
-        Project::build(Some(redis), url, runner, topics)
+        Project::build(Some(redis), url, String::new(), runner, topics)
     }
 
     /// A project using a server the test owns (to stop and restart it).
     pub fn with_redis(url: String, runner: &str, topics: &str) -> Project {
-        Project::build(None, url, runner, topics)
+        Project::build(None, url, String::new(), runner, topics)
     }
 
-    fn build(redis: Option<RedisServer>, url: String, runner: &str, topics: &str) -> Project {
+    /// A project whose `[redis]` has `url` (as written, `${VAR}` and all) and `lines`.
+    pub fn with_redis_lines(url: &str, lines: &str, runner: &str, topics: &str) -> Project {
+        Project::build(None, url.to_owned(), lines.to_owned(), runner, topics)
+    }
+
+    fn build(
+        redis: Option<RedisServer>,
+        url: String,
+        redis_lines: String,
+        runner: &str,
+        topics: &str,
+    ) -> Project {
         let dir = tempfile::tempdir().unwrap();
         let handlers = dir.path().join("handlers");
         std::fs::create_dir_all(&handlers).unwrap();
@@ -45,6 +58,7 @@ impl Project {
             dir,
             _redis: redis,
             url,
+            redis_lines,
         };
         project.write_config(runner, topics);
         project
@@ -53,8 +67,8 @@ impl Project {
     /// Replace queues.toml (as a deploy would: a temporary file renamed over it).
     pub fn write_config(&self, runner: &str, topics: &str) {
         let text = format!(
-            "[redis]\nurl = \"{}\"\nnamespace = \"test\"\n\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
-            self.url
+            "[redis]\nurl = \"{}\"\nnamespace = \"test\"\n{}\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
+            self.url, self.redis_lines
         );
         deploy(&self.config_path(), text.as_bytes());
     }

@@ -8,6 +8,7 @@
 //! `now_ms` from its caller so tests control the clock.
 
 mod admin;
+mod connect;
 pub mod embedded;
 mod inspect;
 mod job;
@@ -20,9 +21,10 @@ mod scripts;
 use std::time::Duration;
 
 use redis::Value;
-use redis::aio::ConnectionManager;
 
 pub use admin::{Cancelled, DEAD_BATCH};
+use connect::Conn;
+pub use connect::{Endpoint, Tls, redact};
 pub use inspect::{JobState, JobView};
 pub use job::{
     Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, TopicStats, check_id,
@@ -65,14 +67,18 @@ impl QueueError {
     }
 }
 
-/// A failure no retry fixes: wrong credentials, a password missing, a bad URL
-/// or TLS setting.
+/// A failure no retry fixes: wrong credentials, a password missing, a bad URL,
+/// a certificate not trusted (or not presented).
 fn is_misconfigured(e: &redis::RedisError) -> bool {
     use redis::ErrorKind;
+    // TLS and cluster start-up failures arrive as I/O errors: read their text
+    let text = e.to_string().to_ascii_lowercase();
     matches!(
         e.kind(),
         ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig
     ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || text.contains("authentication")
+        || text.contains("certificate")
 }
 
 /// How long follow-ups parked by an ack wait for their runner to deliver
@@ -82,25 +88,26 @@ pub const OUTBOX_SWEEP: Duration = Duration::from_secs(10);
 /// A connection to the pipeline of one namespace.
 #[derive(Clone)]
 pub struct Queue {
-    client: redis::Client,
-    conn: ConnectionManager,
+    endpoint: Endpoint,
+    conn: Conn,
     namespace: String,
     wake: String,
     max_payload: u64,
 }
 
 impl Queue {
-    /// Connect to `url` (redis://, rediss://, unix://); reconnects by itself afterwards.
+    /// Connect to one server at `url` (redis://, rediss://, unix://);
+    /// reconnects by itself afterwards.
     pub async fn connect(url: &str, namespace: &str) -> Result<Queue, QueueError> {
-        let client = redis::Client::open(url)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_max_delay(Duration::from_secs(2))
-            .set_number_of_retries(3);
-        let conn = client.get_connection_manager_with_config(config).await?;
+        Queue::open(&Endpoint::url(url), namespace).await
+    }
+
+    /// Connect to `endpoint` (a server or a cluster, TLS, AUTH); reconnects
+    /// by itself afterwards.
+    pub async fn open(endpoint: &Endpoint, namespace: &str) -> Result<Queue, QueueError> {
+        let conn = endpoint.connect().await?;
         Ok(Queue {
-            client,
+            endpoint: endpoint.clone(),
             conn,
             namespace: namespace.to_owned(),
             wake: wake_channel(namespace),
@@ -147,9 +154,20 @@ impl Queue {
         &self.wake
     }
 
-    /// A dedicated pub/sub connection (one per subscriber).
+    /// A dedicated pub/sub connection (one per subscriber): to the server, or
+    /// to the first cluster node that answers (PUBLISH reaches every node).
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, QueueError> {
-        Ok(self.client.get_async_pubsub().await?)
+        let mut last = None;
+        for url in &self.endpoint.urls {
+            match self.endpoint.client(url)?.get_async_pubsub().await {
+                Ok(pubsub) => return Ok(pubsub),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.map_or_else(
+            || QueueError::Invalid("no redis URL to subscribe to".into()),
+            QueueError::from,
+        ))
     }
 
     /// Enqueue `jobs` into one topic, atomically per 1000 jobs. Nothing is

@@ -25,7 +25,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::config::{Config, RedisTarget, TopicConfig};
 use crate::events::{Event, EventKind, EventSender};
 use crate::redis::embedded::EmbeddedRedis;
-use crate::redis::{Queue, QueueError, TopicKeys};
+use crate::redis::{Endpoint, Queue, QueueError, Tls, TopicKeys};
 use crate::reload::{Loader, Notice, Snapshot};
 use crate::wasm::{LoadedHandler, Runtime, Sandbox};
 use capacity::Capacity;
@@ -72,22 +72,39 @@ impl Shared {
 
 /// Connect to the configured Redis, starting the embedded server if asked to.
 pub async fn connect(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedRedis>)> {
-    let (url, embedded) = match &config.redis.target {
-        RedisTarget::Url(url) => (url.clone(), None),
+    let (urls, cluster, embedded) = match &config.redis.target {
+        RedisTarget::Url(url) => (vec![url.clone()], false, None),
+        RedisTarget::Cluster(nodes) => (nodes.clone(), true, None),
         RedisTarget::Embedded { dir } => {
             let dir = dir.clone();
             let server = tokio::task::spawn_blocking(move || EmbeddedRedis::start(&dir)).await??;
-            (server.url().to_owned(), Some(server))
+            (vec![server.url().to_owned()], false, Some(server))
         }
     };
-    let queue = Queue::connect(&url, &config.redis.namespace)
+    let tls = match &config.redis.tls {
+        None => None,
+        Some(files) => {
+            let read = |path: &Option<std::path::PathBuf>| {
+                path.as_ref()
+                    .map(|p| std::fs::read(p).with_context(|| format!("reading {}", p.display())))
+                    .transpose()
+            };
+            Some(Tls {
+                ca: read(&files.ca)?,
+                client: read(&files.cert)?.zip(read(&files.key)?),
+            })
+        }
+    };
+    let endpoint = Endpoint { urls, cluster, tls };
+    let shown = endpoint.shown();
+    let queue = Queue::open(&endpoint, &config.redis.namespace)
         .await
-        .with_context(|| format!("connecting to redis at {url}"))?
+        .with_context(|| format!("connecting to redis at {shown}"))?
         .with_max_payload(config.runner.max_payload);
     queue
         .ping()
         .await
-        .with_context(|| format!("redis at {url} does not answer"))?;
+        .with_context(|| format!("redis at {shown} does not answer"))?;
     Ok((queue, embedded))
 }
 

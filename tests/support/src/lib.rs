@@ -1,7 +1,10 @@
 //! Support for the integration tests and the benchmark harness: the handler
-//! components built from `handlers/`, and a throwaway redis-server.
+//! components built from `handlers/`, throwaway redis-servers (plain,
+//! persistent, TLS) and a three-master Redis Cluster, and test certificates.
 
+pub mod cluster;
 pub mod redis_server;
+pub mod tls;
 
 /// Paths of the example handler components, built from `handlers/` for
 /// wasm32-wasip2 by this crate's build script.
@@ -20,4 +23,5 @@ pub mod components {
     ];
 }
 
+pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     child: Option<Child>,
     args: Vec<String>,
+    /// Serves TLS only (on `port`).
+    tls: bool,
     /// Its TCP port on 127.0.0.1.
     pub port: u16,
 }
@@ -62,7 +64,39 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             args: args.iter().map(|a| a.to_string()).collect(),
+            tls: false,
             port,
+        };
+        server.resume();
+        server
+    }
+
+    /// Start one that speaks only TLS, with the certificates
+    /// [`crate::tls::write_certificates`] wrote to `certs`; with
+    /// `client_certs` it also demands a client certificate. `extra` adds
+    /// arguments (e.g. `["--requirepass", "pw"]`).
+    pub fn tls(certs: &std::path::Path, client_certs: bool, extra: &[&str]) -> RedisServer {
+        let file = |name: &str| certs.join(name).to_str().expect("UTF-8 path").to_owned();
+        let mut args = vec![
+            "--tls-cert-file".to_owned(),
+            file("server.crt"),
+            "--tls-key-file".to_owned(),
+            file("server.key"),
+            "--tls-ca-cert-file".to_owned(),
+            file("ca.crt"),
+            "--tls-auth-clients".to_owned(),
+            if client_certs { "yes" } else { "no" }.to_owned(),
+            "--save".to_owned(),
+            String::new(),
+            "--appendonly".to_owned(),
+            "no".to_owned(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let mut server = RedisServer {
+            child: None,
+            args,
+            tls: true,
+            port: free_port(),
         };
         server.resume();
         server
@@ -79,8 +113,20 @@ impl RedisServer {
     /// Start it again on the same port with the same arguments, and wait until it answers.
     pub fn resume(&mut self) {
         assert!(self.child.is_none(), "already running");
+        let port = self.port.to_string();
+        let listen: [&str; 4] = if self.tls {
+            ["--port", "0", "--tls-port", &port]
+        } else {
+            ["--port", &port, "--bind", "127.0.0.1"]
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(listen)
+            .args(
+                self.tls
+                    .then_some(["--bind", "127.0.0.1"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -91,7 +137,13 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if answers(self.port) {
+            // a TLS server cannot be pinged in plain text: an open port will do
+            let up = if self.tls {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            } else {
+                answers(self.port)
+            };
+            if up {
                 return;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
@@ -117,7 +169,8 @@ impl RedisServer {
     }
 }
 
-/// Whether a redis-server answers PING on `port` (a loading server answers an error).
+/// Whether a redis-server answers PING on `port`: PONG, or NOAUTH from one
+/// that wants a password (a loading server answers LOADING: not yet).
 fn answers(port: u16) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
@@ -128,7 +181,7 @@ fn answers(port: u16) -> bool {
     stream.write_all(b"PING\r\n").is_ok()
         && stream
             .read(&mut buf)
-            .map(|n| buf[..n].starts_with(b"+PONG"))
+            .map(|n| buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
             .unwrap_or(false)
 }
 
