@@ -17,9 +17,11 @@
 //! - `input`: odd and bad payloads and ids: stored unchanged or refused clearly.
 //! - `ops`: cancel, dead list/retry/purge, pause/resume, dead-letter retention.
 //! - `security`: AUTH (password, ACL user), TLS with a private CA, mutual TLS.
+//! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect.
 
 mod cli;
+mod cluster;
 mod crash;
 mod faults;
 mod follow_ups;

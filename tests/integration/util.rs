@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::{Event, EventKind};
-use hourglass::redis::{Enqueued, NewJob, Queue};
+use hourglass::redis::{Endpoint, Enqueued, NewJob, Queue};
 use hourglass::{Config, Notice, Runner};
 use tokio::sync::{broadcast, oneshot};
 
@@ -16,8 +16,8 @@ pub struct Project {
     pub dir: tempfile::TempDir,
     /// The server it owns, if it started one.
     _redis: Option<RedisServer>,
-    /// The URL queues.toml names.
-    pub url: String,
+    /// The URL queues.toml names (or the cluster's seeds).
+    pub endpoint: Endpoint,
     /// More lines for `[redis]` (TLS files).
     redis_lines: String,
 }
@@ -41,9 +41,29 @@ impl Project {
         Project::build(None, url.to_owned(), lines.to_owned(), runner, topics)
     }
 
+    /// A project on a Redis Cluster with these seed nodes.
+    pub fn on_cluster(urls: Vec<String>, runner: &str, topics: &str) -> Project {
+        let endpoint = Endpoint {
+            urls,
+            cluster: true,
+            tls: None,
+        };
+        Project::assemble(None, endpoint, String::new(), runner, topics)
+    }
+
     fn build(
         redis: Option<RedisServer>,
         url: String,
+        redis_lines: String,
+        runner: &str,
+        topics: &str,
+    ) -> Project {
+        Project::assemble(redis, Endpoint::url(&url), redis_lines, runner, topics)
+    }
+
+    fn assemble(
+        redis: Option<RedisServer>,
+        endpoint: Endpoint,
         redis_lines: String,
         runner: &str,
         topics: &str,
@@ -57,7 +77,7 @@ impl Project {
         let project = Project {
             dir,
             _redis: redis,
-            url,
+            endpoint,
             redis_lines,
         };
         project.write_config(runner, topics);
@@ -66,9 +86,14 @@ impl Project {
 
     /// Replace queues.toml (as a deploy would: a temporary file renamed over it).
     pub fn write_config(&self, runner: &str, topics: &str) {
+        let target = if self.endpoint.cluster {
+            format!("cluster = {:?}", self.endpoint.urls)
+        } else {
+            format!("url = {:?}", self.endpoint.urls[0])
+        };
         let text = format!(
-            "[redis]\nurl = \"{}\"\nnamespace = \"test\"\n{}\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
-            self.url, self.redis_lines
+            "[redis]\n{target}\nnamespace = \"test\"\n{}\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
+            self.redis_lines
         );
         deploy(&self.config_path(), text.as_bytes());
     }
@@ -87,7 +112,7 @@ impl Project {
     }
 
     pub async fn queue(&self) -> Queue {
-        Queue::connect(&self.url, "test").await.unwrap()
+        Queue::open(&self.endpoint, "test").await.unwrap()
     }
 }
 
