@@ -1,4 +1,5 @@
--- Claim due jobs of one topic: move up to ARGV[3] jobs due by ARGV[1] from pending to lease.
+-- Claim due jobs of one topic: move up to ARGV[3] jobs due by ARGV[1] from pending to lease,
+-- counting an attempt for each. Batched: a handful of calls per claim, not per job.
 -- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: paused flag
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
@@ -9,17 +10,35 @@ if redis.call('EXISTS', KEYS[6]) == 1 then
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 local out = { -1 }
-for i = 1, #due, 2 do
-  local id = due[i]
-  redis.call('ZREM', KEYS[1], id)
-  local record = redis.call('HGET', KEYS[3], id)
-  if record then
-    redis.call('ZADD', KEYS[2], ARGV[2], id)
-    out[#out + 1] = id
-    out[#out + 1] = due[i + 1]
-    out[#out + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
-    out[#out + 1] = record
-    out[#out + 1] = redis.call('HGET', KEYS[5], id)
+if #due > 0 then
+  local ids, scores = {}, {}
+  for i = 1, #due, 2 do
+    ids[#ids + 1] = due[i]
+    scores[#scores + 1] = due[i + 1]
+  end
+  each_chunk('ZREM', KEYS[1], ids)
+  local records = hmget_all(KEYS[3], ids)
+  local attempts = hmget_all(KEYS[4], ids)
+  local failures = hmget_all(KEYS[5], ids)
+  local leased, counted = {}, {}
+  for i, id in ipairs(ids) do
+    -- a pending id without a record was cancelled mid-flight: drop it
+    if records[i] then
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      leased[#leased + 1] = ARGV[2]
+      leased[#leased + 1] = id
+      counted[#counted + 1] = id
+      counted[#counted + 1] = attempt
+      out[#out + 1] = id
+      out[#out + 1] = scores[i]
+      out[#out + 1] = attempt
+      out[#out + 1] = records[i]
+      out[#out + 1] = failures[i]
+    end
+  end
+  for i = 1, #leased, 2 * CHUNK do
+    redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
+    redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
   end
 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

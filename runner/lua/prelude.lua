@@ -1,4 +1,26 @@
--- Shared by every script that adds to a topic's pending set; prepended at load.
+-- Prepended to every script at load: batching helpers and the wake-up rule.
+
+-- Lua's unpack fails beyond about 8000 values: every multi-value call goes in chunks.
+local CHUNK = 1000
+
+-- Run `command key <items...>` in chunks (ZREM, HDEL, ...); the replies are not needed.
+local function each_chunk(command, key, items)
+  for i = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
+  end
+end
+
+-- HMGET `key` for all `fields`, in chunks: out[i] is the value of fields[i], or false.
+local function hmget_all(key, fields)
+  local out = {}
+  for i = 1, #fields, CHUNK do
+    local last = math.min(i + CHUNK - 1, #fields)
+    local part = redis.call('HMGET', key, unpack(fields, i, last))
+    for j = 1, last - i + 1 do out[i + j - 1] = part[j] end
+  end
+  return out
+end
+
 -- Runners sleep until their next known due time; when a job becomes due
 -- earlier than anything pending before it, they must hear of it.
 

@@ -182,3 +182,50 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
         "boom 4"
     );
 }
+
+#[tokio::test]
+async fn one_enqueue_call_handles_repeats_and_generated_ids_that_collide_with_callers() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let answer = q
+        .enqueue(
+            &k,
+            &[
+                job(Some("1"), 5),
+                job(None, 5),
+                job(Some("x"), 5),
+                job(Some("x"), 6),
+                job(None, 7),
+            ],
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer[0], Enqueued::New("1".into()));
+    assert_eq!(answer[2], Enqueued::New("x".into()));
+    assert_eq!(
+        answer[3],
+        Enqueued::Duplicate("x".into()),
+        "a repeat in one call"
+    );
+    let generated = [answer[1].id(), answer[4].id()];
+    assert!(
+        matches!(answer[1], Enqueued::New(_)) && matches!(answer[4], Enqueued::New(_)),
+        "{answer:?}"
+    );
+    assert!(
+        generated[0] != generated[1] && !generated.contains(&"1") && !generated.contains(&"x"),
+        "generated ids must not take a caller's: {answer:?}"
+    );
+    let claimed = q.claim(&k, 100, 1_000, 10).await.unwrap();
+    let mut ids: Vec<(&str, u64)> = claimed
+        .jobs
+        .iter()
+        .map(|j| (j.id.as_str(), j.due_at_ms))
+        .collect();
+    ids.sort();
+    let mut expected = vec![("1", 5), (generated[0], 5), (generated[1], 7), ("x", 5)];
+    expected.sort();
+    assert_eq!(ids, expected, "four jobs, the repeat not among them");
+}
