@@ -7,7 +7,7 @@ use anyhow::Context;
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::Done;
-use hourglass::redis::{NewJob, Queue, TopicKeys};
+use hourglass::redis::{Endpoint, NewJob, Queue, TopicKeys};
 use hourglass::wasm::{JobContext, JobInput, Runtime, Sandbox};
 use hourglass::{Config, Runner};
 use tokio::sync::oneshot;
@@ -257,4 +257,50 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
     Ok(
         serde_json::json!({ "fresh_instance_us_per_job": t0.elapsed().as_secs_f64() * 1e6 / n as f64 }),
     )
+}
+
+/// n immediate no-op jobs spread over `topics` topics, processed by one runner
+/// with the default configuration, against one server or a cluster: jobs/s.
+pub async fn spread(endpoint: &Endpoint, topics: usize, n: usize) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("handlers"))?;
+    std::fs::copy(
+        test_support::components::ECHO,
+        dir.path().join("handlers/echo.wasm"),
+    )?;
+    let target = if endpoint.cluster {
+        format!("cluster = {:?}", endpoint.urls)
+    } else {
+        format!("url = {:?}", endpoint.urls[0])
+    };
+    let names: Vec<String> = (0..topics).map(|t| format!("t{t}")).collect();
+    let mut toml = format!("[redis]\n{target}\nnamespace = \"spread\"\n\n");
+    for name in &names {
+        toml.push_str(&format!(
+            "[[topic]]\nname = \"{name}\"\nhandler = \"echo.wasm\"\n\n"
+        ));
+    }
+    let path = dir.path().join("queues.toml");
+    std::fs::write(&path, toml)?;
+    let q = Queue::open(endpoint, "spread").await?;
+    for name in &names {
+        enqueue_all(&q, &q.keys(name), &jobs(n / topics, |_| 0, b"{}")).await?;
+    }
+    let runner = Runner::start(Config::load(&path)?).await?;
+    let t0 = Instant::now();
+    let bg = Background::start(runner);
+    loop {
+        let mut left = 0;
+        for name in &names {
+            let s = q.stats(&q.keys(name), now_ms()).await?;
+            left += s.ready + s.scheduled + s.running;
+        }
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    bg.stop().await?;
+    Ok((n / topics * topics) as f64 / secs)
 }

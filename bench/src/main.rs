@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ::hourglass::redis::Endpoint;
 use clap::Parser;
 use test_support::RedisServer;
 
@@ -33,7 +34,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these workloads (throughput, lateness, memory, instance, scaling).
+    /// Run only these workloads (throughput, lateness, memory, instance, cluster, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -188,6 +189,49 @@ async fn main() -> anyhow::Result<()> {
                 "host fresh_instance_us_per_job",
                 "µs",
                 j(&hg, "fresh_instance_us_per_job"),
+                None,
+            );
+        }
+    }
+
+    // hourglass alone: one server vs a 3-master cluster, several topics
+    if args.only.is_empty() || args.only.iter().any(|o| o == "cluster") {
+        let cluster = test_support::RedisCluster::start();
+        let topics = 8;
+        for r in 0..args.repeats {
+            eprintln!("== cluster {}/{}", r + 1, args.repeats);
+            flush(&url).await?;
+            let single = Endpoint {
+                urls: vec![url.clone()],
+                cluster: false,
+                tls: None,
+            };
+            let multi = Endpoint {
+                urls: cluster.urls(),
+                cluster: true,
+                tls: None,
+            };
+            let one = hourglass::spread(&single, topics, n_throughput).await?;
+            let three = hourglass::spread(&multi, topics, n_throughput).await?;
+            record(
+                &mut rows,
+                "cluster one_node_per_sec",
+                "jobs/s",
+                Some(one),
+                None,
+            );
+            record(
+                &mut rows,
+                "cluster three_masters_per_sec",
+                "jobs/s",
+                Some(three),
+                None,
+            );
+            record(
+                &mut rows,
+                "cluster ratio_three_to_one",
+                "×",
+                Some(three / one),
                 None,
             );
         }
