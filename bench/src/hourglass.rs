@@ -12,7 +12,7 @@ use hourglass::wasm::{JobContext, JobInput, Runtime, Sandbox};
 use hourglass::{Config, Runner};
 use tokio::sync::oneshot;
 
-use crate::redis_info;
+use crate::server;
 
 const TOPIC: &str = "bench";
 
@@ -157,8 +157,8 @@ pub async fn lateness(
     bg.stop().await?;
     late.sort_by(f64::total_cmp);
     Ok(serde_json::json!({
-        "p50_ms": crate::percentile(&late, 50.0),
-        "p99_ms": crate::percentile(&late, 99.0),
+        "p50_ms": crate::report::percentile(&late, 50.0),
+        "p99_ms": crate::report::percentile(&late, 99.0),
         "max_ms": late.last().copied().unwrap_or(0.0),
         "early": early,
     }))
@@ -167,10 +167,10 @@ pub async fn lateness(
 /// n jobs with a 100-byte payload scheduled an hour out: Redis memory per job.
 pub async fn memory(p: &Project, n: usize) -> anyhow::Result<serde_json::Value> {
     let (q, k) = p.queue().await?;
-    let before = redis_info(&p.url, "memory", "used_memory").await?;
+    let before = server::info(&p.url, "memory", "used_memory").await?;
     let later = now_ms() + 3_600_000;
     enqueue_all(&q, &k, &jobs(n, |i| later + i as u64, &[b'x'; 100])).await?;
-    let after = redis_info(&p.url, "memory", "used_memory").await?;
+    let after = server::info(&p.url, "memory", "used_memory").await?;
     Ok(serde_json::json!({ "bytes_per_job": (after - before) / n as f64 }))
 }
 

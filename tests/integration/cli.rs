@@ -1,17 +1,6 @@
 //! The `hourglass` binary: errors a person can act on, exit codes, enqueue.
 
-use std::process::Command;
-
-use crate::util::{Project, hourglass_bin};
-
-fn hourglass(args: &[&str], config: &std::path::Path) -> std::process::Output {
-    Command::new(hourglass_bin())
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap()
-}
+use crate::util::{Project, hourglass};
 
 #[test]
 fn a_bad_queues_toml_fails_with_file_line_and_field() {
@@ -20,7 +9,7 @@ fn a_bad_queues_toml_fails_with_file_line_and_field() {
         "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\ntimeout = \"soon\"\n",
     );
     for command in [&["check"][..], &["run"][..]] {
-        let out = hourglass(command, &project.config_path());
+        let out = hourglass(&project, command);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
         // util::Project writes 8 lines of [redis] and [runner] first: the topic starts on line 9
@@ -35,7 +24,7 @@ fn a_bad_queues_toml_fails_with_file_line_and_field() {
 #[test]
 fn check_accepts_good_handlers_and_rejects_a_broken_one() {
     let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
-    let out = hourglass(&["check"], &project.config_path());
+    let out = hourglass(&project, &["check"]);
     assert!(
         out.status.success(),
         "{}",
@@ -47,7 +36,7 @@ fn check_accepts_good_handlers_and_rejects_a_broken_one() {
         b"\0asm garbage",
     )
     .unwrap();
-    let out = hourglass(&["check"], &project.config_path());
+    let out = hourglass(&project, &["check"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -59,10 +48,9 @@ fn check_accepts_good_handlers_and_rejects_a_broken_one() {
 #[test]
 fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
     let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
-    let cfg = project.config_path();
     let out = hourglass(
+        &project,
         &["enqueue", "echo", "hi", "--id", "a-1", "--delay", "10m"],
-        &cfg,
     );
     assert!(
         out.status.success(),
@@ -70,7 +58,7 @@ fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("enqueued echo/a-1"));
-    let out = hourglass(&["enqueue", "echo", "hi", "--id", "a-1"], &cfg);
+    let out = hourglass(&project, &["enqueue", "echo", "hi", "--id", "a-1"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("duplicate: echo/a-1"));
     for bad in [
         &["enqueue", "nope", "hi"][..],
@@ -78,7 +66,7 @@ fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
         &["enqueue", "echo", "hi", "--at", "tomorrow"][..],
         &["enqueue", "echo", "@/does/not/exist"][..],
     ] {
-        let out = hourglass(bad, &cfg);
+        let out = hourglass(&project, bad);
         assert_eq!(
             out.status.code(),
             Some(2),
@@ -86,7 +74,7 @@ fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let out = hourglass(&["stats"], &cfg);
+    let out = hourglass(&project, &["stats"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let row = stdout.lines().find(|l| l.starts_with("echo")).unwrap();
     assert_eq!(
@@ -103,13 +91,12 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
         "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
          [[topic]]\nname = \"panic\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\n",
     );
-    let cfg = project.config_path();
     let out = hourglass(
+        &project,
         &["enqueue", "echo", "later", "--id", "j-1", "--delay", "10m"],
-        &cfg,
     );
     assert!(out.status.success());
-    let out = hourglass(&["inspect", "echo", "j-1"], &cfg);
+    let out = hourglass(&project, &["inspect", "echo", "j-1"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -125,7 +112,7 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
         "{text}"
     );
 
-    let out = hourglass(&["inspect", "echo", "nope"], &cfg);
+    let out = hourglass(&project, &["inspect", "echo", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no job \"nope\""));
 
@@ -137,7 +124,7 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
         .until_settled("panic", &id, std::time::Duration::from_secs(20))
         .await;
     runner.stop().await;
-    let out = hourglass(&["inspect", "panic", &id, "--json"], &cfg);
+    let out = hourglass(&project, &["inspect", "panic", &id, "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["state"], "dead", "{json}");
     assert_eq!(json["attempts"], 1);

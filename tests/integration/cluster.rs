@@ -11,7 +11,7 @@ use hourglass::events::EventKind;
 use hourglass::redis::{JobState, NewJob};
 use test_support::RedisCluster;
 
-use crate::util::{Project, Running, enqueue, hourglass_bin, of};
+use crate::util::{Project, Running, backlog, enqueue, hourglass_bin, of, start_order};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -75,29 +75,14 @@ async fn delay_retry_dead_letter_priority_and_follow_ups_work_on_a_cluster() {
     let queue = project.queue().await;
 
     // priority: both backlogged before the runner starts
-    let now = now_ms();
-    for topic in ["low", "high"] {
-        let jobs: Vec<NewJob> = (0..10)
-            .map(|i| NewJob {
-                id: Some(format!("{topic}{i}")),
-                payload: b"{}".to_vec(),
-                due_at_ms: now,
-                max_attempts: 0,
-            })
-            .collect();
-        queue.enqueue(&queue.keys(topic), &jobs, now).await.unwrap();
-    }
+    backlog(&queue, &["low", "high"], 10, now_ms()).await;
     let mut runner = Running::start(project.config()).await;
     let events = runner
         .until(WAIT, |seen| {
             seen.iter().filter(|e| e.kind == EventKind::Acked).count() == 20
         })
         .await;
-    let order: Vec<&str> = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
-        .map(|e| e.topic.as_str())
-        .collect();
+    let order = start_order(&events);
     assert_eq!(order, [vec!["high"; 10], vec!["low"; 10]].concat());
 
     let delayed = enqueue(&queue, "echo", "later", 300, 0).await;

@@ -1,7 +1,7 @@
 //! Operating commands: cancel, dead list/retry/purge, pause/resume, and
 //! dead-letter retention enforced without new burials.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use hourglass::clock::now_ms;
@@ -9,7 +9,7 @@ use hourglass::config::DeadLetter;
 use hourglass::events::EventKind;
 use hourglass::redis::{DeadInfo, JobState, NewJob, Queue};
 
-use crate::util::{Project, RedisServer, Running, enqueue, hourglass_bin, of};
+use crate::util::{Project, RedisServer, Running, enqueue, hourglass, of};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -30,15 +30,6 @@ name = "slow"
 handler = "slow.wasm"
 timeout = "10s"
 "#;
-
-fn hourglass(project: &Project, args: &[&str]) -> Output {
-    Command::new(hourglass_bin())
-        .args(args)
-        .arg("--config")
-        .arg(project.config_path())
-        .output()
-        .unwrap()
-}
 
 fn stdout(out: &Output) -> String {
     assert!(

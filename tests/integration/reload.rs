@@ -8,11 +8,11 @@ use std::time::Duration;
 use hourglass::Notice;
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
-use hourglass::redis::{JobState, NewJob};
+use hourglass::redis::JobState;
 use hourglass::wasm::Runtime;
 use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
 
-use crate::util::{Project, Running, deploy, enqueue, hash_of};
+use crate::util::{Project, Running, backlog, deploy, enqueue, hash_of, start_order};
 
 /// Acked by echo, flaky, order_cancel and probe alike.
 const ANY: &str = r#"{"fail_first":0,"order_id":1,"customer":"ada","amount_cents":5}"#;
@@ -244,31 +244,13 @@ priority = 10
     );
     runner.notice(WAIT, |n| *n == Notice::ConfigApplied).await;
     // both backlogged at the same instant: b drains first
-    let due = now_ms() + 300;
-    for topic in ["a", "b"] {
-        let jobs: Vec<NewJob> = (0..20)
-            .map(|i| NewJob {
-                id: Some(format!("{topic}{i}")),
-                payload: ANY.into(),
-                due_at_ms: due,
-                max_attempts: 0,
-            })
-            .collect();
-        queue
-            .enqueue(&queue.keys(topic), &jobs, now_ms())
-            .await
-            .unwrap();
-    }
+    backlog(&queue, &["a", "b"], 20, now_ms() + 300).await;
     let events = runner
         .until(WAIT, |seen| {
             seen.iter().filter(|e| e.kind == EventKind::Acked).count() == 40
         })
         .await;
-    let order: Vec<&str> = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
-        .map(|e| e.topic.as_str())
-        .collect();
+    let order = start_order(&events);
     assert_eq!(
         order,
         [vec!["b"; 20], vec!["a"; 20]].concat(),

@@ -2,23 +2,13 @@
 //! with an ACL user (the password from the environment), TLS with a private
 //! CA, mutual TLS. A misconfiguration fails at once, without the password.
 
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use test_support::tls::write_certificates;
 
-use crate::util::{Project, RedisServer, Running, hourglass_bin};
+use crate::util::{Project, RedisServer, Running, hourglass};
 
 const TOPICS: &str = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n";
-
-fn hourglass(project: &Project, args: &[&str]) -> Output {
-    Command::new(hourglass_bin())
-        .args(args)
-        .arg("--config")
-        .arg(project.config_path())
-        .output()
-        .unwrap()
-}
 
 /// Enqueue through the CLI and see the runner ack it: the whole path works.
 async fn a_job_runs(project: &Project) {

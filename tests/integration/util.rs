@@ -265,3 +265,40 @@ pub fn init_logs() {
 pub fn hourglass_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_hourglass"))
 }
+
+/// Run `hourglass ARGS --config <project's queues.toml>`.
+pub fn hourglass(project: &Project, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(hourglass_bin())
+        .args(args)
+        .arg("--config")
+        .arg(project.config_path())
+        .output()
+        .unwrap()
+}
+
+/// Enqueue `n` jobs due at `due` to each topic, ids `<topic><i>`, in one call per topic.
+pub async fn backlog(queue: &Queue, topics: &[&str], n: usize, due: u64) {
+    for topic in topics {
+        let jobs: Vec<NewJob> = (0..n)
+            .map(|i| NewJob {
+                id: Some(format!("{topic}{i}")),
+                payload: b"{}".to_vec(),
+                due_at_ms: due,
+                max_attempts: 0,
+            })
+            .collect();
+        queue
+            .enqueue(&queue.keys(topic), &jobs, now_ms())
+            .await
+            .unwrap();
+    }
+}
+
+/// The topic of every attempt started, in order.
+pub fn start_order(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
+        .map(|e| e.topic.as_str())
+        .collect()
+}

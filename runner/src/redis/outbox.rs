@@ -12,7 +12,10 @@
 //! (u16 LE length + bytes), id (u16 LE length + bytes), due ms (u64 LE),
 //! payload (u32 LE length + bytes).
 
-use super::{CorruptRecord, NewJob};
+use redis::Value;
+
+use super::reply::{bytes, string};
+use super::{CorruptRecord, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, millis, scripts};
 
 const VERSION: u8 = 1;
 
@@ -75,6 +78,61 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
         return Err(CorruptRecord("trailing bytes in an outbox entry"));
     }
     Ok(jobs)
+}
+
+impl Queue {
+    /// Enqueue parked follow-ups into their topics, then clear them from the
+    /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
+    /// [`Queue::take_outbox`] returns them, or `attempt:id` of an ack.
+    pub async fn deliver(
+        &self,
+        parent: &TopicKeys,
+        entries: &[(String, Vec<Parked>)],
+        now_ms: u64,
+    ) -> Result<(), QueueError> {
+        let mut by_topic: std::collections::BTreeMap<&str, Vec<NewJob>> = Default::default();
+        for (_, jobs) in entries {
+            for p in jobs {
+                by_topic.entry(&p.topic).or_default().push(p.job.clone());
+            }
+        }
+        for (topic, jobs) in by_topic {
+            self.enqueue(&self.keys(topic), &jobs, now_ms).await?;
+        }
+        let mut inv = scripts::OUTBOX_CLEAR.prepare_invoke();
+        inv.key(&parent.outbox).key(&parent.outbox_due);
+        for (token, _) in entries {
+            inv.arg(token);
+        }
+        let _: u64 = inv.invoke_async(&mut self.conn.clone()).await?;
+        Ok(())
+    }
+
+    /// Take up to `limit` outbox entries whose delivery is overdue, holding them
+    /// for this caller for [`OUTBOX_SWEEP`]; deliver them with [`Queue::deliver`].
+    /// An entry that cannot be decoded is returned as an error string.
+    pub async fn take_outbox(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(String, Result<Vec<Parked>, CorruptRecord>)>, QueueError> {
+        let reply: Vec<Value> = scripts::OUTBOX_TAKE
+            .key(&keys.outbox)
+            .key(&keys.outbox_due)
+            .arg(now_ms)
+            .arg(now_ms + millis(OUTBOX_SWEEP))
+            .arg(limit)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        reply
+            .chunks(2)
+            .map(|pair| match pair {
+                [token, entry] => Ok((string(token)?, decode(&bytes(entry)?))),
+                other => Err(QueueError::Protocol(format!("outbox answered {other:?}"))),
+            })
+            .collect()
+    }
 }
 
 struct Reader<'a>(&'a [u8]);

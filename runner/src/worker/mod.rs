@@ -11,6 +11,7 @@
 mod attempt;
 mod capacity;
 mod commit;
+mod housekeeping;
 mod scheduler;
 mod wake;
 

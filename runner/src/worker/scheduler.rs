@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use super::capacity::Capacity;
 use super::commit::Completion;
 use super::wake::Wake;
-use super::{Shared, Topic, attempt};
+use super::{Shared, Topic, attempt, housekeeping};
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::reload::{Reload, Snapshot};
@@ -22,10 +22,6 @@ use crate::wasm::Sandbox;
 
 /// Most jobs claimed from one topic in one script call.
 const CLAIM_BATCH: usize = 256;
-/// Most expired leases requeued per topic per scan.
-const REQUEUE_BATCH: usize = 1000;
-/// Most overdue outbox entries delivered per topic per scan.
-const SWEEP_BATCH: usize = 100;
 /// How often expired leases are looked for.
 const LEASE_SCAN: Duration = Duration::from_secs(1);
 /// How often dead-letter retention (count and age) is enforced, beyond each burial.
@@ -133,12 +129,12 @@ impl Scheduler {
             }
             // housekeeping waits while Redis is away: claiming tells when it is back
             if outage.is_none() && now >= next_scan {
-                self.requeue_expired(now).await;
-                self.sweep_outboxes(now).await;
+                housekeeping::requeue_expired(&self.shared, &self.topics, now).await;
+                housekeeping::sweep_outboxes(&self.shared, &self.topics, now).await;
                 next_scan = now + millis(LEASE_SCAN);
             }
             if outage.is_none() && now >= next_trim {
-                self.enforce_retention(now).await;
+                housekeeping::enforce_retention(&self.shared, &self.topics, now).await;
                 next_trim = now + millis(RETENTION_SCAN);
             }
             let sleep = match self.claim_round(now).await {
@@ -271,75 +267,6 @@ impl Scheduler {
             }
         }
         Ok(())
-    }
-
-    async fn requeue_expired(&self, now: u64) {
-        for topic in &self.topics {
-            match self
-                .shared
-                .queue
-                .requeue_expired(&topic.keys, now, REQUEUE_BATCH)
-                .await
-            {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::warn!(topic = %topic.cfg.name, requeued = n, "requeued jobs whose lease expired")
-                }
-                Err(e) => {
-                    tracing::warn!(topic = %topic.cfg.name, "cannot requeue expired leases: {e}")
-                }
-            }
-        }
-    }
-
-    /// Drop dead letters past their topic's count or age, even when none are added.
-    async fn enforce_retention(&self, now: u64) {
-        for topic in &self.topics {
-            if let Err(e) = self
-                .shared
-                .queue
-                .bury(&topic.keys, &[], topic.cfg.dead_letter, now)
-                .await
-            {
-                tracing::warn!(topic = %topic.cfg.name, "cannot enforce dead-letter retention: {e}");
-            }
-        }
-    }
-
-    /// Deliver follow-ups parked by acks whose runner did not deliver them in time.
-    async fn sweep_outboxes(&self, now: u64) {
-        for topic in &self.topics {
-            let entries = match self
-                .shared
-                .queue
-                .take_outbox(&topic.keys, now, SWEEP_BATCH)
-                .await
-            {
-                Ok(entries) if entries.is_empty() => continue,
-                Ok(entries) => entries,
-                Err(e) => {
-                    tracing::warn!(topic = %topic.cfg.name, "cannot sweep the follow-up outbox: {e}");
-                    continue;
-                }
-            };
-            let mut good = Vec::with_capacity(entries.len());
-            for (token, jobs) in entries {
-                match jobs {
-                    Ok(jobs) => good.push((token, jobs)),
-                    Err(e) => {
-                        tracing::error!(topic = %topic.cfg.name, %token, "dropping an unreadable outbox entry: {e}")
-                    }
-                }
-            }
-            match self.shared.queue.deliver(&topic.keys, &good, now).await {
-                Ok(()) => {
-                    tracing::info!(topic = %topic.cfg.name, entries = good.len(), "delivered follow-ups a stopped runner had left")
-                }
-                Err(e) => {
-                    tracing::warn!(topic = %topic.cfg.name, "cannot deliver swept follow-ups, trying again later: {e}")
-                }
-            }
-        }
     }
 
     /// Stop claiming; give running attempts the grace period, then stop them.

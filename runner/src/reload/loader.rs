@@ -1,86 +1,14 @@
-//! Live reload: `queues.toml` and the handler components change under a
-//! running runner.
-//!
-//! The [`Loader`] knows which version of every handler file is loaded (its
-//! size and modification time, and its content hash). A rescan stats every
-//! file, reads and hashes only those whose stamp changed, and compiles (off
-//! the async executor) only those whose content changed. The result is a
-//! [`Snapshot`]: a validated configuration and the handler each topic serves.
-//! A file that fails to compile or does not match the contract is rejected
-//! and the version already loaded keeps serving; a deleted file leaves its
-//! topics without a handler (they stop claiming) until it returns. A new
-//! configuration is applied only whole: if it does not parse, or a topic it
-//! adds cannot load its handler, the running one stays.
-//!
-//! [`watch`] turns file-system events (and, as a safety net, a periodic
-//! rescan) into [`Reload`]s for the scheduler: a new snapshot if anything
-//! changed, and [`Notice`]s of what happened, which the scheduler publishes
-//! once it serves the new state.
+//! The [`Loader`]: which version of every handler file is loaded, and
+//! bringing them (and the configuration) up to date on a rescan.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use tokio::sync::mpsc;
-
+use super::{Notice, Reload, Snapshot};
 use crate::config::Config;
 use crate::wasm::{LoadError, LoadedHandler, Runtime, content_hash};
-
-/// How long file events must be quiet before a rescan (a copy in progress
-/// produces a stream of them).
-const QUIET: Duration = Duration::from_millis(100);
-/// A rescan happens at least this often, even without events.
-const RESCAN: Duration = Duration::from_secs(5);
-
-/// What the runner serves: a configuration and each topic's handler.
-#[derive(Clone)]
-pub struct Snapshot {
-    /// The validated configuration.
-    pub config: Arc<Config>,
-    /// Topic name → its handler. A topic missing here has no loadable file
-    /// and claims nothing.
-    pub handlers: HashMap<String, LoadedHandler>,
-}
-
-/// What a rescan did, as the runner reports it (see `Runner::subscribe_reloads`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Notice {
-    /// A handler version now serves its topics.
-    Loaded {
-        /// The handler file.
-        path: PathBuf,
-        /// Its content hash.
-        hash: String,
-    },
-    /// A handler file cannot serve; the version before it (if any) still does.
-    Rejected {
-        /// The handler file.
-        path: PathBuf,
-        /// Why.
-        error: String,
-    },
-    /// A handler file is gone; its topics claim nothing until it returns.
-    Missing {
-        /// The handler file.
-        path: PathBuf,
-    },
-    /// A changed configuration now applies.
-    ConfigApplied,
-    /// A changed configuration was refused; the running one stays.
-    ConfigRejected {
-        /// Why, naming file, line and field where there is one.
-        error: String,
-    },
-}
-
-/// The outcome of a rescan that found something.
-pub struct Reload {
-    /// What to serve from now on, if it changed.
-    pub snapshot: Option<Snapshot>,
-    /// What happened, in order.
-    pub notices: Vec<Notice>,
-}
 
 /// Identifies a file version cheaply, before reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -451,66 +379,4 @@ fn describe_changes(old: &Config, new: &Config) -> String {
     } else {
         parts.join("; ")
     }
-}
-
-/// Watch the handlers folder and the configuration's folder; send a
-/// [`Reload`] whenever a rescan finds something. Ends when `tx` is closed.
-pub async fn watch(mut loader: Loader, mut current: Snapshot, tx: mpsc::Sender<Reload>) {
-    let (events_tx, mut events) = mpsc::unbounded_channel();
-    let watcher = start_watcher(&current.config, events_tx);
-    if let Err(e) = &watcher {
-        tracing::warn!(
-            "cannot watch for changes ({e}); rescanning every {}s instead",
-            RESCAN.as_secs()
-        );
-    }
-    loop {
-        tokio::select! {
-            () = tx.closed() => return,
-            event = events.recv() => {
-                if event.is_none() {
-                    // the watcher is gone: fall back to the periodic rescan
-                    tokio::time::sleep(RESCAN).await;
-                }
-                // a copy in progress produces a stream of events: wait for quiet
-                let settle = tokio::time::Instant::now() + Duration::from_secs(1);
-                while let Ok(Some(_)) = tokio::time::timeout_at(
-                    settle.min(tokio::time::Instant::now() + QUIET),
-                    events.recv(),
-                )
-                .await
-                {}
-            }
-            () = tokio::time::sleep(RESCAN) => {}
-        }
-        if let Some(reload) = loader.rescan(&current).await {
-            if let Some(next) = &reload.snapshot {
-                current = next.clone();
-            }
-            if tx.send(reload).await.is_err() {
-                return;
-            }
-        }
-    }
-}
-
-type Events = mpsc::UnboundedSender<()>;
-
-fn start_watcher(config: &Config, tx: Events) -> notify::Result<notify::RecommendedWatcher> {
-    use notify::{EventKind, RecursiveMode, Watcher};
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // opening and closing without writing changes nothing
-        if !matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
-            let _ = tx.send(());
-        }
-    })?;
-    watcher.watch(&config.runner.handlers_dir, RecursiveMode::NonRecursive)?;
-    // the folder, not the file: editors replace a file by renaming over it
-    let folder = config
-        .path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    watcher.watch(folder, RecursiveMode::NonRecursive)?;
-    Ok(watcher)
 }
