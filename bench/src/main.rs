@@ -4,8 +4,8 @@
 //! taken pair by pair and the medians printed as one table and written as
 //! JSON (after every section, so a failure loses nothing measured before it).
 //!
-//! Run: `./scripts/bench` (see `--help`). Sections: `throughput` (with
-//! lateness), `memory`, `instance`, `cluster`, `scaling`.
+//! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
+//! `lateness`, `memory`, `instance`, `cluster`, `scaling`.
 
 mod bullmq;
 mod hourglass;
@@ -41,7 +41,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, memory, instance, cluster, scaling).
+    /// Run only these sections (throughput, lateness, memory, instance, cluster, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -123,6 +123,8 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("throughput") {
             let result = b.throughput(r).await;
             b.done("throughput", result)?;
+        }
+        if b.wanted("lateness") {
             let result = b.lateness(r).await;
             b.done("lateness", result)?;
         }
@@ -218,8 +220,13 @@ impl Bench {
             .pair(
                 "throughput",
                 repeat,
-                with_commands(&self.url, n, hourglass::throughput(&self.project, n)),
-                with_commands(&self.url, n, async {
+                with_commands(
+                    &self.url,
+                    self.redis.pid(),
+                    n,
+                    hourglass::throughput(&self.project, n),
+                ),
+                with_commands(&self.url, self.redis.pid(), n, async {
                     bullmq::run("throughput", self.redis.port, serde_json::json!({ "n": n }))
                 }),
             )
@@ -231,6 +238,7 @@ impl Bench {
                 ("processed_per_sec", "jobs/s"),
                 ("scripts_per_job", "calls"),
                 ("commands_per_job", "commands"),
+                ("redis_cpu_us_per_job", "µs"),
             ],
             &hg,
             &bull,
@@ -353,19 +361,26 @@ impl Bench {
     }
 }
 
-/// Run `work`, adding to its JSON result the Redis scripts and commands (all
-/// of them, those run inside scripts included) per job, from `INFO commandstats`.
+/// Run `work`, adding to its JSON result what it cost Redis per job: scripts
+/// and commands (those run inside scripts included, from `INFO commandstats`)
+/// and the redis-server process's CPU time.
 async fn with_commands(
     url: &str,
+    pid: Option<u32>,
     jobs: usize,
     work: impl Future<Output = anyhow::Result<Value>>,
 ) -> anyhow::Result<Value> {
     let before = server::commandstats(url).await?;
+    let cpu_before = pid.map(server::cpu_micros);
     let mut result = work.await?;
+    let cpu_after = pid.map(server::cpu_micros);
     let after = server::commandstats(url).await?;
     let per_job = |a: f64, b: f64| (a - b) / jobs as f64;
     result["scripts_per_job"] = per_job(after.1, before.1).into();
     result["commands_per_job"] = per_job(after.0, before.0).into();
+    if let (Some(a), Some(b)) = (cpu_after, cpu_before) {
+        result["redis_cpu_us_per_job"] = per_job(a, b).into();
+    }
     Ok(result)
 }
 

@@ -76,3 +76,21 @@ pub async fn version(url: &str) -> anyhow::Result<String> {
         .trim()
         .to_owned())
 }
+
+/// CPU time (user + system, µs) a process has used, from /proc.
+pub fn cpu_micros(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // the fields after the command name (which may hold spaces) in parentheses
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10_000.0 // USER_HZ is 100 on Linux
+}
