@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
             late: 20_000,
             spread: Duration::from_secs(10),
             memory: 100_000,
-            scale: 10_000,
+            scale: 50_000,
             instance: 20_000,
         }
     };
