@@ -20,7 +20,14 @@ use clap::{Parser, Subcommand};
 
 /// Delayed and retried jobs on Redis, handled by sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
-#[command(name = "hourglass", version, propagate_version = true)]
+#[command(
+    name = "hourglass",
+    version,
+    propagate_version = true,
+    after_help = "Usually: `hourglass check` (validate queues.toml and every handler), then \
+        `hourglass run`; jobs come from `hourglass enqueue`, the Rust API or handlers' follow-ups.\n\
+        Exit status: 0 success, 1 a run-time failure (Redis, a handler), 2 bad input."
+)]
 pub struct Cli {
     /// The configuration file.
     #[arg(
