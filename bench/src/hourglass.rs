@@ -24,16 +24,9 @@ pub struct Project {
 
 impl Project {
     pub fn new(url: &str) -> anyhow::Result<Project> {
-        let dir = tempfile::tempdir()?;
-        std::fs::create_dir_all(dir.path().join("handlers"))?;
-        std::fs::copy(
-            test_support::components::ECHO,
-            dir.path().join("handlers/echo.wasm"),
-        )?;
-        let toml = format!(
+        let dir = echo_project(&format!(
             "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"{TOPIC}\"\nhandler = \"echo.wasm\"\n"
-        );
-        std::fs::write(dir.path().join("queues.toml"), toml)?;
+        ))?;
         Ok(Project {
             dir,
             url: url.to_owned(),
@@ -49,6 +42,19 @@ impl Project {
         let k = q.keys(TOPIC);
         Ok((q, k))
     }
+}
+
+/// A temporary project folder: `queues.toml` with this text, and the echo
+/// component in `handlers/`.
+fn echo_project(queues_toml: &str) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("handlers"))?;
+    std::fs::copy(
+        test_support::components::ECHO,
+        dir.path().join("handlers/echo.wasm"),
+    )?;
+    std::fs::write(dir.path().join("queues.toml"), queues_toml)?;
+    Ok(dir)
 }
 
 /// A runner in the background.
@@ -262,12 +268,6 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
 /// n immediate no-op jobs spread over `topics` topics, processed by one runner
 /// with the default configuration, against one server or a cluster: jobs/s.
 pub async fn spread(endpoint: &Endpoint, topics: usize, n: usize) -> anyhow::Result<f64> {
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("handlers"))?;
-    std::fs::copy(
-        test_support::components::ECHO,
-        dir.path().join("handlers/echo.wasm"),
-    )?;
     let target = if endpoint.cluster {
         format!("cluster = {:?}", endpoint.urls)
     } else {
@@ -280,8 +280,8 @@ pub async fn spread(endpoint: &Endpoint, topics: usize, n: usize) -> anyhow::Res
             "[[topic]]\nname = \"{name}\"\nhandler = \"echo.wasm\"\n\n"
         ));
     }
+    let dir = echo_project(&toml)?;
     let path = dir.path().join("queues.toml");
-    std::fs::write(&path, toml)?;
     let q = Queue::open(endpoint, "spread").await?;
     for name in &names {
         enqueue_all(&q, &q.keys(name), &jobs(n / topics, |_| 0, b"{}")).await?;
