@@ -36,6 +36,7 @@ if #due > 0 then
       out[#out + 1] = failures[i]
     end
   end
+  keep_hashed(KEYS[4])
   for i = 1, #leased, 2 * CHUNK do
     redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
     redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))

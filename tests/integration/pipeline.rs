@@ -229,3 +229,44 @@ async fn one_enqueue_call_handles_repeats_and_generated_ids_that_collide_with_ca
     expected.sort();
     assert_eq!(ids, expected, "four jobs, the repeat not among them");
 }
+
+/// The attempt hash holds only jobs in flight; kept as a listpack, every
+/// lookup in it would be a linear scan. It must become (and stay) a hash table
+/// from the first claim, through acks that empty it, without a visible field.
+#[tokio::test]
+async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let encoding = || {
+        let out = std::process::Command::new("redis-cli")
+            .args([
+                "-p",
+                &redis.port.to_string(),
+                "object",
+                "encoding",
+                &k.attempt,
+            ])
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    q.enqueue(&k, &[job(Some("x"), 0), job(Some("y"), 0)], 0)
+        .await
+        .unwrap();
+    let claimed = q.claim(&k, 10, 20_000, 10).await.unwrap();
+    assert_eq!(claimed.jobs.len(), 2);
+    assert_eq!(encoding(), "hashtable");
+    let stale = q.ack(&k, &[done("x", 1), done("y", 1)], 10).await.unwrap();
+    assert!(stale.is_empty(), "{stale:?}");
+    assert_eq!(encoding(), "hashtable");
+    let stats = q.stats(&k, 10).await.unwrap();
+    assert_eq!((stats.scheduled, stats.ready, stats.running), (0, 0, 0));
+    q.enqueue(&k, &[job(Some("x"), 0)], 20).await.unwrap();
+    let again = q.claim(&k, 30, 20_000, 10).await.unwrap();
+    assert_eq!(
+        (again.jobs.len(), again.jobs[0].attempt),
+        (1, 1),
+        "a new job of the same id starts at attempt 1"
+    );
+}

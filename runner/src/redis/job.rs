@@ -4,7 +4,8 @@
 use super::{CorruptRecord, Parked, Record};
 
 /// Job ids are Redis hash fields and zset members and appear in logs:
-/// 1 to 512 bytes of printable text.
+/// 1 to 512 bytes of printable text. (Scripts rely on the bound: the attempt
+/// hash keeps one longer field of its own, see `lua/prelude.lua`.)
 pub fn check_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > 512 {
         return Err(format!("a job id is 1 to 512 bytes, not {}", id.len()));
