@@ -115,6 +115,10 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
     let out = hourglass(&project, &["inspect", "echo", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no job \"nope\""));
+    let too_long = "~".repeat(520);
+    let out = hourglass(&project, &["inspect", "echo", &too_long]);
+    assert_eq!(out.status.code(), Some(2), "a malformed id is bad input");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 to 512 bytes"));
 
     // a job that dies: the dead letter names the reason and the handler version
     let mut runner = crate::util::Running::start(project.config()).await;

@@ -7,7 +7,7 @@ use anyhow::anyhow;
 
 use super::{Failure, load_config, topic_of};
 use crate::clock::now_ms;
-use crate::redis::{JobState, JobView};
+use crate::redis::{JobState, JobView, check_id};
 use crate::worker::connect;
 
 #[derive(Debug, clap::Args)]
@@ -25,6 +25,7 @@ pub(super) struct Args {
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     let config = load_config(config)?;
     topic_of(&config, &args.topic)?;
+    check_id(&args.id).map_err(|e| Failure::input(anyhow!(e)))?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
     let Some(view) = queue
