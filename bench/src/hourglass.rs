@@ -241,6 +241,7 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
         grants: Default::default(),
         may_enqueue: Vec::new().into(),
         max_payload: 1 << 20,
+        http: Default::default(),
     };
     let input = |i: usize| JobInput {
         ctx: JobContext {

@@ -3,6 +3,7 @@
 //!
 //! Every error names the file, line and column and the field at fault.
 
+mod http;
 mod raw;
 mod units;
 
@@ -10,6 +11,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use http::{Access, Host, HttpGrant, HttpLimits, MAX_RESPONSE, Scheme, Target};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// Where the jobs live.
@@ -112,6 +114,8 @@ pub struct TopicConfig {
     pub may_enqueue: Vec<String>,
     /// What the handler may reach beyond its sandbox; nothing by default.
     pub grants: Grants,
+    /// Limits on the handler's outbound HTTP requests.
+    pub http: HttpLimits,
 }
 
 /// Capabilities `queues.toml` grants one topic's handler.
@@ -121,6 +125,8 @@ pub struct Grants {
     pub env: Vec<(String, String)>,
     /// Host directories the guest sees.
     pub dirs: Vec<DirGrant>,
+    /// Where outbound HTTP requests may go.
+    pub http: Vec<HttpGrant>,
 }
 
 /// One host directory a guest may use.
@@ -251,6 +257,8 @@ impl Config {
                 resolved.grants = resolve_grants(grants, &base, name)
                     .map_err(|(span, m)| invalid(Some(span), m))?;
             }
+            resolved.http = resolve_http(defaults.http.as_ref(), topic.http.as_ref(), &base, name)
+                .map_err(|(span, m)| invalid(Some(span), m))?;
             if !resolved.handler.is_file() {
                 return Err(invalid(
                     Some(topic.handler.span()),
@@ -367,7 +375,79 @@ fn resolve_grants(
             write: d.write,
         });
     }
+    for grant in raw.http.iter().flatten() {
+        let parsed = HttpGrant::parse(grant.get_ref()).map_err(|why| {
+            (
+                grant.span(),
+                format!("field `grants.http`: topic {topic:?}: {why}"),
+            )
+        })?;
+        grants.http.push(parsed);
+    }
     Ok(grants)
+}
+
+/// A topic's `http` limits: its own fields, else `[defaults]`' fields, else
+/// the built-in defaults. An extra CA file must hold at least one PEM certificate.
+fn resolve_http(
+    defaults: Option<&toml::Spanned<raw::RawHttp>>,
+    own: Option<&toml::Spanned<raw::RawHttp>>,
+    base: &Path,
+    topic: &str,
+) -> Result<HttpLimits, (std::ops::Range<usize>, String)> {
+    let mut limits = HttpLimits::default();
+    for layer in [defaults, own].into_iter().flatten() {
+        let span = layer.span();
+        let raw = layer.get_ref();
+        if let Some(d) = raw.connect_timeout {
+            limits.connect_timeout = d.0;
+        }
+        if let Some(d) = raw.first_byte_timeout {
+            limits.first_byte_timeout = d.0;
+        }
+        if let Some(n) = raw.max_concurrent {
+            limits.max_concurrent = n.0;
+        }
+        if let Some(size) = raw.max_response {
+            if !(1..=MAX_RESPONSE).contains(&size.0) {
+                return Err((
+                    span,
+                    format!(
+                        "field `http.max_response`: topic {topic:?}: between 1 byte and {} MiB",
+                        MAX_RESPONSE >> 20
+                    ),
+                ));
+            }
+            limits.max_response = size.0;
+        }
+        if let Some(ca) = &raw.tls_ca {
+            let path = base.join(ca);
+            check_pem_certs(&path).map_err(|why| {
+                (
+                    span.clone(),
+                    format!("field `http.tls_ca`: topic {topic:?}: {why}"),
+                )
+            })?;
+            limits.tls_ca = Some(path);
+        }
+    }
+    Ok(limits)
+}
+
+/// A readable PEM file with at least one certificate in it.
+fn check_pem_certs(path: &Path) -> Result<(), String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut count = 0;
+    for cert in CertificateDer::pem_slice_iter(&bytes) {
+        cert.map_err(|e| format!("{} is not a PEM certificate file: {e}", path.display()))?;
+        count += 1;
+    }
+    if count == 0 {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    Ok(())
 }
 
 /// Topic names end up inside Redis keys and hash tags: keep them plain.

@@ -34,7 +34,10 @@
 //! failed attempt: retried with backoff, dead-lettered when attempts run out.
 //!
 //! A handler can start further work with [`FollowUp`]: follow-up jobs are
-//! enqueued only if the attempt acks, in the same atomic step.
+//! parked with the attempt's ack and enqueued right after it, only if it acks.
+//!
+//! A handler can call the hosts its topic is granted with [`http`]:
+//! `http::post_json(url, &body)?` returns the status and body.
 //!
 //! Build and deploy with `hourglass build path/to/crate` (see the README).
 
@@ -45,6 +48,7 @@ extern crate alloc;
 extern crate self as hourglass_sdk;
 
 mod follow_up;
+pub mod http;
 mod job;
 mod log;
 mod outcome;

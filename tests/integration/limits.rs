@@ -140,6 +140,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         grants: Default::default(),
         may_enqueue: Vec::new().into(),
         max_payload: 1 << 20,
+        http: Default::default(),
     };
     let input = |id: &str| JobInput {
         ctx: JobContext {

@@ -13,6 +13,8 @@
 //!   unreachable at start and for a minute, SIGTERM with jobs in flight.
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
+//! - `http`: outbound HTTP behind per-topic grants, its limits, the webhook
+//!   handler, a JavaScript component importing wasi:http, grants reloaded live.
 //! - `follow_ups`: follow-up jobs exactly when the parent acks; the outbox sweep.
 //! - `input`: odd and bad payloads and ids: stored unchanged or refused clearly.
 //! - `ops`: cancel, dead list/retry/purge, pause/resume, dead-letter retention.
@@ -26,6 +28,7 @@ mod crash;
 mod faults;
 mod follow_ups;
 mod grants;
+mod http;
 mod input;
 mod jobs;
 mod limits;

@@ -132,6 +132,8 @@ pub fn hash_of(path: &str) -> String {
 pub struct Running {
     pub events: broadcast::Receiver<Event>,
     pub notices: broadcast::Receiver<Notice>,
+    /// The handlers' outbound HTTP requests per (topic, status).
+    pub outbound: std::sync::Arc<hourglass::wasm::OutboundCounts>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -142,6 +144,7 @@ impl Running {
         let runner = Runner::start(config).await.expect("runner starts");
         let events = runner.subscribe();
         let notices = runner.subscribe_reloads();
+        let outbound = runner.outbound_counts();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(runner.run(async {
             let _ = stopped.await;
@@ -149,6 +152,7 @@ impl Running {
         Running {
             events,
             notices,
+            outbound,
             stop: Some(stop),
             task: Some(task),
         }

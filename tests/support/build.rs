@@ -1,11 +1,12 @@
 //! Builds the example handler crates in `handlers/` for wasm32-wasip2 (as
-//! components) and exports each artifact's path as a constant, so tests never
-//! hard-code `target/...` paths.
+//! components), and the JavaScript probe in `js/` with componentize-js, and
+//! exports each artifact's path as a constant, so tests never hard-code
+//! `target/...` paths.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HANDLERS: [&str; 7] = [
+const HANDLERS: [&str; 8] = [
     "echo",
     "flaky",
     "order_cancel",
@@ -13,6 +14,7 @@ const HANDLERS: [&str; 7] = [
     "panic",
     "membomb",
     "probe",
+    "webhook",
 ];
 
 fn main() {
@@ -64,6 +66,45 @@ fn main() {
             path.display().to_string()
         ));
     }
-    let out = Path::new(&std::env::var("OUT_DIR").unwrap()).join("components.rs");
-    std::fs::write(out, consts).unwrap();
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let js = build_js(&manifest_dir.join("js"), &root.join("wit"), &out_dir);
+    consts.push_str(&format!(
+        "/// The JavaScript probe, built by componentize-js with its default features.\npub const JS_PROBE: &str = {:?};\n",
+        js.display().to_string()
+    ));
+    std::fs::write(out_dir.join("components.rs"), consts).unwrap();
+}
+
+/// `npm ci` (once, from the lockfile) and `componentize-js` on `js/probe.js`.
+fn build_js(js: &Path, wit: &Path, out_dir: &Path) -> PathBuf {
+    for watched in ["probe.js", "package.json", "package-lock.json"] {
+        println!("cargo:rerun-if-changed={}", js.join(watched).display());
+    }
+    let npm_missing = "npm is needed to build the JavaScript test handler: run scripts/setup (it installs Debian's nodejs and npm)";
+    let componentize = js.join("node_modules/.bin/componentize-js");
+    if !componentize.is_file() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(js)
+            .status()
+            .expect(npm_missing);
+        assert!(status.success(), "npm ci in {} failed", js.display());
+    }
+    let wasm = out_dir.join("js_probe.wasm");
+    let output = Command::new(&componentize)
+        .arg("--wit")
+        .arg(wit)
+        .args(["--world-name", "handler", "-o"])
+        .arg(&wasm)
+        .arg(js.join("probe.js"))
+        .output()
+        .expect(npm_missing);
+    assert!(
+        output.status.success() && wasm.is_file(),
+        "componentize-js failed on {}: {}{}",
+        js.join("probe.js").display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    wasm
 }

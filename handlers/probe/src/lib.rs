@@ -2,9 +2,10 @@
 //! do: read or write a file, read an environment variable, start follow-up
 //! jobs, then ack, fail or panic. Anything refused fails the job with the
 //! error the guest saw, so the dead letter says what was denied. Tests also
-//! use it to leave one file per execution (`touch`) and to take time (`spin_ms`).
+//! use it to leave one file per execution (`touch`), to take time (`spin_ms`)
+//! and to GET a URL (`fetch`: its status and body end up in the fail reason).
 
-use hourglass_sdk::{Error, FollowUp, Job, info};
+use hourglass_sdk::{Error, FollowUp, Job, http, info};
 
 #[derive(serde::Deserialize)]
 struct Plan {
@@ -22,6 +23,9 @@ struct Plan {
     /// Busy-wait this long.
     #[serde(default)]
     spin_ms: Option<u64>,
+    /// GET this URL (an error retries the job with the error the guest saw).
+    #[serde(default)]
+    fetch: Option<String>,
     /// "ack" (the default), "fail" or "panic", after everything above.
     #[serde(default)]
     then: Option<String>,
@@ -77,8 +81,14 @@ fn probe(job: Job) -> hourglass_sdk::Result {
         let id = f.enqueue()?;
         info!("follow-up {id} queued");
     }
+    let mut fetched = String::new();
+    if let Some(url) = &plan.fetch {
+        let response = http::get(url)?;
+        fetched = format!("; fetched {} {}", response.status(), response.text());
+        info!("fetched {url}{fetched}");
+    }
     match plan.then.as_deref() {
-        Some("fail") => Err(Error::fail("asked to fail")),
+        Some("fail") => Err(Error::fail(format!("asked to fail{fetched}"))),
         Some("panic") => panic!("asked to panic"),
         _ => Ok(()),
     }

@@ -12,7 +12,8 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, RedisConfig, RedisTarget, RunnerConfig, TlsFiles, TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, RedisConfig, RedisTarget, RunnerConfig, TlsFiles,
+    TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
@@ -60,12 +61,24 @@ pub(super) enum CacheSetting {
     Dir(PathBuf),
 }
 
-/// `grants = { env = [...], dirs = [...] }` of one topic.
+/// `grants = { env = [...], dirs = [...], http = [...] }` of one topic.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGrants {
     pub env: Option<Vec<Spanned<String>>>,
     pub dirs: Option<Vec<Spanned<RawDir>>>,
+    pub http: Option<Vec<Spanned<String>>>,
+}
+
+/// `http = { connect_timeout, first_byte_timeout, max_response, max_concurrent, tls_ca }`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttp {
+    pub connect_timeout: Option<NonZeroDur>,
+    pub first_byte_timeout: Option<NonZeroDur>,
+    pub max_response: Option<Size>,
+    pub max_concurrent: Option<Positive>,
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// One granted directory.
@@ -104,6 +117,7 @@ pub(super) struct Defaults {
     pub dead_letter: Option<RawDeadLetter>,
     pub priority: Option<i64>,
     pub concurrency: Option<Positive>,
+    pub http: Option<Spanned<RawHttp>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,6 +134,7 @@ pub(super) struct Topic {
     pub dead_letter: Option<RawDeadLetter>,
     pub may_enqueue: Option<Vec<Spanned<String>>>,
     pub grants: Option<RawGrants>,
+    pub http: Option<Spanned<RawHttp>>,
 }
 
 type Invalid = (Range<usize>, String);
@@ -330,6 +345,7 @@ impl Topic {
                 .map(|t| t.get_ref().clone())
                 .collect(),
             grants: Grants::default(),
+            http: HttpLimits::default(),
         }
     }
 }

@@ -165,3 +165,69 @@ fn nonsense_numbers_are_errors_at_their_line_not_silent_clamps() {
         assert!(message.contains(expect), "{field} = {value}: {message}");
     }
 }
+
+#[test]
+fn http_grants_and_limits_resolve_with_defaults_under_the_topic() {
+    let (_d, c) = with_handler(
+        "[defaults]\nhttp = { connect_timeout = \"2s\", max_concurrent = 2 }\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\
+         grants = { http = [\"https://api.example.com\", \"http://127.0.0.1:8080\"] }\nhttp = { max_concurrent = 3 }\n\n\
+         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\n",
+    );
+    let c = c.unwrap();
+    let a = &c.topics[0];
+    assert_eq!(
+        a.grants
+            .http
+            .iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>(),
+        ["https://api.example.com:443", "http://127.0.0.1:8080"]
+    );
+    assert_eq!(a.http.connect_timeout, Duration::from_secs(2));
+    assert_eq!(a.http.max_concurrent, 3);
+    assert_eq!(
+        a.http.first_byte_timeout,
+        HttpLimits::default().first_byte_timeout
+    );
+    assert!(
+        c.topics[1].grants.http.is_empty(),
+        "nothing granted by default"
+    );
+    assert_eq!(c.topics[1].http.max_concurrent, 2);
+}
+
+#[test]
+fn a_malformed_http_grant_names_its_line_and_field() {
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n[topic.grants]\nhttp = [\n  \"https://ok.example.com\",\n  \"https://api.example.com/v1\",\n]\n",
+    );
+    let (line, message) = error_at(r);
+    assert_eq!(line, 8);
+    assert!(
+        message.contains("field `grants.http`") && message.contains("not a path"),
+        "{message}"
+    );
+}
+
+#[test]
+fn http_limits_out_of_range_and_bad_ca_files_are_errors() {
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nhttp = { max_response = \"2GiB\" }\n",
+    );
+    let (line, message) = error_at(r);
+    assert_eq!(line, 4);
+    assert!(message.contains("http.max_response"), "{message}");
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nhttp = { tls_ca = \"handlers/echo.wasm\" }\n",
+    );
+    let (line, message) = error_at(r);
+    assert_eq!(line, 4);
+    assert!(
+        message.contains("http.tls_ca") && message.contains("no PEM certificate"),
+        "{message}"
+    );
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nhttp = { max_concurrent = 0 }\n",
+    );
+    assert_eq!(error_at(r).0, 4);
+}

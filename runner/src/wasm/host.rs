@@ -3,14 +3,16 @@
 //! `queues.toml` grants (by default no files, no network, no environment).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::Sandbox;
 use super::bindings::hourglass::handler::{follow_up, log, types};
+use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
 
 /// Most follow-up jobs one attempt may start.
@@ -46,6 +48,8 @@ pub struct JobContext {
 pub struct Host {
     wasi: WasiCtx,
     table: ResourceTable,
+    http: WasiHttpCtx,
+    outbound: Outbound,
     pub(super) limits: MemoryLimit,
     pub(super) ctx: JobContext,
     stdout: GuestOutput,
@@ -58,9 +62,15 @@ pub struct Host {
 }
 
 impl Host {
-    /// A fresh host for one attempt with what `sandbox` grants and nothing else.
-    /// Fails (naming the directory) when a granted directory cannot be opened.
-    pub fn new(ctx: JobContext, sandbox: &Sandbox) -> Result<Host, String> {
+    /// A fresh host for one attempt with what `sandbox` grants and nothing
+    /// else, ending by `deadline`. Fails (naming the directory) when a granted
+    /// directory cannot be opened.
+    pub fn new(
+        ctx: JobContext,
+        sandbox: &Sandbox,
+        deadline: Instant,
+        counts: Arc<OutboundCounts>,
+    ) -> Result<Host, String> {
         let stdout = GuestOutput::new(ctx.clone(), "stdout");
         let stderr = GuestOutput::new(ctx.clone(), "stderr");
         let mut wasi = WasiCtxBuilder::new();
@@ -85,6 +95,8 @@ impl Host {
         Ok(Host {
             wasi: wasi.build(),
             table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            outbound: Outbound::new(sandbox.http.clone(), ctx.clone(), deadline, counts),
             limits: MemoryLimit {
                 limit: sandbox.memory,
                 exceeded: None,
@@ -139,6 +151,16 @@ impl WasiView for Host {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for Host {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
         }
     }
 }

@@ -13,6 +13,7 @@
 mod cache;
 mod epoch;
 mod host;
+mod outbound;
 mod output;
 
 use std::path::Path;
@@ -30,6 +31,7 @@ use crate::config::{Grants, MAX_MEMORY, TopicConfig};
 pub use cache::CacheError;
 use host::Host;
 pub use host::{FollowUp, JobContext};
+pub use outbound::{HttpPolicy, OutboundCounts, is_public};
 
 /// Bindings generated from `wit/handler.wit`.
 #[allow(missing_docs)]
@@ -104,7 +106,7 @@ pub enum Finish {
 }
 
 /// What one attempt of a topic's handler may use.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Sandbox {
     /// Wall-clock time.
     pub timeout: Duration,
@@ -116,17 +118,21 @@ pub struct Sandbox {
     pub may_enqueue: Arc<[String]>,
     /// The largest follow-up payload, in bytes.
     pub max_payload: u64,
+    /// Where outbound HTTP may go, with its limits.
+    pub http: Arc<HttpPolicy>,
 }
 
 impl Sandbox {
     /// The sandbox `topic` sets, with the runner's payload limit.
     pub fn for_topic(topic: &TopicConfig, max_payload: u64) -> Sandbox {
+        let grants = Arc::new(topic.grants.clone());
         Sandbox {
             timeout: topic.timeout,
             memory: topic.memory,
-            grants: Arc::new(topic.grants.clone()),
+            grants: grants.clone(),
             may_enqueue: topic.may_enqueue.iter().cloned().collect(),
             max_payload,
+            http: Arc::new(HttpPolicy::new(grants, topic.http.clone())),
         }
     }
 }
@@ -176,6 +182,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<Host>,
     cache: Option<Cache>,
+    outbound: Arc<OutboundCounts>,
     _ticker: epoch::EpochTicker,
 }
 
@@ -221,6 +228,8 @@ impl Runtime {
         let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        // every handler may import wasi:http; what it reaches is decided per request
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_error)?;
         bindings::Handler::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h)
             .map_err(engine_error)?;
         let ticker = epoch::EpochTicker::start(engine.clone());
@@ -228,8 +237,14 @@ impl Runtime {
             engine,
             linker,
             cache,
+            outbound: Arc::default(),
             _ticker: ticker,
         })
+    }
+
+    /// Outbound HTTP requests so far, per (topic, status).
+    pub fn outbound_counts(&self) -> Arc<OutboundCounts> {
+        self.outbound.clone()
     }
 
     /// Compile-cache (hits, misses) so far, if there is a cache.
@@ -274,13 +289,13 @@ impl Runtime {
 
     /// Run one attempt in a fresh instance inside `sandbox`.
     pub async fn run(&self, handler: &LoadedHandler, job: JobInput, sandbox: &Sandbox) -> Finish {
-        let host = match Host::new(job.ctx.clone(), sandbox) {
+        let deadline = Instant::now() + sandbox.timeout;
+        let host = match Host::new(job.ctx.clone(), sandbox, deadline, self.outbound.clone()) {
             Ok(host) => host,
             Err(why) => return Finish::Failed(why),
         };
         let mut store = Store::new(&self.engine, host);
         store.limiter(|h| &mut h.limits);
-        let deadline = Instant::now() + sandbox.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
             if Instant::now() >= deadline {

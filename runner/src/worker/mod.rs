@@ -196,6 +196,12 @@ impl Runner {
         self.shared.notices.subscribe()
     }
 
+    /// Outbound HTTP requests of the handlers, per (topic, status), from the
+    /// start and as they happen.
+    pub fn outbound_counts(&self) -> Arc<crate::wasm::OutboundCounts> {
+        self.shared.runtime.outbound_counts()
+    }
+
     /// The connection the runner uses (handy for producing from the same process).
     pub fn queue(&self) -> &Queue {
         &self.shared.queue

@@ -1,8 +1,10 @@
 //! Support for the integration tests and the benchmark harness: the handler
 //! components built from `handlers/`, throwaway redis-servers (plain,
-//! persistent, TLS) and a three-master Redis Cluster, and test certificates.
+//! persistent, TLS) and a three-master Redis Cluster, test certificates, and a
+//! scripted HTTP server for the outbound-HTTP tests and the demo.
 
 pub mod cluster;
+pub mod http_server;
 pub mod redis_server;
 pub mod tls;
 
@@ -12,7 +14,7 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 
     /// Every handler component as (name, path).
-    pub const ALL: [(&str, &str); 7] = [
+    pub const ALL: [(&str, &str); 8] = [
         ("echo", ECHO),
         ("flaky", FLAKY),
         ("order_cancel", ORDER_CANCEL),
@@ -20,8 +22,10 @@ pub mod components {
         ("panic", PANIC),
         ("membomb", MEMBOMB),
         ("probe", PROBE),
+        ("webhook", WEBHOOK),
     ];
 }
 
 pub use cluster::RedisCluster;
+pub use http_server::{HttpServer, Received, Reply};
 pub use redis_server::{RedisServer, free_port};

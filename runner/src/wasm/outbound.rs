@@ -1,0 +1,604 @@
+//! Outbound HTTP for guests (`wasi:http/outgoing-handler`), behind the
+//! topic's grants.
+//!
+//! Every request a guest sends comes through [`Outbound::send_request`]:
+//! - a target no grant opens is refused before anything leaves the process
+//!   (the guest gets `HTTP-request-denied`, the log says so once per
+//!   authority and attempt);
+//! - the SSRF rule: a name is resolved here and the connection goes to the
+//!   address that was checked; a name opened only by a wildcard grant may
+//!   not resolve to a loopback, private, link-local or otherwise non-public
+//!   address unless that address is granted itself; an exact grant (name or
+//!   IP literal) opens whatever it resolves to;
+//! - limits: connect and first-byte timeouts, both cut to the attempt's
+//!   remaining time; a cap on the response body; a cap on requests open at
+//!   once per attempt. Redirects are never followed (the guest sees the 3xx);
+//! - TLS with the system's trust roots plus the topic's `http.tls_ca`.
+//!
+//! Each request's method, authority, status and time are logged at debug
+//! level and counted per topic and status in [`OutboundCounts`].
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::host::JobContext;
+use crate::config::{Access, Grants, Host, HttpLimits, Target};
+
+/// How far past the attempt's deadline a request's own timeouts may reach.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(250);
+
+/// What a topic's attempts may reach over HTTP and how: built once per
+/// topic version, shared by its attempts.
+pub struct HttpPolicy {
+    grants: Arc<Grants>,
+    limits: HttpLimits,
+    /// Built on the first HTTPS request: system roots plus `tls_ca`.
+    tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
+}
+
+impl HttpPolicy {
+    /// The policy of a topic with these grants and limits.
+    pub fn new(grants: Arc<Grants>, limits: HttpLimits) -> HttpPolicy {
+        HttpPolicy {
+            grants,
+            limits,
+            tls: OnceLock::new(),
+        }
+    }
+
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        self.tls
+            .get_or_init(|| client_config(self.limits.tls_ca.as_deref()))
+            .clone()
+    }
+}
+
+impl Default for HttpPolicy {
+    /// Nothing granted, the default limits.
+    fn default() -> Self {
+        HttpPolicy::new(Arc::default(), HttpLimits::default())
+    }
+}
+
+impl std::fmt::Debug for HttpPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpPolicy")
+            .field("grants", &self.grants.http)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// Outbound requests so far, per (topic, status): the HTTP status code, or
+/// `denied` (refused by the grants) or `error` (no response: connection,
+/// TLS, timeout, limit).
+#[derive(Debug, Default)]
+pub struct OutboundCounts(Mutex<BTreeMap<(String, String), u64>>);
+
+impl OutboundCounts {
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
+        self.0.lock().expect("outbound counts lock").clone()
+    }
+
+    fn add(&self, topic: &str, status: &str) {
+        let mut counts = self.0.lock().expect("outbound counts lock");
+        *counts
+            .entry((topic.to_owned(), status.to_owned()))
+            .or_default() += 1;
+    }
+}
+
+/// One attempt's outbound HTTP: the `wasi:http` hooks of its store.
+pub struct Outbound {
+    policy: Arc<HttpPolicy>,
+    ctx: Arc<JobContext>,
+    deadline: Instant,
+    open: Arc<Semaphore>,
+    /// Authorities already reported as denied in this attempt.
+    denied: Arc<Mutex<HashSet<String>>>,
+    counts: Arc<OutboundCounts>,
+}
+
+impl Outbound {
+    /// The hooks for the attempt `ctx`, which must end by `deadline`.
+    pub fn new(
+        policy: Arc<HttpPolicy>,
+        ctx: JobContext,
+        deadline: Instant,
+        counts: Arc<OutboundCounts>,
+    ) -> Outbound {
+        let open = Arc::new(Semaphore::new(policy.limits.max_concurrent as usize));
+        Outbound {
+            policy,
+            ctx: Arc::new(ctx),
+            deadline,
+            open,
+            denied: Arc::default(),
+            counts,
+        }
+    }
+}
+
+type Sent = Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ),
+    Error,
+>;
+
+impl WasiHttpHooks for Outbound {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        let call = Call {
+            policy: self.policy.clone(),
+            ctx: self.ctx.clone(),
+            denied: self.denied.clone(),
+            counts: self.counts.clone(),
+            method: request.method().clone(),
+            authority: request
+                .uri()
+                .authority()
+                .map_or_else(String::new, |a| a.to_string()),
+        };
+        let target = request
+            .uri()
+            .scheme_str()
+            .ok_or_else(|| "no scheme".to_owned())
+            .and_then(|scheme| Target::parse(scheme, &call.authority));
+        let target = match target {
+            Ok(target) => target,
+            Err(why) => {
+                call.refuse(&why);
+                return Box::new(refuse(request, Error::HttpRequestUriInvalid));
+            }
+        };
+        let access = self.policy.grants.http_access(&target);
+        if access == Access::Denied {
+            call.refuse("no grant of the topic opens it (grants.http in queues.toml)");
+            return Box::new(refuse(request, Error::HttpRequestDenied));
+        }
+        let Ok(permit) = self.open.clone().try_acquire_owned() else {
+            call.finish(Err(&format!(
+                "more than {} requests open at once (http.max_concurrent)",
+                self.policy.limits.max_concurrent
+            )));
+            return Box::new(refuse(request, Error::ConnectionLimitReached));
+        };
+        // past the attempt's deadline the attempt itself is stopped (and the
+        // request with it): the margin lets that happen first, so the reason
+        // recorded is the time limit, not a request timeout
+        let remaining = self.deadline.saturating_duration_since(Instant::now()) + DEADLINE_MARGIN;
+        let limits = &self.policy.limits;
+        let guest = options.unwrap_or_default();
+        let connect = shortest(limits.connect_timeout, guest.connect_timeout, remaining);
+        let first_byte = shortest(
+            limits.first_byte_timeout,
+            guest.first_byte_timeout,
+            remaining,
+        );
+        Box::new(async move {
+            let started = Instant::now();
+            let sent = send(&call, request, target, access, connect, first_byte, permit).await;
+            match &sent {
+                Ok((response, _)) => call.finish(Ok((response.status().as_u16(), started))),
+                Err(Error::HttpRequestDenied) => {}
+                Err(e) => call.finish(Err(&e.to_string())),
+            }
+            sent
+        })
+    }
+}
+
+/// Answer `error` once the guest has finished writing the request body (into
+/// nothing): a guest that writes its body while it waits for the answer then
+/// sees `error`, not a closed body stream that hides why.
+async fn refuse(request: http::Request<WasiBody>, error: Error) -> Sent {
+    let mut body = request.into_body();
+    while let Some(Ok(_)) = body.frame().await {}
+    Err(error)
+}
+
+/// The smallest of the topic's limit, the guest's own and what the attempt has left.
+fn shortest(limit: Duration, guest: Option<Duration>, remaining: Duration) -> Duration {
+    guest.map_or(limit, |g| g.min(limit)).min(remaining)
+}
+
+/// What is known of one request, for its log line and counter.
+struct Call {
+    policy: Arc<HttpPolicy>,
+    ctx: Arc<JobContext>,
+    denied: Arc<Mutex<HashSet<String>>>,
+    counts: Arc<OutboundCounts>,
+    method: http::Method,
+    authority: String,
+}
+
+impl Call {
+    /// A request the grants refuse: warn once per authority and attempt.
+    fn refuse(&self, why: &str) {
+        let JobContext { topic, id, attempt } = &*self.ctx;
+        self.counts.add(topic, "denied");
+        if self
+            .denied
+            .lock()
+            .expect("denied lock")
+            .insert(self.authority.clone())
+        {
+            tracing::warn!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, "outbound request denied: {why}");
+        }
+    }
+
+    fn finish(&self, result: Result<(u16, Instant), &str>) {
+        let JobContext { topic, id, attempt } = &*self.ctx;
+        match result {
+            Ok((status, started)) => {
+                self.counts.add(topic, &status.to_string());
+                tracing::debug!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, status, ms = started.elapsed().as_millis() as u64, "outbound request");
+            }
+            Err(why) => {
+                self.counts.add(topic, "error");
+                tracing::debug!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, "outbound request failed: {why}");
+            }
+        }
+    }
+}
+
+/// Connect (see [`connect`]) and exchange (see [`exchange`]).
+async fn send(
+    call: &Call,
+    request: http::Request<WasiBody>,
+    target: Target,
+    access: Access,
+    connect_timeout: Duration,
+    first_byte_timeout: Duration,
+    permit: OwnedSemaphorePermit,
+) -> Sent {
+    match connect(call, &target, access, connect_timeout).await {
+        Ok(stream) => exchange(call, request, stream, first_byte_timeout, permit).await,
+        Err(e) => refuse(request, e).await,
+    }
+}
+
+/// Resolve (checking the SSRF rule), open TCP, and TLS for https.
+async fn connect(
+    call: &Call,
+    target: &Target,
+    access: Access,
+    connect_timeout: Duration,
+) -> Result<Box<dyn Stream>, Error> {
+    let connecting = async {
+        let addrs = resolve(call, target, access).await?;
+        let mut last = None;
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(Error::Connect(last.unwrap_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
+        })))
+    };
+    let tcp = tokio::time::timeout(connect_timeout, connecting)
+        .await
+        .map_err(|_| Error::ConnectionTimeout)??;
+    let _ = tcp.set_nodelay(true);
+    Ok(match target.scheme {
+        crate::config::Scheme::Http => Box::new(tcp),
+        crate::config::Scheme::Https => {
+            let tls = call.policy.tls().map_err(|why| {
+                tracing::warn!(topic = %call.ctx.topic, "outbound TLS is not available: {why}");
+                Error::TlsCertificateError
+            })?;
+            let name = match &target.host {
+                Host::Ip(ip) => rustls::pki_types::ServerName::from(*ip),
+                Host::Name(name) => rustls::pki_types::ServerName::try_from(name.clone())
+                    .map_err(|_| Error::HttpRequestUriInvalid)?,
+            };
+            let connector = tokio_rustls::TlsConnector::from(tls);
+            let stream = tokio::time::timeout(connect_timeout, connector.connect(name, tcp))
+                .await
+                .map_err(|_| Error::ConnectionTimeout)?
+                .map_err(Error::Tls)?;
+            Box::new(stream)
+        }
+    })
+}
+
+/// Hand the request to hyper on `stream`, and hand back the response with
+/// its body capped and a future that drives the connection to its end.
+async fn exchange(
+    call: &Call,
+    mut request: http::Request<WasiBody>,
+    stream: Box<dyn Stream>,
+    first_byte_timeout: Duration,
+    permit: OwnedSemaphorePermit,
+) -> Sent {
+    let limits = &call.policy.limits;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(Error::Hyper)?;
+    // on the wire the request line carries only the path (no proxy here)
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+
+    // drive the connection while waiting for the response head
+    let mut conn = Some(Box::pin(conn));
+    let response = {
+        let waiting = tokio::time::timeout(first_byte_timeout, sender.send_request(request));
+        tokio::pin!(waiting);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = waiting.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            if let Some(c) = conn.as_mut()
+                && let Poll::Ready(r) = c.as_mut().poll(cx)
+            {
+                conn = None;
+                if let Err(e) = r {
+                    return Poll::Ready(Ok(Err(e)));
+                }
+            }
+            Poll::Pending
+        })
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)?
+        .map_err(Error::Hyper)?
+    };
+    drop(sender);
+    if let Some(length) = response
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        && length > limits.max_response
+    {
+        return Err(Error::HttpResponseBodySize(Some(length)));
+    }
+    let cap = limits.max_response;
+    let response = response.map(|body| {
+        Capped {
+            body,
+            left: cap,
+            cap,
+        }
+        .boxed_unsync()
+    });
+    let io = async move {
+        // the permit is held until the connection is done with
+        let _permit = permit;
+        match conn {
+            Some(conn) => conn.await.map_err(Error::Hyper),
+            None => Ok(()),
+        }
+    };
+    Ok((response, Box::new(io)))
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for T {}
+
+/// The addresses to connect to: an IP literal as it is; a name resolved,
+/// keeping (for a wildcard grant) only public or explicitly granted addresses.
+async fn resolve(call: &Call, target: &Target, access: Access) -> Result<Vec<SocketAddr>, Error> {
+    let name = match &target.host {
+        Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, target.port)]),
+        Host::Name(name) => name,
+    };
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), target.port))
+        .await
+        .map_err(|e| Error::DnsError {
+            rcode: Some(e.to_string()),
+            info_code: None,
+        })?
+        .collect();
+    if found.is_empty() {
+        return Err(Error::DestinationNotFound);
+    }
+    if access == Access::Explicit {
+        return Ok(found);
+    }
+    let allowed: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|a| is_public(a.ip()) || call.policy.grants.grants_address(target, a.ip()))
+        .collect();
+    if allowed.is_empty() {
+        call.refuse(&format!(
+            "{name} resolves to {}, which is not a public address: grant the name exactly, or the address itself, to allow it (SSRF rule)",
+            found[0].ip()
+        ));
+        return Err(Error::HttpRequestDenied);
+    }
+    Ok(allowed)
+}
+
+/// Whether `ip` is a globally routable unicast address: not loopback,
+/// private, link-local, shared (CGNAT), unspecified, multicast, broadcast,
+/// documentation or reserved; IPv6 forms of IPv4 addresses are judged as those.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+                || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+                || (a == 198 && (b == 18 || b == 19)) // benchmarking
+                || a >= 240) // reserved
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            if s[0] == 0x64 && s[1] == 0xff9b {
+                // NAT64: the IPv4 address is the last 32 bits
+                let [.., c, d] = s;
+                let v4 = std::net::Ipv4Addr::new((c >> 8) as u8, c as u8, (d >> 8) as u8, d as u8);
+                return is_public(IpAddr::V4(v4));
+            }
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00 // unique local
+                || (s[0] & 0xffc0) == 0xfe80 // link-local
+                || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+                || s[..6].iter().all(|&x| x == 0)) // IPv4-compatible and other ::/96
+        }
+    }
+}
+
+/// System roots plus the topic's extra CA, HTTP/1.1 only.
+fn client_config(extra_ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(system_roots().iter().cloned());
+    if let Some(path) = extra_ca {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let certs = CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("cannot read the CA file {}: {e}", path.display()))?;
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(format!("{} holds no usable CA certificate", path.display()));
+        }
+    }
+    if roots.is_empty() {
+        return Err(
+            "no trusted root certificates: the system has none and no http.tls_ca is set".into(),
+        );
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS set-up: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The system's trust roots, read once per process.
+fn system_roots() -> &'static [rustls::pki_types::CertificateDer<'static>] {
+    static ROOTS: OnceLock<Vec<rustls::pki_types::CertificateDer<'static>>> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        if found.certs.is_empty() {
+            tracing::warn!(errors = ?found.errors, "no system trust roots found: outbound HTTPS trusts only a topic's http.tls_ca");
+        }
+        found.certs
+    })
+}
+
+/// A response body that fails once more than `cap` bytes arrive.
+struct Capped {
+    body: Incoming,
+    left: u64,
+    cap: u64,
+}
+
+impl Body for Capped {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let frame = ready!(Pin::new(&mut self.body).poll_frame(cx));
+        Poll::Ready(match frame {
+            None => None,
+            Some(Err(e)) => Some(Err(Error::Hyper(e))),
+            Some(Ok(frame)) => {
+                let len = frame.data_ref().map_or(0, |d| d.len() as u64);
+                if len > self.left {
+                    // how much arrived, which is past the cap
+                    let seen = self.cap - self.left + len;
+                    Some(Err(Error::HttpResponseBodySize(Some(seen))))
+                } else {
+                    self.left -= len;
+                    Some(Ok(frame))
+                }
+            }
+        })
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_public;
+
+    #[test]
+    fn private_and_special_addresses_are_not_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+            "2001:db8::1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+}

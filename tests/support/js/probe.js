@@ -1,0 +1,22 @@
+// A JavaScript handler for the tests. Built by test-support's build script with
+//   componentize-js --wit wit --world-name handler -o js_probe.wasm probe.js
+// (componentize-js 0.23.0, default features: the component imports wasi:http).
+// The payload is JSON: {"fetch": URL} GETs the URL and fails the job with its
+// status and body as the reason (so a test sees what the handler saw); without
+// it the job is acked.
+import { log } from 'hourglass:handler/log@0.1.0';
+
+export async function handle(job) {
+  const plan = JSON.parse(new TextDecoder().decode(job.payload));
+  log('info', `js probe: job ${job.id}, attempt ${job.attempt}`);
+  if (plan.fetch) {
+    try {
+      const res = await fetch(plan.fetch);
+      const text = await res.text();
+      return { tag: 'fail', val: `fetched ${res.status} ${text}` };
+    } catch (e) {
+      return { tag: 'retry', val: { delayMs: undefined, reason: `fetch ${plan.fetch}: ${e}` } };
+    }
+  }
+  return { tag: 'ack' };
+}
