@@ -421,14 +421,7 @@ async fn resolve(call: &Call, target: &Target, access: Access) -> Result<Vec<Soc
     if found.is_empty() {
         return Err(Error::DestinationNotFound);
     }
-    if access == Access::Explicit {
-        return Ok(found);
-    }
-    let allowed: Vec<SocketAddr> = found
-        .iter()
-        .copied()
-        .filter(|a| is_public(a.ip()) || call.policy.grants.grants_address(target, a.ip()))
-        .collect();
+    let allowed = permitted(&call.policy.grants, target, access, &found);
     if allowed.is_empty() {
         call.refuse(&format!(
             "{name} resolves to {}, which is not a public address: grant the name exactly, or the address itself, to allow it (SSRF rule)",
@@ -437,6 +430,26 @@ async fn resolve(call: &Call, target: &Target, access: Access) -> Result<Vec<Soc
         return Err(Error::HttpRequestDenied);
     }
     Ok(allowed)
+}
+
+/// The SSRF rule: of the addresses a name resolved to, those a request may
+/// dial. An exact grant of the name allows them all; a wildcard grant only
+/// public ones, and those granted as addresses themselves.
+fn permitted(
+    grants: &Grants,
+    target: &Target,
+    access: Access,
+    found: &[SocketAddr],
+) -> Vec<SocketAddr> {
+    found
+        .iter()
+        .copied()
+        .filter(|a| match access {
+            Access::Explicit => true,
+            Access::Wildcard => is_public(a.ip()) || grants.grants_address(target, a.ip()),
+            Access::Denied => false,
+        })
+        .collect()
 }
 
 /// Whether `ip` is a globally routable unicast address: not loopback,
@@ -567,7 +580,54 @@ impl Body for Capped {
 
 #[cfg(test)]
 mod tests {
-    use super::is_public;
+    use super::*;
+    use crate::config::HttpGrant;
+
+    fn grants(list: &[&str]) -> Grants {
+        Grants {
+            http: list.iter().map(|g| HttpGrant::parse(g).unwrap()).collect(),
+            ..Grants::default()
+        }
+    }
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter()
+            .map(|a| SocketAddr::new(a.parse().unwrap(), 443))
+            .collect()
+    }
+
+    #[test]
+    fn a_wildcard_grant_never_dials_a_private_address_unless_it_is_granted() {
+        let target = Target::parse("https", "db.corp.example.com").unwrap();
+        let g = grants(&["https://*.corp.example.com"]);
+        let access = g.http_access(&target);
+        assert_eq!(access, Access::Wildcard);
+        for private in ["127.0.0.1", "10.0.0.5", "169.254.169.254", "::1", "fd00::1"] {
+            assert!(
+                permitted(&g, &target, access, &addrs(&[private])).is_empty(),
+                "{private}"
+            );
+        }
+        // a mixed answer keeps only the public address (no rebinding to the private one)
+        let mixed = addrs(&["10.0.0.5", "93.184.216.34"]);
+        assert_eq!(
+            permitted(&g, &target, access, &mixed),
+            addrs(&["93.184.216.34"])
+        );
+        // the address granted itself (same scheme and port) is allowed
+        let g = grants(&["https://*.corp.example.com", "https://10.0.0.5"]);
+        assert_eq!(permitted(&g, &target, access, &mixed), mixed);
+    }
+
+    #[test]
+    fn an_exact_grant_of_the_name_may_be_private() {
+        let target = Target::parse("https", "orders.internal").unwrap();
+        let g = grants(&["https://orders.internal"]);
+        let access = g.http_access(&target);
+        assert_eq!(access, Access::Explicit);
+        let found = addrs(&["10.1.2.3", "127.0.0.1"]);
+        assert_eq!(permitted(&g, &target, access, &found), found);
+    }
 
     #[test]
     fn private_and_special_addresses_are_not_public() {
