@@ -47,12 +47,23 @@ impl Project {
 /// A temporary project folder: `queues.toml` with this text, and the echo
 /// component in `handlers/`.
 fn echo_project(queues_toml: &str) -> anyhow::Result<tempfile::TempDir> {
+    project_with(
+        queues_toml,
+        &[("echo.wasm", test_support::components::ECHO)],
+    )
+}
+
+/// A temporary project folder: `queues.toml` with this text, and these
+/// (name, path) components in `handlers/`.
+fn project_with(
+    queues_toml: &str,
+    components: &[(&str, &str)],
+) -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::tempdir()?;
     std::fs::create_dir_all(dir.path().join("handlers"))?;
-    std::fs::copy(
-        test_support::components::ECHO,
-        dir.path().join("handlers/echo.wasm"),
-    )?;
+    for (name, path) in components {
+        std::fs::copy(path, dir.path().join("handlers").join(name))?;
+    }
     std::fs::write(dir.path().join("queues.toml"), queues_toml)?;
     Ok(dir)
 }
@@ -105,8 +116,37 @@ fn cpu_micros() -> f64 {
 
 /// n immediate no-op jobs enqueued in batches of 1000, then processed.
 pub async fn throughput(p: &Project, n: usize) -> anyhow::Result<serde_json::Value> {
+    drain(p, n, b"{}").await
+}
+
+/// n immediate jobs whose handler (the probe) makes one GET to a loopback
+/// endpoint and acks: throughput with one outbound call per job.
+pub async fn http_call(url: &str, n: usize) -> anyhow::Result<serde_json::Value> {
+    let sink = crate::sink::Sink::start().await?;
+    let dir = project_with(
+        &format!(
+            "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"{TOPIC}\"\nhandler = \"probe.wasm\"\ngrants = {{ http = [\"{}\"] }}\n",
+            sink.url()
+        ),
+        &[("probe.wasm", test_support::components::PROBE)],
+    )?;
+    let p = Project {
+        dir,
+        url: url.to_owned(),
+    };
+    let payload = format!(r#"{{"fetch":"{}/ping"}}"#, sink.url());
+    let result = drain(&p, n, payload.as_bytes()).await?;
     let (q, k) = p.queue().await?;
-    let all = jobs(n, |_| 0, b"{}");
+    let dead = q.stats(&k, now_ms()).await?.dead;
+    anyhow::ensure!(dead == 0, "{dead} outbound-call jobs failed");
+    Ok(result)
+}
+
+/// Enqueue n immediate jobs with `payload` in batches of 1000, then run the
+/// runner until they are all processed.
+async fn drain(p: &Project, n: usize, payload: &[u8]) -> anyhow::Result<serde_json::Value> {
+    let (q, k) = p.queue().await?;
+    let all = jobs(n, |_| 0, payload);
     let t0 = Instant::now();
     enqueue_all(&q, &k, &all).await?;
     let enqueue_secs = t0.elapsed().as_secs_f64();

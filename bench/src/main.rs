@@ -11,6 +11,7 @@ mod bullmq;
 mod hourglass;
 mod report;
 mod server;
+mod sink;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -41,7 +42,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, lateness, memory, instance, cluster, scaling).
+    /// Run only these sections (throughput, http, lateness, memory, instance, cluster, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -52,6 +53,7 @@ struct Args {
 /// How many jobs each workload uses.
 struct Sizes {
     throughput: usize,
+    http: usize,
     late: usize,
     spread: Duration,
     memory: usize,
@@ -80,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
     let sizes = if args.quick {
         Sizes {
             throughput: 10_000,
+            http: 2_000,
             late: 2_000,
             spread: Duration::from_secs(2),
             memory: 10_000,
@@ -89,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Sizes {
             throughput: 100_000,
+            http: 20_000,
             late: 20_000,
             spread: Duration::from_secs(10),
             memory: 100_000,
@@ -123,6 +127,10 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("throughput") {
             let result = b.throughput(r).await;
             b.done("throughput", result)?;
+        }
+        if b.wanted("http") {
+            let result = b.http_call().await;
+            b.done("http", result)?;
         }
         if b.wanted("lateness") {
             let result = b.lateness(r).await;
@@ -245,6 +253,25 @@ impl Bench {
         );
         self.report.record(
             "throughput runner_cpu_us_per_job",
+            "µs",
+            j(&hg, "runner_cpu_us_per_job"),
+            None,
+        );
+        Ok(())
+    }
+
+    /// hourglass alone: no-op jobs whose handler makes one loopback HTTP call.
+    async fn http_call(&mut self) -> anyhow::Result<()> {
+        server::flush(&self.url).await?;
+        let hg = hourglass::http_call(&self.url, self.sizes.http).await?;
+        self.report.record(
+            "http processed_per_sec (one loopback GET per job)",
+            "jobs/s",
+            j(&hg, "processed_per_sec"),
+            None,
+        );
+        self.report.record(
+            "http runner_cpu_us_per_job",
             "µs",
             j(&hg, "runner_cpu_us_per_job"),
             None,
