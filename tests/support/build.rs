@@ -86,7 +86,13 @@ fn build_js(js: &Path, wit: &Path, out_dir: &Path) -> PathBuf {
     let componentize = js.join("node_modules/.bin/componentize-js");
     if !componentize.is_file() {
         let status = Command::new("npm")
-            .args(["install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"])
+            .args([
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+            ])
             .current_dir(js)
             .status()
             .expect(npm_missing);
