@@ -78,6 +78,9 @@ fn main() {
 /// `npm install` (once, the versions in the lockfile, which it leaves as it
 /// is) and `componentize-js` on `js/probe.js`. Not `npm ci`: npm 11 finds the
 /// lockfile "out of sync" over optional packages for other platforms.
+/// `js/package.json` names `@bytecodealliance/preview2-shim` itself because
+/// componentize-js 0.23.0 imports it without declaring it: a fresh install
+/// from the lockfile alone leaves it out.
 fn build_js(js: &Path, wit: &Path, out_dir: &Path) -> PathBuf {
     for watched in ["probe.js", "package.json", "package-lock.json"] {
         println!("cargo:rerun-if-changed={}", js.join(watched).display());
