@@ -17,7 +17,7 @@ for j, id in ipairs(ids) do
   if current[j] == ARGV[i + 1] then
     done[#done + 1] = id
     if ARGV[i + 2] ~= '' then
-      local token = ARGV[i + 1] .. ':' .. id
+      local token = ARGV[i + 1] .. ':' .. id -- redis::outbox_token
       redis.call('HSET', KEYS[6], token, ARGV[i + 2])
       redis.call('ZADD', KEYS[7], ARGV[1], token)
     end

@@ -201,6 +201,11 @@ impl Config {
         };
         let raw: raw::File = toml::from_str(text).map_err(|e| {
             let message = e.message().to_owned();
+            // a value's own error (a bad duration, size or number) names the value, not its key
+            let message = match e.span().and_then(|span| field_at(text, span.start)) {
+                Some(field) if !message.contains("field") => format!("field `{field}`: {message}"),
+                _ => message,
+            };
             invalid(e.span(), message)
         })?;
         let base = path.parent().map(Path::to_owned).unwrap_or_default();
@@ -300,25 +305,63 @@ impl Config {
     /// The settings that differ in `new` but only take effect at a restart
     /// (the connection, the instance pool, the watched folder, the cache).
     pub fn restart_needed(&self, new: &Config) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        if self.redis != new.redis {
-            fields.push("[redis]");
+        RESTART_ONLY
+            .iter()
+            .filter(|(_, differs, _)| differs(self, new))
+            .map(|(name, _, _)| *name)
+            .collect()
+    }
+
+    /// Keep this (running) configuration's restart-only settings in `new`, the
+    /// configuration a reload applies; the names of those that differed.
+    pub fn keep_restart_only(&self, new: &mut Config) -> Vec<&'static str> {
+        let mut kept = Vec::new();
+        for (name, differs, keep) in RESTART_ONLY {
+            if differs(self, new) {
+                keep(new, self);
+                kept.push(*name);
+            }
         }
-        if self.runner.concurrency != new.runner.concurrency {
-            fields.push("[runner] concurrency");
-        }
-        if self.runner.handlers_dir != new.runner.handlers_dir {
-            fields.push("[runner] handlers_dir");
-        }
-        if self.runner.compile_cache != new.runner.compile_cache {
-            fields.push("[runner] compile_cache");
-        }
-        if self.runner.max_payload != new.runner.max_payload {
-            fields.push("[runner] max_payload");
-        }
-        fields
+        kept
     }
 }
+
+/// A setting a reload cannot change: its name, whether two configurations
+/// differ in it, and how to copy the running value into a new configuration.
+type RestartOnly = (
+    &'static str,
+    fn(&Config, &Config) -> bool,
+    fn(&mut Config, &Config),
+);
+
+/// Every restart-only setting, listed once.
+const RESTART_ONLY: &[RestartOnly] = &[
+    (
+        "[redis]",
+        |a, b| a.redis != b.redis,
+        |new, old| new.redis = old.redis.clone(),
+    ),
+    (
+        "[runner] concurrency",
+        |a, b| a.runner.concurrency != b.runner.concurrency,
+        |new, old| new.runner.concurrency = old.runner.concurrency,
+    ),
+    (
+        "[runner] handlers_dir",
+        |a, b| a.runner.handlers_dir != b.runner.handlers_dir,
+        |new, old| new.runner.handlers_dir = old.runner.handlers_dir.clone(),
+    ),
+    (
+        "[runner] compile_cache",
+        |a, b| a.runner.compile_cache != b.runner.compile_cache,
+        |new, old| new.runner.compile_cache = old.runner.compile_cache.clone(),
+    ),
+    (
+        "[runner] max_payload",
+        |a, b| a.runner.max_payload != b.runner.max_payload,
+        |new, old| new.runner.max_payload = old.runner.max_payload,
+    ),
+];
 
 /// Check a topic's grants against the machine: every named variable is set,
 /// every directory exists. Host paths resolve against the config's folder.
@@ -450,6 +493,21 @@ fn check_pem_certs(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `redis://user:secret@host` → `redis://user:***@host`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
 /// Topic names end up inside Redis keys and hash tags: keep them plain.
 pub fn check_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 128 {
@@ -466,6 +524,38 @@ pub fn check_topic_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The key whose value starts at `offset`, from the line it is on:
+/// `timeout = "5 parsecs"` gives `timeout`, `backoff = { base = "x" }` gives
+/// `backoff.base`.
+fn field_at(text: &str, offset: usize) -> Option<String> {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let before = &text[line_start..offset];
+    let is_key = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let mut keys: Vec<(usize, &str)> = Vec::new();
+    for (i, _) in before.match_indices('=') {
+        let head = before[..i].trim_end();
+        // the key: the run of key characters (all ASCII) that ends the head
+        let len = head.chars().rev().take_while(|&c| is_key(c)).count();
+        if len > 0 {
+            let start = head.len() - len;
+            keys.push((start, &head[start..]));
+        }
+    }
+    let (last_at, last) = *keys.last()?;
+    match keys.first() {
+        Some(&(first_at, first))
+            if first_at < last_at && before[first_at..last_at].contains('{') =>
+        {
+            Some(format!("{first}.{last}"))
+        }
+        _ => Some(last.to_owned()),
+    }
+}
+
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
@@ -478,3 +568,19 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(
+            redact("rediss://alice:s3@cr%40t@h/"),
+            "rediss://alice:***@h/"
+        );
+        assert_eq!(redact("redis://h:6379/0"), "redis://h:6379/0");
+        assert_eq!(redact("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
+    }
+}

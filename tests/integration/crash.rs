@@ -89,7 +89,20 @@ async fn shutdown_lets_short_jobs_finish_and_releases_the_rest_uncounted() {
             })
         })
         .await;
+    let mut after = runner.events.resubscribe();
     runner.stop().await;
+    // the release is reported like every other state change
+    let mut released = Vec::new();
+    while let Ok(e) = after.try_recv() {
+        if e.kind == EventKind::Released {
+            released.push(e.id);
+        }
+    }
+    assert_eq!(
+        released,
+        std::slice::from_ref(&endless),
+        "the stopped job's release is an event"
+    );
     let keys = queue.keys("slow");
     let stats = queue.stats(&keys, now_ms()).await.unwrap();
     assert_eq!(

@@ -164,5 +164,5 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         matches!(second, Finish::NotStarted(_)),
         "a full pool must not fail the job: {second:?}"
     );
-    assert!(matches!(first.await.unwrap(), Finish::Answered(_)));
+    assert!(matches!(first.await.unwrap(), Finish::Ack(_)));
 }

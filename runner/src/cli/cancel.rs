@@ -5,8 +5,8 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::{Failure, load_config, topic_of};
+use crate::redis::connect;
 use crate::redis::{Cancelled, check_id};
-use crate::worker::connect;
 
 #[derive(Debug, clap::Args)]
 #[command(

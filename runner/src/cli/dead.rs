@@ -7,8 +7,8 @@ use anyhow::anyhow;
 use super::inspect::when;
 use super::{Failure, load_config, topic_of};
 use crate::clock::now_ms;
+use crate::redis::connect;
 use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id};
-use crate::worker::connect;
 
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Command {
@@ -68,12 +68,12 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> 
         } => list(&queue, &keys, offset, limit, json).await,
         Command::Retry(s) => {
             let done = apply(&queue, &keys, &s, "requeued").await?;
-            println!("requeued {done} dead letters of {}", s.topic);
+            println!("requeued {} of {}", count_letters(done as u64), s.topic);
             Ok(())
         }
         Command::Purge(s) => {
             let done = apply(&queue, &keys, &s, "purged").await?;
-            println!("purged {done} dead letters of {}", s.topic);
+            println!("purged {} of {}", count_letters(done as u64), s.topic);
             Ok(())
         }
     }
@@ -97,7 +97,7 @@ async fn list(
         return Ok(());
     }
     let total = queue.stats(keys, now).await?.dead;
-    println!("{total} dead letters in {}", keys.topic);
+    println!("{} in {}", count_letters(total), keys.topic);
     for (id, info) in letters {
         println!(
             "{id}\n  died      {}\n  attempts  {}\n  handler   {}\n  reason    {}",
@@ -142,5 +142,13 @@ async fn apply(
         if batch.len() < DEAD_BATCH {
             return Ok(done);
         }
+    }
+}
+
+/// "1 dead letter", "2 dead letters".
+fn count_letters(n: u64) -> String {
+    match n {
+        1 => "1 dead letter".into(),
+        n => format!("{n} dead letters"),
     }
 }

@@ -2,15 +2,14 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::anyhow;
 
 use super::{Failure, load_config, topic_of};
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::config::parse_duration;
+use crate::redis::connect;
 use crate::redis::{Enqueued, NewJob, QueueError, check_id};
-use crate::worker::connect;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -110,8 +109,4 @@ fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Failure> {
         )));
     }
     Ok(bytes)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
 }

@@ -7,8 +7,8 @@ use anyhow::anyhow;
 
 use super::{Failure, load_config, topic_of};
 use crate::clock::now_ms;
+use crate::redis::connect;
 use crate::redis::{JobState, JobView, check_id};
-use crate::worker::connect;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -24,7 +24,7 @@ pub(super) struct Args {
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     let config = load_config(config)?;
-    topic_of(&config, &args.topic)?;
+    let topic_max = topic_of(&config, &args.topic)?.max_attempts;
     check_id(&args.id).map_err(|e| Failure::input(anyhow!(e)))?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
@@ -42,7 +42,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     if args.json {
         println!("{}", to_json(&args.topic, &view));
     } else {
-        print!("{}", to_text(&args.topic, &view, now));
+        print!("{}", to_text(&args.topic, &view, topic_max, now));
     }
     Ok(())
 }
@@ -63,7 +63,7 @@ pub(super) fn when(ms: u64, now: u64) -> String {
     }
 }
 
-fn to_text(topic: &str, v: &JobView, now: u64) -> String {
+fn to_text(topic: &str, v: &JobView, topic_max: u32, now: u64) -> String {
     let mut out = format!("{topic}/{}\n", v.id);
     let line = |out: &mut String, k: &str, val: String| out.push_str(&format!("  {k:<10} {val}\n"));
     let state = match &v.state {
@@ -77,7 +77,7 @@ fn to_text(topic: &str, v: &JobView, now: u64) -> String {
     line(&mut out, "state", state);
     let max = match &v.record {
         Some(Ok(r)) if r.max_attempts > 0 => format!(" of {}", r.max_attempts),
-        _ => " (max: the topic's max_attempts)".into(),
+        _ => format!(" of {topic_max} (the topic's max_attempts)"),
     };
     line(&mut out, "attempts", format!("{} started{max}", v.attempts));
     if let JobState::Dead(info) = &v.state {

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{Failure, load_config, topic_of};
-use crate::worker::connect;
+use crate::redis::connect;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

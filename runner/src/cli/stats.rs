@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{Failure, load_config};
 use crate::clock::now_ms;
-use crate::worker::connect;
+use crate::redis::connect;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -261,7 +261,7 @@ fn check_url(url: &str, field: &str) -> Result<String, String> {
     } else {
         Err(format!(
             "field `{field}`: {:?} is not a redis://, rediss:// or unix:// URL{}",
-            crate::redis::redact(url),
+            super::redact(url),
             if field == "url" {
                 ", nor \"embedded\""
             } else {

@@ -47,6 +47,13 @@ fn bad_duration_names_its_line_and_value() {
     let (line, message) = error_at(r);
     assert_eq!(line, 4);
     assert!(message.contains("5 parsecs"), "{message}");
+    assert!(message.starts_with("field `timeout`: "), "{message}");
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nbackoff = { base = \"soon\" }\n",
+    );
+    let (line, message) = error_at(r);
+    assert_eq!(line, 4);
+    assert!(message.starts_with("field `backoff.base`: "), "{message}");
 }
 
 #[test]

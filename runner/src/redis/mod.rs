@@ -13,26 +13,31 @@ pub mod embedded;
 mod inspect;
 mod job;
 pub mod keys;
+mod open;
 pub mod outbox;
 pub mod record;
 mod reply;
 mod scripts;
+mod wake;
 
 use std::time::Duration;
 
 use redis::Value;
 
+pub use crate::config::redact;
 pub use admin::{Cancelled, DEAD_BATCH};
 use connect::Conn;
-pub use connect::{Endpoint, Tls, redact};
+pub use connect::{Endpoint, Tls};
 pub use inspect::{JobState, JobView};
 pub use job::{
     Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, TopicStats, check_id,
 };
 pub use keys::{TopicKeys, wake_channel};
-pub use outbox::Parked;
+pub use open::{connect, connect_patiently};
+pub use outbox::{Parked, outbox_token};
 pub use record::{CorruptRecord, Record};
 use reply::{bytes, number, optional_string, string};
+pub use wake::{Wake, listen as listen_for_wakes};
 
 /// A failed pipeline operation: bad input (permanent) or Redis (retryable).
 #[derive(Debug, thiserror::Error)]
@@ -414,6 +419,4 @@ impl Queue {
     }
 }
 
-pub(super) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
-}
+pub(super) use crate::clock::millis;

@@ -80,10 +80,17 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
     Ok(jobs)
 }
 
+/// The outbox field an ack parks an attempt's follow-ups under:
+/// `<attempt>:<id>`. `ack.lua` builds the same string (`ARGV[i + 1] .. ':' .. id`);
+/// `follow_ups_are_delivered_once_and_the_outbox_left_empty` checks they agree.
+pub fn outbox_token(attempt: u32, id: &str) -> String {
+    format!("{attempt}:{id}")
+}
+
 impl Queue {
     /// Enqueue parked follow-ups into their topics, then clear them from the
     /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
-    /// [`Queue::take_outbox`] returns them, or `attempt:id` of an ack.
+    /// [`Queue::take_outbox`] returns them, or [`outbox_token`] of an ack.
     pub async fn deliver(
         &self,
         parent: &TopicKeys,

@@ -60,6 +60,8 @@ pub struct Loader {
     config_stamp: Option<Stamp>,
     /// Handler paths found missing at the last rescan (warned about once).
     missing: BTreeSet<PathBuf>,
+    /// `.wasm` files no topic uses, as last seen (said once).
+    unused: BTreeSet<PathBuf>,
     /// What happened since the last rescan returned.
     notices: Vec<Notice>,
 }
@@ -72,6 +74,7 @@ impl Loader {
             files: HashMap::new(),
             config_stamp: None,
             missing: BTreeSet::new(),
+            unused: BTreeSet::new(),
             notices: Vec::new(),
         }
     }
@@ -103,6 +106,8 @@ impl Loader {
             "handlers loaded in {} ms{cached}",
             started.elapsed().as_millis()
         );
+        let used = config.topics.iter().map(|t| t.handler.clone()).collect();
+        self.note_unused(&config, &used);
         self.notices.clear();
         Ok(self.snapshot(Arc::new(config)))
     }
@@ -148,17 +153,32 @@ impl Loader {
                     path: path.clone(),
                     error: error.clone(),
                 });
+                // one line; the detail (wasmtime's can span lines) in a field
+                let detail = error.split_whitespace().collect::<Vec<_>>().join(" ");
+                let hint = if error.contains("is not a valid WebAssembly component") {
+                    " (if it was being written in place: write a temporary file and rename it over the old one)"
+                } else {
+                    ""
+                };
                 match serving {
                     Some(old) => tracing::error!(
+                        handler = %path.display(),
                         %topics,
-                        "{error}; rejected, version {} keeps serving (deploy by writing a temporary file and renaming it over the old one)",
+                        error = %detail,
+                        "handler file rejected; version {} keeps serving{hint}",
                         old.hash()
                     ),
-                    None => tracing::error!(%topics, "{error}; rejected, the topics claim nothing"),
+                    None => tracing::error!(
+                        handler = %path.display(),
+                        %topics,
+                        error = %detail,
+                        "handler file rejected; its topics claim nothing{hint}"
+                    ),
                 }
             }
         }
         self.files.retain(|path, _| paths.contains(path));
+        self.note_unused(&config, &paths);
         let next = self.snapshot(config);
         let changed = !Arc::ptr_eq(&next.config, &current.config)
             || next.handlers.len() != current.handlers.len()
@@ -212,18 +232,13 @@ impl Loader {
             self.notices.push(Notice::ConfigRejected { error });
             return None;
         }
-        let restart = running.restart_needed(&new);
+        let restart = running.keep_restart_only(&mut new);
         if !restart.is_empty() {
             tracing::warn!(
                 "{}: {} changed; that takes effect at the next restart (the running values stay)",
                 new.path.display(),
                 restart.join(", ")
             );
-            new.redis = running.redis.clone();
-            new.runner.concurrency = running.runner.concurrency;
-            new.runner.handlers_dir = running.runner.handlers_dir.clone();
-            new.runner.compile_cache = running.runner.compile_cache.clone();
-            new.runner.max_payload = running.runner.max_payload;
         }
         tracing::info!(
             "{}: reloaded ({})",
@@ -319,6 +334,21 @@ impl Loader {
             (Some(_), None) => Refresh::Serving,
             (None, None) => unreachable!("compiling either succeeds or fails"),
         }
+    }
+
+    /// Say once of each `.wasm` file in the handlers folder that no topic uses it.
+    fn note_unused(&mut self, config: &Config, used: &BTreeSet<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(&config.runner.handlers_dir) else {
+            return;
+        };
+        let present: BTreeSet<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "wasm") && !used.contains(p))
+            .collect();
+        for path in present.difference(&self.unused) {
+            tracing::info!(handler = %path.display(), "no topic in {} uses this file: ignored", config.path.display());
+        }
+        self.unused = present;
     }
 
     fn snapshot(&self, config: Arc<Config>) -> Snapshot {

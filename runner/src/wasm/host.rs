@@ -12,6 +12,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::Sandbox;
 use super::bindings::hourglass::handler::{follow_up, log, types};
+use super::context::JobContext;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
 
@@ -31,17 +32,6 @@ pub struct FollowUp {
     pub payload: Vec<u8>,
     /// How long after the ack it is due.
     pub delay: Duration,
-}
-
-/// Which job an instance is running, for its log lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobContext {
-    /// The job's topic.
-    pub topic: String,
-    /// The job's id.
-    pub id: String,
-    /// The attempt.
-    pub attempt: u32,
 }
 
 /// The data of one job's store.

@@ -11,6 +11,7 @@
 //! is cut off by a timer as well.
 
 mod cache;
+mod context;
 mod epoch;
 mod host;
 mod outbound;
@@ -29,8 +30,9 @@ use wasmtime::{
 
 use crate::config::{Grants, MAX_MEMORY, TopicConfig};
 pub use cache::CacheError;
+pub use context::JobContext;
+pub use host::FollowUp;
 use host::Host;
-pub use host::{FollowUp, JobContext};
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
 
 /// Bindings generated from `wit/handler.wit`.
@@ -77,28 +79,22 @@ pub enum LoadError {
     },
 }
 
-/// The answer of a handler that returned normally.
+/// How one attempt ended: the handler's answer, or why there is none.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// Done; enqueue these follow-up jobs in the same step.
+pub enum Finish {
+    /// The handler acked; enqueue these follow-up jobs after the ack.
     Ack(Vec<FollowUp>),
-    /// Try again, after `delay` or the topic's backoff.
+    /// The handler asked for another attempt, after `delay` or the topic's backoff.
     Retry {
         /// The handler's choice of delay.
         delay: Option<Duration>,
         /// Why.
         reason: String,
     },
-    /// Give up for good.
+    /// The handler gave up for good.
     Fail(String),
-}
-
-/// How an attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Finish {
-    /// The handler answered.
-    Answered(Answer),
-    /// The attempt failed: trap, time limit or memory limit; the reason says which.
+    /// The attempt failed without an answer: trap, time limit or memory
+    /// limit; the reason says which.
     Failed(String),
     /// The attempt could not start for a reason that is not the job's fault
     /// (no instance slot free): release it without counting the attempt.
@@ -335,14 +331,12 @@ impl Runtime {
         let host = store.data_mut();
         host.flush_output();
         match result {
-            Ok(Ok(outcome)) => Finish::Answered(match outcome {
-                wit::Outcome::Ack => Answer::Ack(host.take_follow_ups()),
-                wit::Outcome::Retry(r) => Answer::Retry {
-                    delay: r.delay_ms.map(Duration::from_millis),
-                    reason: r.reason,
-                },
-                wit::Outcome::Fail(reason) => Answer::Fail(reason),
-            }),
+            Ok(Ok(wit::Outcome::Ack)) => Finish::Ack(host.take_follow_ups()),
+            Ok(Ok(wit::Outcome::Retry(r))) => Finish::Retry {
+                delay: r.delay_ms.map(Duration::from_millis),
+                reason: r.reason,
+            },
+            Ok(Ok(wit::Outcome::Fail(reason))) => Finish::Fail(reason),
             Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
             Err(_elapsed) => Finish::Failed(format!(
                 "time limit of {} exceeded",

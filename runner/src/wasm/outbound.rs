@@ -35,7 +35,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::host::JobContext;
+use super::context::JobContext;
 use crate::config::{Access, Grants, Host, HttpLimits, Target};
 
 /// How far past the attempt's deadline a request's own timeouts may reach.

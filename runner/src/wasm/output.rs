@@ -13,7 +13,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-use super::host::JobContext;
+use super::context::JobContext;
 
 /// Output kept per attempt before the rest is dropped.
 const BUDGET: usize = 1 << 20;

@@ -1,195 +1,139 @@
-//! One attempt of one job: run it in a fresh instance, turn how it ended
-//! into a [`Decision`], hand that to the committer.
+//! One attempt of one job, the walk after the claim: run it in a fresh
+//! instance, decide what its end asks for, hand that to the committer.
+//!
+//! An [`Attempt`] is the guard of a claimed job: it holds the job's capacity
+//! ([`Slot`]) and owes the committer exactly one [`Completion`]. Dropped
+//! without one (its task was stopped at shutdown), it sends a release, so
+//! every attempt's end goes through the committer and comes out as an event.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
-use super::commit::{Completion, Decision};
-use super::scheduler::Permits;
+use super::capacity::Slot;
+use super::decide::{self, Decision};
 use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::events::EventKind;
-use crate::redis::{ClaimedJob, DeadInfo, Failure, NewJob, Parked};
-use crate::wasm::{Answer, Finish, FollowUp, JobContext, JobInput, LoadedHandler};
+use crate::redis::ClaimedJob;
+use crate::wasm::LoadedHandler;
 
-/// Run `job` with `handler` and send its completion; hands its permits back to the scheduler.
+/// A finished attempt on its way to Redis.
+pub(super) struct Completion {
+    /// The topic version the attempt ran with.
+    pub topic: Arc<Topic>,
+    /// The job.
+    pub id: String,
+    /// The attempt's number: the fence its state change is checked against.
+    pub attempt: u32,
+    /// What it asks for.
+    pub decision: Decision,
+    /// When it was decided (ms): the time of the ack, burial or release.
+    pub at_ms: u64,
+}
+
+/// The guard of one claimed job: its capacity, and the one completion it owes.
+pub(super) struct Attempt {
+    topic: Arc<Topic>,
+    id: String,
+    attempt: u32,
+    commits: mpsc::UnboundedSender<Completion>,
+    committed: bool,
+    _slot: Slot,
+}
+
+impl Attempt {
+    /// Attempt `attempt` of job `id`, holding `slot` until it is dropped.
+    pub fn new(
+        topic: Arc<Topic>,
+        id: String,
+        attempt: u32,
+        slot: Slot,
+        commits: mpsc::UnboundedSender<Completion>,
+    ) -> Attempt {
+        Attempt {
+            topic,
+            id,
+            attempt,
+            commits,
+            committed: false,
+            _slot: slot,
+        }
+    }
+
+    /// Hand `decision` to the committer.
+    fn complete(&mut self, decision: Decision, at_ms: u64) {
+        self.committed = true;
+        let completion = Completion {
+            topic: self.topic.clone(),
+            id: self.id.clone(),
+            attempt: self.attempt,
+            decision,
+            at_ms,
+        };
+        if self.commits.send(completion).is_err() {
+            tracing::error!(topic = %self.topic.cfg.name, job_id = %self.id, attempt = self.attempt, "committer gone; the lease will expire and the job run again");
+        }
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if !self.committed {
+            // stopped before it could decide (shutdown): give the job back uncounted
+            self.complete(Decision::Release, now_ms());
+        }
+    }
+}
+
+/// Run `job` with `handler`, decide, and hand the decision to the committer.
+/// Returns the guard: the scheduler drops it (freeing the slot) when it reaps the task.
 pub(super) async fn run(
     shared: Arc<Shared>,
-    commits: mpsc::Sender<Completion>,
-    topic: Arc<Topic>,
     handler: LoadedHandler,
     job: ClaimedJob,
-    permits: Permits,
-) -> Permits {
+    mut attempt: Attempt,
+) -> Attempt {
+    let topic = attempt.topic.clone();
     let cfg = &topic.cfg;
-    let ClaimedJob {
-        id,
-        due_at_ms,
-        attempt,
-        record,
-        last_failure,
-    } = job;
-    let decision = match record {
-        Err(corrupt) => Decision::Dead(dead(attempt, format!("cannot run: {corrupt}"), None)),
-        Ok(record) => {
-            let max_attempts = if record.max_attempts == 0 {
-                cfg.max_attempts
-            } else {
-                record.max_attempts
-            };
-            if attempt > max_attempts {
-                // the last attempt lost its lease (its runner died or overran): nothing left to try
-                let (last, handler) = match last_failure {
-                    Some(f) => (f.error, f.handler),
-                    None => ("lease expired".into(), None),
-                };
-                Decision::Dead(dead(
-                    attempt - 1,
-                    format!(
-                        "attempts exhausted ({max_attempts}/{max_attempts}); last error: {last}"
-                    ),
-                    handler,
-                ))
-            } else {
-                let started_at_ms = now_ms();
-                shared.emit(
-                    &topic.cfg.name,
-                    &id,
-                    attempt,
-                    EventKind::Started {
-                        due_at_ms,
-                        started_at_ms,
-                        handler: handler.hash().to_owned(),
-                    },
-                );
-                let input = JobInput {
-                    ctx: JobContext {
-                        topic: cfg.name.clone(),
-                        id: id.clone(),
-                        attempt,
-                    },
-                    payload: record.payload,
-                    max_attempts,
-                    enqueued_at_ms: record.enqueued_at_ms,
-                    due_at_ms,
-                };
-                let finish = shared.runtime.run(&handler, input, &topic.sandbox).await;
-                decide(
-                    &topic,
-                    handler.hash(),
-                    attempt,
-                    max_attempts,
-                    finish,
-                    rand::random::<f64>(),
-                )
-            }
+    let input = match decide::before_run(cfg, job, now_ms()) {
+        Ok(input) => input,
+        Err(decision) => {
+            attempt.complete(decision, now_ms());
+            return attempt;
         }
     };
-    match &decision {
-        Decision::Ack(follow_ups) => {
-            tracing::debug!(topic = %cfg.name, job_id = %id, attempt, follow_ups = follow_ups.len(), "done")
-        }
-        Decision::Retry {
-            next_due_ms,
-            failure,
-        } => {
-            let wait = Duration::from_millis(next_due_ms.saturating_sub(now_ms()));
-            tracing::warn!(topic = %cfg.name, job_id = %id, attempt, handler = failure.handler.as_deref().unwrap_or("-"), "retrying in {}: {}", humantime::format_duration(wait), failure.error);
-        }
-        Decision::Dead(DeadInfo {
-            reason, handler, ..
-        }) => {
-            tracing::warn!(topic = %cfg.name, job_id = %id, attempt, handler = handler.as_deref().unwrap_or("-"), "dead-lettered: {reason}")
-        }
-        Decision::Release => {}
-    }
-    let completion = Completion {
-        topic: topic.clone(),
-        id: id.clone(),
-        attempt,
-        decision,
-    };
-    if commits.send(completion).await.is_err() {
-        tracing::error!(topic = %cfg.name, job_id = %id, attempt, "committer gone; the lease will expire and the job run again");
-    }
-    shared
-        .inflight
-        .lock()
-        .expect("inflight lock")
-        .remove(&(cfg.name.clone(), id));
-    permits
-}
-
-/// What to do with an attempt of `handler` (a content hash) that ended with `finish`.
-pub(super) fn decide(
-    topic: &Topic,
-    handler: &str,
-    attempt: u32,
-    max_attempts: u32,
-    finish: Finish,
-    unit: f64,
-) -> Decision {
+    let (number, max_attempts, due_at_ms) =
+        (input.ctx.attempt, input.max_attempts, input.due_at_ms);
+    let span = tracing::info_span!("attempt", handler = handler.hash());
+    let started_at_ms = now_ms();
+    tracing::debug!(parent: &span, topic = %cfg.name, job_id = %attempt.id, attempt = number, late_ms = started_at_ms.saturating_sub(due_at_ms), "started");
+    shared.emit(
+        &cfg.name,
+        &attempt.id,
+        number,
+        EventKind::Started {
+            due_at_ms,
+            started_at_ms,
+            handler: handler.hash().to_owned(),
+        },
+    );
+    let finish = shared
+        .runtime
+        .run(&handler, input, &topic.sandbox)
+        .instrument(span)
+        .await;
     let now = now_ms();
-    let (delay, reason) = match finish {
-        Finish::Answered(Answer::Ack(follow_ups)) => {
-            return Decision::Ack(follow_ups.into_iter().map(|f| park(f, now)).collect());
-        }
-        Finish::Answered(Answer::Fail(reason)) => {
-            return Decision::Dead(dead(
-                attempt,
-                format!("failed: {reason}"),
-                Some(handler.to_owned()),
-            ));
-        }
-        Finish::NotStarted(why) => {
-            tracing::warn!(topic = %topic.cfg.name, "attempt not started, released: {why}");
-            return Decision::Release;
-        }
-        Finish::Answered(Answer::Retry { delay, reason }) => (delay, reason),
-        Finish::Failed(reason) => (None, reason),
-    };
-    if attempt >= max_attempts {
-        return Decision::Dead(dead(
-            attempt,
-            format!("attempts exhausted ({attempt}/{max_attempts}); last error: {reason}"),
-            Some(handler.to_owned()),
-        ));
-    }
-    let delay = delay.unwrap_or_else(|| topic.cfg.backoff.delay(attempt, unit));
-    Decision::Retry {
-        next_due_ms: now.saturating_add(millis(delay)),
-        failure: Failure {
-            error: reason,
-            handler: Some(handler.to_owned()),
-            at: now,
-        },
-    }
-}
-
-/// A follow-up of an attempt acked at `now`, ready for the outbox.
-fn park(f: FollowUp, now: u64) -> Parked {
-    Parked {
-        topic: f.topic,
-        job: NewJob {
-            id: Some(f.id),
-            payload: f.payload,
-            due_at_ms: now.saturating_add(millis(f.delay)),
-            max_attempts: 0,
-        },
-    }
-}
-
-fn dead(attempts: u32, reason: String, handler: Option<String>) -> DeadInfo {
-    DeadInfo {
-        reason,
-        attempts,
-        failed_at_ms: now_ms(),
-        handler,
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
+    let decision = decide::after_run(
+        cfg,
+        handler.hash(),
+        number,
+        max_attempts,
+        finish,
+        now,
+        rand::random::<f64>(),
+    );
+    attempt.complete(decision, now);
+    attempt
 }

@@ -1,6 +1,8 @@
 //! A topic's concurrency as a semaphore that a reload can resize while
 //! attempts hold permits: growing adds permits at once; shrinking takes the
-//! free ones at once and the rest as running attempts return theirs.
+//! free ones at once and the rest as running attempts return theirs. A
+//! [`Slot`] is what one attempt holds: its topic's permit and a global one,
+//! both given back when it is dropped.
 
 use std::sync::{Arc, Mutex};
 
@@ -31,8 +33,19 @@ impl Capacity {
         self.semaphore.clone().try_acquire_owned().ok()
     }
 
+    /// A slot of this topic plus one of `global`, if both are free.
+    pub fn slot(self: &Arc<Self>, global: &Arc<Semaphore>) -> Option<Slot> {
+        let topic = self.try_acquire()?;
+        let global = global.clone().try_acquire_owned().ok()?;
+        Some(Slot {
+            topic: Some(topic),
+            _global: global,
+            capacity: self.clone(),
+        })
+    }
+
     /// Give a slot back (or keep it, if the capacity shrank meanwhile).
-    pub fn give_back(&self, permit: OwnedSemaphorePermit) {
+    fn give_back(&self, permit: OwnedSemaphorePermit) {
         let mut state = self.state.lock().expect("capacity lock");
         if state.1 > 0 {
             state.1 -= 1;
@@ -53,6 +66,22 @@ impl Capacity {
             let shrink = old - size;
             let taken = self.semaphore.forget_permits(shrink as usize) as u32;
             *state = (size, debt + shrink - taken);
+        }
+    }
+}
+
+/// One running attempt's capacity: a slot of its topic and a global one,
+/// returned on drop.
+pub(crate) struct Slot {
+    topic: Option<OwnedSemaphorePermit>,
+    _global: OwnedSemaphorePermit,
+    capacity: Arc<Capacity>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(permit) = self.topic.take() {
+            self.capacity.give_back(permit);
         }
     }
 }

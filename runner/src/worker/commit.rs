@@ -1,8 +1,10 @@
-//! The committer: one task that turns finished attempts into Redis state
+//! Commit and report: one task turns finished attempts into Redis state
 //! changes, batching everything that finished meanwhile into one script call
-//! per topic and kind. Follow-ups parked by an ack are delivered to their
-//! topics right after it. A commit that fails is retried for a while; after
-//! that the lease expires and the job runs again (at-least-once).
+//! per topic and kind, then says what happened: an [`EventKind`] per job
+//! and a log line per retry, burial and release. Follow-ups parked by an ack
+//! are delivered to their topics right after it. A commit that fails is
+//! retried for a while; after that the lease expires and the job runs again
+//! (at-least-once).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,8 +12,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::attempt::Completion;
+use super::decide::Decision;
 use super::{Shared, Topic};
-use crate::clock::now_ms;
 use crate::events::EventKind;
 use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError};
 
@@ -22,27 +25,7 @@ const BATCH: usize = 512;
 /// outlasts ordinary outages; past it, the job runs again.
 const PATIENCE: Duration = Duration::from_secs(180);
 
-/// The state change an attempt asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Decision {
-    /// Done; enqueue these follow-ups in the same step.
-    Ack(Vec<Parked>),
-    Retry {
-        next_due_ms: u64,
-        failure: Failure,
-    },
-    Dead(DeadInfo),
-    Release,
-}
-
-/// A finished attempt waiting to be committed.
-pub(super) struct Completion {
-    pub topic: Arc<Topic>,
-    pub id: String,
-    pub attempt: u32,
-    pub decision: Decision,
-}
-
+/// One topic's completions of a round, by kind; each with its decision time.
 #[derive(Default)]
 struct Batch {
     topic: Option<Arc<Topic>>,
@@ -50,16 +33,21 @@ struct Batch {
     retries: Vec<(String, u32, u64, Failure)>,
     dead: Vec<(String, u32, DeadInfo)>,
     releases: Vec<(String, u32)>,
+    /// The latest decision time in the batch: the `now` of its scripts.
+    at_ms: u64,
 }
 
-/// Commit completions until every sender is gone and the channel is drained.
-pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>) {
+/// Commit completions until every sender is gone and the channel is drained;
+/// how many attempts were released.
+pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Completion>) -> usize {
     let mut buf = Vec::with_capacity(BATCH);
+    let mut released = 0;
     while rx.recv_many(&mut buf, BATCH).await > 0 {
         let mut by_topic: HashMap<String, Batch> = HashMap::new();
         for c in buf.drain(..) {
             let b = by_topic.entry(c.topic.cfg.name.clone()).or_default();
             b.topic.get_or_insert_with(|| c.topic.clone());
+            b.at_ms = b.at_ms.max(c.at_ms);
             match c.decision {
                 Decision::Ack(follow_ups) => b.acks.push(Done {
                     id: c.id,
@@ -75,17 +63,19 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
             }
         }
         for batch in by_topic.into_values() {
-            commit(&shared, batch).await;
+            released += commit(&shared, batch).await;
         }
     }
+    released
 }
 
-async fn commit(shared: &Shared, b: Batch) {
+/// Commit one topic's batch and report what was committed; how many were released.
+async fn commit(shared: &Shared, b: Batch) -> usize {
     let topic = b.topic.expect("a batch has a topic");
-    let (keys, name) = (&topic.keys, topic.cfg.name.as_str());
+    let (keys, name, now) = (&topic.keys, topic.cfg.name.as_str(), b.at_ms);
     let q = &shared.queue;
     if !b.acks.is_empty()
-        && let Some(stale) = persist("ack", name, || q.ack(keys, &b.acks, now_ms())).await
+        && let Some(stale) = persist("ack", name, || q.ack(keys, &b.acks, now)).await
     {
         let acked: Vec<Done> = b
             .acks
@@ -93,16 +83,17 @@ async fn commit(shared: &Shared, b: Batch) {
             .filter(|d| !stale.contains(&d.id))
             .collect();
         for d in &acked {
+            tracing::debug!(topic = name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
             shared.emit(name, &d.id, d.attempt, EventKind::Acked);
         }
         let parked: Vec<(String, Vec<Parked>)> = acked
             .into_iter()
             .filter(|d| !d.follow_ups.is_empty())
-            .map(|d| (format!("{}:{}", d.attempt, d.id), d.follow_ups))
+            .map(|d| (crate::redis::outbox_token(d.attempt, &d.id), d.follow_ups))
             .collect();
         // the ack has parked them; if this fails, a sweep delivers them later
         if !parked.is_empty()
-            && let Err(e) = q.deliver(keys, &parked, now_ms()).await
+            && let Err(e) = q.deliver(keys, &parked, now).await
         {
             tracing::warn!(
                 topic = name,
@@ -116,6 +107,8 @@ async fn commit(shared: &Shared, b: Batch) {
         for (id, attempt, next_due_ms, failure) in
             b.retries.into_iter().filter(|r| !stale.contains(&r.0))
         {
+            let wait = Duration::from_millis(next_due_ms.saturating_sub(now));
+            tracing::warn!(topic = name, job_id = %id, attempt, handler = failure.handler.as_deref().unwrap_or("-"), "retrying in {}: {}", humantime::format_duration(wait), failure.error);
             shared.emit(
                 name,
                 &id,
@@ -129,11 +122,12 @@ async fn commit(shared: &Shared, b: Batch) {
     }
     if !b.dead.is_empty()
         && let Some(stale) = persist("dead-letter", name, || {
-            q.bury(keys, &b.dead, topic.cfg.dead_letter, now_ms())
+            q.bury(keys, &b.dead, topic.cfg.dead_letter, now)
         })
         .await
     {
         for (id, attempt, info) in b.dead.into_iter().filter(|d| !stale.contains(&d.0)) {
+            tracing::warn!(topic = name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
                 name,
                 &id,
@@ -144,14 +138,17 @@ async fn commit(shared: &Shared, b: Batch) {
             );
         }
     }
+    let mut released = 0;
     if !b.releases.is_empty()
-        && let Some(stale) =
-            persist("release", name, || q.release(keys, &b.releases, now_ms())).await
+        && let Some(stale) = persist("release", name, || q.release(keys, &b.releases, now)).await
     {
         for (id, attempt) in b.releases.iter().filter(|(id, _)| !stale.contains(id)) {
+            tracing::debug!(topic = name, job_id = %id, attempt, "released, not counted as an attempt");
             shared.emit(name, id, *attempt, EventKind::Released);
+            released += 1;
         }
     }
+    released
 }
 
 /// Run `op` until it succeeds or [`PATIENCE`] runs out. On success, the ids

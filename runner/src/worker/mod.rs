@@ -1,32 +1,36 @@
 //! The runner: loads every handler, connects, then claims due jobs in
 //! priority order and runs each in a fresh instance until shut down.
 //!
+//! A job's walk, one step per file: the scheduler claims it
+//! (`scheduler.rs`) and gives it an `Attempt` guard holding its
+//! capacity; `attempt.rs` runs it; `decide.rs` turns how it ended into a
+//! decision; `commit.rs` writes the decision to Redis and reports it (event
+//! and log line). A guard dropped without a decision (shutdown) releases its
+//! job through the same committer.
+//!
 //! Tasks: the scheduler (claims, spawns attempts, requeues expired leases,
 //! sweeps undelivered follow-ups, applies reloads), one task per attempt, the
-//! committer (batches state changes into Redis), the wake listener (pub/sub)
-//! and the reload watcher. Shutdown is a future passed to [`Runner::run`]:
-//! claiming stops, running attempts get the grace period, the rest are
-//! stopped and released.
+//! committer, the wake listener (pub/sub) and the reload watcher. Shutdown is
+//! a future passed to [`Runner::run`]: claiming stops, running attempts get
+//! the grace period, the rest are stopped and released.
 
 mod attempt;
 mod capacity;
 mod commit;
+mod decide;
 mod housekeeping;
 mod scheduler;
-mod wake;
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::config::{Config, RedisTarget, TopicConfig};
+use crate::config::{Config, TopicConfig};
 use crate::events::{Event, EventKind, EventSender};
 use crate::redis::embedded::EmbeddedRedis;
-use crate::redis::{Endpoint, Queue, QueueError, Tls, TopicKeys};
+use crate::redis::{Queue, TopicKeys};
 use crate::reload::{Loader, Notice, Snapshot};
 use crate::wasm::{LoadedHandler, Runtime, Sandbox};
 use capacity::Capacity;
@@ -53,9 +57,6 @@ pub(crate) struct Shared {
     pub events: EventSender,
     /// What live reloads did, published once the scheduler serves the result.
     pub notices: broadcast::Sender<Notice>,
-    /// Attempts running now: (topic, id) → attempt. What is left here after
-    /// the grace period is released.
-    pub inflight: Mutex<HashMap<(String, String), u32>>,
 }
 
 impl Shared {
@@ -67,84 +68,6 @@ impl Shared {
                 attempt,
                 kind,
             });
-        }
-    }
-}
-
-/// Connect to the configured Redis, starting the embedded server if asked to.
-pub async fn connect(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedRedis>)> {
-    let (urls, cluster, embedded) = match &config.redis.target {
-        RedisTarget::Url(url) => (vec![url.clone()], false, None),
-        RedisTarget::Cluster(nodes) => (nodes.clone(), true, None),
-        RedisTarget::Embedded { dir } => {
-            let dir = dir.clone();
-            let server = tokio::task::spawn_blocking(move || EmbeddedRedis::start(&dir)).await??;
-            (vec![server.url().to_owned()], false, Some(server))
-        }
-    };
-    let tls = match &config.redis.tls {
-        None => None,
-        Some(files) => {
-            let read = |path: &Option<std::path::PathBuf>| {
-                path.as_ref()
-                    .map(|p| std::fs::read(p).with_context(|| format!("reading {}", p.display())))
-                    .transpose()
-            };
-            Some(Tls {
-                ca: read(&files.ca)?,
-                client: read(&files.cert)?.zip(read(&files.key)?),
-            })
-        }
-    };
-    let endpoint = Endpoint { urls, cluster, tls };
-    let shown = endpoint.shown();
-    let queue = Queue::open(&endpoint, &config.redis.namespace)
-        .await
-        .with_context(|| format!("connecting to redis at {shown}"))?
-        .with_max_payload(config.runner.max_payload);
-    queue
-        .ping()
-        .await
-        .with_context(|| format!("redis at {shown} does not answer"))?;
-    Ok((queue, embedded))
-}
-
-/// Connect like [`connect`], but while Redis is unreachable keep trying (with
-/// backoff, saying so once); only a misconfiguration (credentials, URL, TLS,
-/// an embedded server that cannot start) fails.
-pub async fn connect_patiently(config: &Config) -> anyhow::Result<(Queue, Option<EmbeddedRedis>)> {
-    let mut pause = Duration::from_secs(1);
-    let mut waiting_since = None;
-    loop {
-        match connect(config).await {
-            Ok(connected) => {
-                if let Some(since) = waiting_since {
-                    let since: tokio::time::Instant = since;
-                    tracing::info!(
-                        "redis answers after {:.1}s; starting",
-                        since.elapsed().as_secs_f64()
-                    );
-                }
-                return Ok(connected);
-            }
-            Err(e) => {
-                let retryable = e
-                    .downcast_ref::<QueueError>()
-                    .is_some_and(QueueError::is_retryable);
-                if !retryable {
-                    return Err(e);
-                }
-                if waiting_since.is_none() {
-                    tracing::warn!(
-                        "{e:#}; waiting for it (retrying with backoff up to 30s; nothing is lost, jobs wait in Redis)"
-                    );
-                    waiting_since = Some(tokio::time::Instant::now());
-                } else {
-                    tracing::debug!("{e:#}; retrying in {pause:?}");
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(30));
-            }
         }
     }
 }
@@ -168,13 +91,12 @@ impl Runner {
         );
         let mut loader = Loader::new(runtime.clone());
         let snapshot = loader.initial(config).await?;
-        let (queue, embedded) = connect_patiently(&snapshot.config).await?;
+        let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
         let shared = Arc::new(Shared {
             queue,
             runtime,
             events: broadcast::channel(1 << 16).0,
             notices: broadcast::channel(256).0,
-            inflight: Mutex::new(HashMap::new()),
         });
         Ok(Runner {
             shared,
@@ -215,10 +137,14 @@ impl Runner {
             loader,
             _embedded,
         } = self;
-        let (commits, commit_rx) = mpsc::channel(4096);
+        // unbounded, yet bounded: each running attempt sends one completion
+        let (commits, commit_rx) = mpsc::unbounded_channel();
         let committer = tokio::spawn(commit::run(shared.clone(), commit_rx));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let listener = tokio::spawn(wake::listen(shared.queue.clone(), wake_tx));
+        let listener = tokio::spawn(crate::redis::listen_for_wakes(
+            shared.queue.clone(),
+            wake_tx,
+        ));
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let watcher = tokio::spawn(crate::reload::watch(loader, snapshot.clone(), reload_tx));
         tracing::info!(
@@ -227,13 +153,12 @@ impl Runner {
             "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
         );
         // returns once every attempt has finished or been stopped, dropping every commit sender
-        let leftover = scheduler::Scheduler::new(shared.clone(), snapshot, commits)
+        scheduler::Scheduler::new(shared.clone(), snapshot, commits)
             .run(wake_rx, reload_rx, shutdown)
             .await;
         listener.abort();
         watcher.abort();
-        let _ = committer.await;
-        let released = scheduler::release(&shared, leftover).await;
+        let released = committer.await.unwrap_or(0);
         tracing::info!(released, "hourglass stopped");
         Ok(())
     }

@@ -2,21 +2,22 @@
 //! capacity, sleeps until the earliest known due time (or a wake message, a
 //! finished attempt or a reload), requeues expired leases, sweeps follow-ups
 //! whose delivery is overdue, and on shutdown waits out the grace period
-//! before stopping what still runs.
+//! before stopping what still runs (a stopped attempt's guard releases its
+//! job through the committer).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::attempt::{self, Attempt, Completion};
 use super::capacity::Capacity;
-use super::commit::Completion;
-use super::wake::Wake;
-use super::{Shared, Topic, attempt, housekeeping};
-use crate::clock::now_ms;
+use super::{Shared, Topic, housekeeping};
+use crate::clock::{millis, now_ms};
 use crate::config::Config;
+use crate::redis::Wake;
 use crate::reload::{Reload, Snapshot};
 use crate::wasm::Sandbox;
 
@@ -42,18 +43,19 @@ pub(super) struct Scheduler {
     /// When each topic (same index) next has a due job, as far as we know.
     next_due: Vec<u64>,
     global: Arc<tokio::sync::Semaphore>,
-    commits: mpsc::Sender<Completion>,
-    /// Running attempts; each returns its permits, dropped only when reaped
-    /// here, so capacity never changes in the middle of a claim round (strict
-    /// priority would otherwise let a lower topic take a slot freed meanwhile).
-    tasks: JoinSet<Permits>,
+    commits: mpsc::UnboundedSender<Completion>,
+    /// Running attempts; each returns its guard, dropped (freeing its slot)
+    /// only when reaped here, so capacity never changes in the middle of a
+    /// claim round (strict priority would otherwise let a lower topic take a
+    /// slot freed meanwhile).
+    tasks: JoinSet<Attempt>,
 }
 
 impl Scheduler {
     pub fn new(
         shared: Arc<Shared>,
         snapshot: Snapshot,
-        commits: mpsc::Sender<Completion>,
+        commits: mpsc::UnboundedSender<Completion>,
     ) -> Scheduler {
         let global = Arc::new(tokio::sync::Semaphore::new(
             snapshot.config.runner.concurrency as usize,
@@ -106,14 +108,14 @@ impl Scheduler {
         self.config = snapshot.config;
     }
 
-    /// Serve until `shutdown`; returns the attempts that had to be stopped
-    /// after the grace period: (topic, id, attempt), to be released.
+    /// Serve until `shutdown`, then shut down: every attempt has finished or
+    /// been stopped (and released) when this returns.
     pub async fn run(
         mut self,
         mut wake: mpsc::UnboundedReceiver<Wake>,
         mut reload: mpsc::Receiver<Reload>,
         shutdown: impl Future<Output = ()>,
-    ) -> Vec<(String, String, u32)> {
+    ) {
         tokio::pin!(shutdown);
         let mut next_scan = 0;
         let mut next_trim = 0;
@@ -238,39 +240,27 @@ impl Scheduler {
                 .await?;
             self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
             for job in claimed.jobs {
-                let permits = Permits {
-                    topic: topic
-                        .capacity
-                        .try_acquire()
-                        .expect("checked free topic capacity"),
-                    global: self
-                        .global
-                        .clone()
-                        .try_acquire_owned()
-                        .expect("checked free global capacity"),
-                    capacity: topic.capacity.clone(),
-                };
-                self.shared
-                    .inflight
-                    .lock()
-                    .expect("inflight lock")
-                    .insert((topic.cfg.name.clone(), job.id.clone()), job.attempt);
-                let run = attempt::run(
-                    self.shared.clone(),
-                    self.commits.clone(),
+                let slot = topic
+                    .capacity
+                    .slot(&self.global)
+                    .expect("checked free capacity");
+                let guard = Attempt::new(
                     topic.clone(),
-                    handler.clone(),
-                    job,
-                    permits,
+                    job.id.clone(),
+                    job.attempt,
+                    slot,
+                    self.commits.clone(),
                 );
+                let run = attempt::run(self.shared.clone(), handler.clone(), job, guard);
                 self.tasks.spawn(run);
             }
         }
         Ok(())
     }
 
-    /// Stop claiming; give running attempts the grace period, then stop them.
-    async fn shut_down(mut self) -> Vec<(String, String, u32)> {
+    /// Stop claiming; give running attempts the grace period, then stop them
+    /// (their guards release their jobs through the committer).
+    async fn shut_down(mut self) {
         let grace = self.config.runner.shutdown_grace;
         tracing::info!(
             running = self.tasks.len(),
@@ -285,69 +275,18 @@ impl Scheduler {
         if drained.is_err() {
             tracing::warn!(
                 stopped = self.tasks.len(),
-                "grace period over: stopping the jobs still running"
+                "grace period over: stopping the jobs still running; they are released, not counted as attempts"
             );
             self.tasks.shutdown().await;
         }
-        let leftover = self
-            .shared
-            .inflight
-            .lock()
-            .expect("inflight lock")
-            .drain()
-            .collect::<Vec<_>>();
-        leftover
-            .into_iter()
-            .map(|((topic, id), attempt)| (topic, id, attempt))
-            .collect()
     }
 }
 
-/// Give back attempts stopped at shutdown, uncounted; how many were released.
-pub(super) async fn release(shared: &Shared, leftover: Vec<(String, String, u32)>) -> usize {
-    let mut released = 0;
-    let now = now_ms();
-    let mut by_topic: std::collections::HashMap<String, Vec<(String, u32)>> = Default::default();
-    for (topic, id, attempt) in leftover {
-        by_topic.entry(topic).or_default().push((id, attempt));
+/// Drop a finished attempt's guard, freeing its slot.
+fn reaped(joined: Result<Attempt, tokio::task::JoinError>) {
+    if let Err(e) = joined
+        && !e.is_cancelled()
+    {
+        tracing::error!("an attempt task failed: {e}");
     }
-    for (topic, held) in by_topic {
-        match shared
-            .queue
-            .release(&shared.queue.keys(&topic), &held, now)
-            .await
-        {
-            Ok(stale) => released += held.len() - stale.len(),
-            Err(e) => {
-                tracing::error!(%topic, "cannot release {} jobs; their leases will expire: {e}", held.len())
-            }
-        }
-    }
-    released
-}
-
-/// The capacity one attempt holds: its topic's slot and a global one.
-pub(super) struct Permits {
-    topic: OwnedSemaphorePermit,
-    global: OwnedSemaphorePermit,
-    capacity: Arc<Capacity>,
-}
-
-/// Return a finished attempt's capacity.
-fn reaped(joined: Result<Permits, tokio::task::JoinError>) {
-    match joined {
-        Ok(Permits {
-            topic,
-            global,
-            capacity,
-        }) => {
-            capacity.give_back(topic);
-            drop(global);
-        }
-        Err(e) => tracing::error!("an attempt task failed: {e}"),
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
 }

@@ -1,18 +1,19 @@
-//! Listens on the wake channel: scripts publish `"<topic> <due ms>"` when a job
-//! becomes due earlier than anything pending before it. Reconnects with
-//! backoff; after every (re)connect it asks the scheduler to look at every
-//! topic, since messages sent while disconnected are lost.
+//! Listens on the wake channel: scripts publish `"<topic> <due ms>"` (see
+//! `wake` in `prelude.lua`) when a job becomes due earlier than anything
+//! pending before it. Reconnects with backoff; after every (re)connect it asks
+//! the scheduler to look at every topic, since messages sent while
+//! disconnected are lost.
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::redis::Queue;
+use super::{Queue, QueueError};
 
 /// A hint for the scheduler.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Wake {
+pub enum Wake {
     /// `topic` has a job due at this time (ms).
     Due(String, u64),
     /// Anything may have changed: look at every topic.
@@ -20,7 +21,7 @@ pub(super) enum Wake {
 }
 
 /// Forward wake messages until the receiver is gone.
-pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
+pub async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
     let mut pause = Duration::from_millis(100);
     let mut failing = false;
     loop {
@@ -29,7 +30,7 @@ pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
                 .subscribe(queue.wake_channel())
                 .await
                 .map(|()| pubsub)
-                .map_err(crate::redis::QueueError::from),
+                .map_err(QueueError::from),
             Err(e) => Err(e),
         };
         match subscribed {
@@ -45,9 +46,8 @@ pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
                 let mut messages = pubsub.on_message();
                 while let Some(msg) = messages.next().await {
                     let text: String = msg.get_payload().unwrap_or_default();
-                    if let Some((topic, due)) = text.rsplit_once(' ')
-                        && let Ok(due) = due.parse()
-                        && tx.send(Wake::Due(topic.to_owned(), due)).is_err()
+                    if let Some(wake) = parse(&text)
+                        && tx.send(wake).is_err()
                     {
                         return;
                     }
@@ -68,5 +68,26 @@ pub(super) async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// A wake message as `prelude.lua` writes it: `"<topic> <due ms>"`.
+fn parse(text: &str) -> Option<Wake> {
+    let (topic, due) = text.rsplit_once(' ')?;
+    Some(Wake::Due(topic.to_owned(), due.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_messages_parse_as_prelude_writes_them() {
+        assert_eq!(
+            parse("orders 1700000000123"),
+            Some(Wake::Due("orders".into(), 1700000000123))
+        );
+        assert_eq!(parse("orders"), None);
+        assert_eq!(parse("orders soon"), None);
     }
 }

@@ -1,0 +1,255 @@
+//! Decide: what an attempt's end means for its job. Pure: the time and the
+//! random draw for jitter are arguments, so tests pin both.
+//!
+//! Two questions, both here: can the claimed job run at all ([`before_run`]:
+//! a corrupt record or attempts already used up dead-letter it unrun), and
+//! what does the way it ended ask for ([`after_run`]: ack, retry with
+//! backoff, dead-letter, or release uncounted).
+
+use crate::config::TopicConfig;
+use crate::redis::{ClaimedJob, DeadInfo, Failure, NewJob, Parked};
+use crate::wasm::{Finish, FollowUp, JobContext, JobInput};
+
+/// The state change an attempt asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Decision {
+    /// Done; these follow-ups are parked with the ack and delivered after it.
+    Ack(Vec<Parked>),
+    /// Try again at `next_due_ms`.
+    Retry {
+        /// When the next attempt is due.
+        next_due_ms: u64,
+        /// What went wrong this time.
+        failure: Failure,
+    },
+    /// Move to the dead-letter set.
+    Dead(DeadInfo),
+    /// Give the job back without counting the attempt (not started, or
+    /// stopped at shutdown).
+    Release,
+}
+
+/// The input of the handler for `job`, or, when it cannot run, the decision
+/// instead: a record that does not decode, or an attempt past the job's
+/// last (the previous one lost its lease: its runner died or overran).
+pub(super) fn before_run(
+    cfg: &TopicConfig,
+    job: ClaimedJob,
+    now: u64,
+) -> Result<JobInput, Decision> {
+    let ClaimedJob {
+        id,
+        due_at_ms,
+        attempt,
+        record,
+        last_failure,
+    } = job;
+    let record = match record {
+        Ok(record) => record,
+        Err(corrupt) => {
+            return Err(Decision::Dead(dead(
+                attempt,
+                format!("cannot run: {corrupt}"),
+                None,
+                now,
+            )));
+        }
+    };
+    let max_attempts = match record.max_attempts {
+        0 => cfg.max_attempts,
+        n => n,
+    };
+    if attempt > max_attempts {
+        let (last, handler) = match last_failure {
+            Some(f) => (f.error, f.handler),
+            None => ("lease expired".into(), None),
+        };
+        return Err(Decision::Dead(dead(
+            attempt - 1,
+            format!("attempts exhausted ({max_attempts}/{max_attempts}); last error: {last}"),
+            handler,
+            now,
+        )));
+    }
+    Ok(JobInput {
+        ctx: JobContext {
+            topic: cfg.name.clone(),
+            id,
+            attempt,
+        },
+        payload: record.payload,
+        max_attempts,
+        enqueued_at_ms: record.enqueued_at_ms,
+        due_at_ms,
+    })
+}
+
+/// What an attempt (number `attempt` of `max_attempts`) of `handler` (a
+/// content hash) that ended with `finish` at `now` asks for; `unit` is a
+/// random draw in 0..1 for the backoff's jitter.
+pub(super) fn after_run(
+    cfg: &TopicConfig,
+    handler: &str,
+    attempt: u32,
+    max_attempts: u32,
+    finish: Finish,
+    now: u64,
+    unit: f64,
+) -> Decision {
+    let (delay, reason) = match finish {
+        Finish::Ack(follow_ups) => {
+            return Decision::Ack(follow_ups.into_iter().map(|f| park(f, now)).collect());
+        }
+        Finish::Fail(reason) => {
+            return Decision::Dead(dead(
+                attempt,
+                format!("failed: {reason}"),
+                Some(handler.to_owned()),
+                now,
+            ));
+        }
+        Finish::NotStarted(why) => {
+            tracing::warn!(topic = %cfg.name, "attempt not started, released: {why}");
+            return Decision::Release;
+        }
+        Finish::Retry { delay, reason } => (delay, reason),
+        Finish::Failed(reason) => (None, reason),
+    };
+    if attempt >= max_attempts {
+        return Decision::Dead(dead(
+            attempt,
+            format!("attempts exhausted ({attempt}/{max_attempts}); last error: {reason}"),
+            Some(handler.to_owned()),
+            now,
+        ));
+    }
+    let delay = delay.unwrap_or_else(|| cfg.backoff.delay(attempt, unit));
+    Decision::Retry {
+        next_due_ms: now.saturating_add(crate::clock::millis(delay)),
+        failure: Failure {
+            error: reason,
+            handler: Some(handler.to_owned()),
+            at: now,
+        },
+    }
+}
+
+/// A follow-up of an attempt acked at `now`, ready for the outbox.
+fn park(f: FollowUp, now: u64) -> Parked {
+    Parked {
+        topic: f.topic,
+        job: NewJob {
+            id: Some(f.id),
+            payload: f.payload,
+            due_at_ms: now.saturating_add(crate::clock::millis(f.delay)),
+            max_attempts: 0,
+        },
+    }
+}
+
+fn dead(attempts: u32, reason: String, handler: Option<String>, now: u64) -> DeadInfo {
+    DeadInfo {
+        reason,
+        attempts,
+        failed_at_ms: now,
+        handler,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Backoff;
+
+    fn topic() -> TopicConfig {
+        let dir = std::env::temp_dir();
+        let text = "[[topic]]\nname = \"t\"\nhandler = \"x.wasm\"\nbackoff = { base = \"1s\", factor = 2.0, max = \"10s\", jitter = 0.5 }\n";
+        let handlers = dir.join(format!("hourglass-decide-{}", std::process::id()));
+        std::fs::create_dir_all(&handlers).unwrap();
+        std::fs::write(handlers.join("x.wasm"), b"").unwrap();
+        let text = format!(
+            "[runner]\nhandlers_dir = {:?}\n\n{text}",
+            handlers.display().to_string()
+        );
+        crate::Config::parse(&dir.join("queues.toml"), &text)
+            .unwrap()
+            .topics
+            .remove(0)
+    }
+
+    fn retry_at(cfg: &TopicConfig, attempt: u32, unit: f64) -> u64 {
+        match after_run(
+            cfg,
+            "h",
+            attempt,
+            5,
+            Finish::Failed("trap".into()),
+            1_000_000,
+            unit,
+        ) {
+            Decision::Retry {
+                next_due_ms,
+                failure,
+            } => {
+                assert_eq!(failure.at, 1_000_000);
+                assert_eq!(failure.handler.as_deref(), Some("h"));
+                next_due_ms - 1_000_000
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn backoff_grows_per_attempt_caps_and_jitters_by_the_draw() {
+        let cfg = topic();
+        assert_eq!(
+            cfg.backoff,
+            Backoff {
+                base: Duration::from_secs(1),
+                factor: 2.0,
+                max: Duration::from_secs(10),
+                jitter: 0.5
+            }
+        );
+        // unit 0.5 is the middle of the jitter range: no change
+        assert_eq!(retry_at(&cfg, 1, 0.5), 1000);
+        assert_eq!(retry_at(&cfg, 2, 0.5), 2000);
+        assert_eq!(retry_at(&cfg, 3, 0.5), 4000);
+        assert_eq!(retry_at(&cfg, 4, 0.5), 8000);
+        // the extremes of the draw move it by the jitter fraction
+        assert_eq!(retry_at(&cfg, 1, 0.0), 500);
+        assert!((1499..=1500).contains(&retry_at(&cfg, 1, 1.0)));
+    }
+
+    #[test]
+    fn the_handlers_delay_wins_and_the_last_attempt_dead_letters() {
+        let cfg = topic();
+        let retry = Finish::Retry {
+            delay: Some(Duration::from_millis(2500)),
+            reason: "429".into(),
+        };
+        match after_run(&cfg, "h", 1, 3, retry.clone(), 10, 0.9) {
+            Decision::Retry { next_due_ms, .. } => assert_eq!(next_due_ms, 2510),
+            other => panic!("{other:?}"),
+        }
+        match after_run(&cfg, "h", 3, 3, retry, 10, 0.9) {
+            Decision::Dead(info) => {
+                assert_eq!(info.attempts, 3);
+                assert_eq!(info.failed_at_ms, 10);
+                assert!(
+                    info.reason
+                        .contains("attempts exhausted (3/3); last error: 429"),
+                    "{}",
+                    info.reason
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            after_run(&cfg, "h", 1, 3, Finish::NotStarted("pool".into()), 10, 0.1),
+            Decision::Release
+        );
+    }
+}
