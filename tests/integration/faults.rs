@@ -181,12 +181,14 @@ async fn redis_restarted_under_load_loses_no_acknowledged_enqueue() {
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
 
-    // a producer that retries until each enqueue is acknowledged
+    // a producer that retries each enqueue until it is acknowledged, noting
+    // what it was told while Redis was away
     let producer = {
         let queue = queue.clone();
         tokio::spawn(async move {
             let keys = queue.keys("work");
-            let mut acknowledged = Vec::new();
+            let (mut acknowledged, mut refused) = (Vec::new(), Vec::new());
+            let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
             for i in 0..1500 {
                 let id = format!("r{i}");
                 // every tenth job is delayed past the restart
@@ -204,12 +206,19 @@ async fn redis_restarted_under_load_loses_no_acknowledged_enqueue() {
                             acknowledged.push(id);
                             break;
                         }
-                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                        Err(e) => {
+                            assert!(
+                                tokio::time::Instant::now() < give_up,
+                                "redis never came back for the producer: {e}"
+                            );
+                            refused.push(e);
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            acknowledged
+            (acknowledged, refused)
         })
     };
     runner
@@ -220,8 +229,14 @@ async fn redis_restarted_under_load_loses_no_acknowledged_enqueue() {
     redis.stop(); // a crash: SIGKILL
     tokio::time::sleep(Duration::from_secs(1)).await;
     redis.resume();
-    let acknowledged = producer.await.unwrap();
-    assert_eq!(acknowledged.len(), 1500);
+    let (acknowledged, refused) = producer.await.unwrap();
+    // the outage was visible to the producer, as errors it can retry on
+    assert!(!refused.is_empty(), "the producer never noticed the outage");
+    assert!(
+        refused.iter().all(|e| e.is_retryable()),
+        "an outage must read as retryable: {:?}",
+        refused.iter().map(|e| e.to_string()).collect::<Vec<_>>()
+    );
     until_stats(&queue, Duration::from_secs(60), drained).await;
     runner.stop().await;
 

@@ -92,7 +92,12 @@ async fn follow_ups_appear_when_the_parent_acks_and_never_when_it_fails_or_traps
             then,
         );
         let parent = enqueue(&queue, "parent", &doomed, 0, 0).await;
-        dead_reason(&mut runner, "parent", &parent).await;
+        let reason = dead_reason(&mut runner, "parent", &parent).await;
+        let expected = match then {
+            "fail" => "failed: asked to fail",
+            _ => "panicked",
+        };
+        assert!(reason.contains(expected), "{then}: {reason}");
         assert!(
             queue
                 .inspect(&child, &id, now_ms())

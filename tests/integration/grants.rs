@@ -100,7 +100,11 @@ async fn files_and_environment_are_refused_without_a_grant_and_reachable_with_on
         "the guest wrote its job id"
     );
     let id = enqueue(&queue, "writer", &env, 0, 0).await;
-    assert!(outcome(&mut runner, "writer", &id).await.is_err());
+    let why = outcome(&mut runner, "writer", &id).await.unwrap_err();
+    assert!(
+        why.contains(&format!("env {VAR}")) && why.contains("not found"),
+        "the variable must be missing, not some other failure: {why}"
+    );
     runner.stop().await;
 }
 

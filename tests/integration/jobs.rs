@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 
 use crate::util::{Project, Running, enqueue, of};
@@ -187,22 +188,58 @@ async fn many_jobs_across_topics_are_each_acked_once() {
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let mut ids = Vec::new();
-    for i in 0..300 {
-        ids.push(enqueue(&queue, "echo", &format!("n{i}"), (i % 7) * 3, 0).await);
+    for i in 0..300u64 {
+        let (topic, payload) = if i % 2 == 0 {
+            ("echo", format!("n{i}"))
+        } else {
+            (
+                "order_cancel",
+                format!(r#"{{"order_id":{i},"customer":"c{i}","amount_cents":100}}"#),
+            )
+        };
+        let id = enqueue(&queue, topic, &payload, (i % 7) * 3, 0).await;
+        ids.push((topic, id));
     }
-    let events = runner
+    let mut events = runner
         .until(WAIT, |seen| {
             seen.iter().filter(|e| e.kind == EventKind::Acked).count() >= ids.len()
         })
         .await;
-    let mut acked: Vec<&str> = events
+    // wait until Redis has nothing left, then take every event sent until
+    // then: a duplicate run, however late, is among them
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for topic in ["echo", "order_cancel"] {
+        loop {
+            let s = queue.stats(&queue.keys(topic), now_ms()).await.unwrap();
+            if s.ready + s.scheduled + s.running == 0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{topic} never drained: {s:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    while let Ok(event) = runner.events.try_recv() {
+        events.push(event);
+    }
+    let mut acked: Vec<(&str, &str)> = events
         .iter()
         .filter(|e| e.kind == EventKind::Acked)
-        .map(|e| e.id.as_str())
+        .map(|e| (e.topic.as_str(), e.id.as_str()))
         .collect();
     acked.sort();
-    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut expected: Vec<(&str, &str)> = ids.iter().map(|(t, id)| (*t, id.as_str())).collect();
     expected.sort();
-    assert_eq!(acked, expected, "every job acked exactly once");
+    assert_eq!(
+        acked, expected,
+        "every job of both topics acked exactly once"
+    );
+    let started = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
+        .count();
+    assert_eq!(started, ids.len(), "every job started exactly once");
     runner.stop().await;
 }
