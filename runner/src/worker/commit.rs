@@ -83,7 +83,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             .filter(|d| !stale.contains(&d.id))
             .collect();
         for d in &acked {
-            tracing::debug!(topic = name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
+            tracing::debug!(topic = %name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
             shared.emit(name, &d.id, d.attempt, EventKind::Acked);
         }
         let parked: Vec<(String, Vec<Parked>)> = acked
@@ -108,7 +108,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             b.retries.into_iter().filter(|r| !stale.contains(&r.0))
         {
             let wait = Duration::from_millis(next_due_ms.saturating_sub(now));
-            tracing::warn!(topic = name, job_id = %id, attempt, handler = failure.handler.as_deref().unwrap_or("-"), "retrying in {}: {}", humantime::format_duration(wait), failure.error);
+            tracing::warn!(topic = %name, job_id = %id, attempt, handler = failure.handler.as_deref().unwrap_or("-"), "retrying in {}: {}", humantime::format_duration(wait), failure.error);
             shared.emit(
                 name,
                 &id,
@@ -127,7 +127,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         .await
     {
         for (id, attempt, info) in b.dead.into_iter().filter(|d| !stale.contains(&d.0)) {
-            tracing::warn!(topic = name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
+            tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
                 name,
                 &id,
@@ -143,7 +143,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         && let Some(stale) = persist("release", name, || q.release(keys, &b.releases, now)).await
     {
         for (id, attempt) in b.releases.iter().filter(|(id, _)| !stale.contains(id)) {
-            tracing::debug!(topic = name, job_id = %id, attempt, "released, not counted as an attempt");
+            tracing::debug!(topic = %name, job_id = %id, attempt, "released, not counted as an attempt");
             shared.emit(name, id, *attempt, EventKind::Released);
             released += 1;
         }
