@@ -42,6 +42,7 @@ if #due > 0 then
     redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
   end
 end
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if head[2] then out[1] = head[2] end
+-- as a string: an integer reply means "none" (-1) or "paused" (-2)
+local head = head_due(KEYS[1])
+if head ~= nil then out[1] = string.format('%d', head) end
 return out

@@ -1,7 +1,7 @@
 -- Give back claimed jobs this runner will not finish (shutdown past its grace):
 -- due now, and the attempt is not counted.
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: attempt hash
--- ARGV[1]: now ms   ARGV[2]: wake channel   ARGV[3]: topic
+-- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms
 -- ARGV[4..]: pairs of id, attempt
 -- Returns: the ids NOT released because a newer attempt owns the job (normally none)
 local before = head_due(KEYS[2])
@@ -10,13 +10,13 @@ for i = 4, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HGET', KEYS[3], id) == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('ZADD', KEYS[2], ARGV[1], id)
+    redis.call('ZADD', KEYS[2], ARGV[3], id)
     redis.call('HINCRBY', KEYS[3], id, -1)
   else
     stale[#stale + 1] = id
   end
 end
 if #stale < (#ARGV - 3) / 2 then
-  wake_if_earlier(ARGV[2], ARGV[3], tonumber(ARGV[1]), before)
+  wake_if_earlier(ARGV[1], ARGV[2], tonumber(ARGV[3]), before)
 end
 return stale

@@ -1,7 +1,7 @@
 //! The Redis state changes alone, with the clock in the test's hands.
 
 use hourglass::config::DeadLetter;
-use hourglass::redis::{DeadInfo, Done, Enqueued, NewJob, Queue};
+use hourglass::redis::{DeadInfo, Done, Enqueued, NewJob, Parked, Queue, outbox_token};
 use std::time::Duration;
 
 use crate::util::RedisServer;
@@ -269,4 +269,34 @@ async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
         (1, 1),
         "a new job of the same id starts at attempt 1"
     );
+}
+
+#[tokio::test]
+async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
+    // ack.lua parks follow-ups under a token it builds; deliver() clears them
+    // under redis::outbox_token: if the two ever disagree, the entry stays
+    // and a sweep delivers it again
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let (parent, child) = (q.keys("parent"), q.keys("child"));
+    q.enqueue(&parent, &[job(Some("p"), 0)], 0).await.unwrap();
+    let claimed = q.claim(&parent, 0, 60_000, 1).await.unwrap();
+    let attempt = claimed.jobs[0].attempt;
+    let follow_up = Parked {
+        topic: "child".into(),
+        job: job(Some("c"), 0),
+    };
+    let acked = Done {
+        id: "p".into(),
+        attempt,
+        follow_ups: vec![follow_up.clone()],
+    };
+    assert!(q.ack(&parent, &[acked], 1).await.unwrap().is_empty());
+    q.deliver(&parent, &[(outbox_token(attempt, "p"), vec![follow_up])], 2)
+        .await
+        .unwrap();
+    assert_eq!(q.stats(&child, 3).await.unwrap().ready, 1, "delivered");
+    // long after the sweep time, nothing is left to deliver again
+    let left = q.take_outbox(&parent, 10_000_000, 100).await.unwrap();
+    assert!(left.is_empty(), "the outbox kept {left:?}");
 }

@@ -106,10 +106,8 @@ impl Queue {
             .key(&keys.job)
             .key(&keys.attempt)
             .key(&keys.error);
-        inv.arg(now_ms)
-            .arg(self.wake_channel())
-            .arg(&keys.topic)
-            .arg(DEAD_BATCH);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(DEAD_BATCH);
         for id in ids {
             inv.arg(id);
         }
@@ -134,14 +132,11 @@ impl Queue {
 
     /// Pause (`true`) or resume a topic; whether that changed anything.
     pub async fn set_paused(&self, keys: &TopicKeys, paused: bool) -> Result<bool, QueueError> {
-        let changed: Value = scripts::PAUSE
-            .key(&keys.paused)
-            .key(&keys.pending)
-            .arg(if paused { "1" } else { "0" })
-            .arg(self.wake_channel())
-            .arg(&keys.topic)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+        let mut inv = scripts::PAUSE.prepare_invoke();
+        inv.key(&keys.paused).key(&keys.pending);
+        self.wake_args(&mut inv, keys);
+        inv.arg(if paused { "1" } else { "0" });
+        let changed: Value = inv.invoke_async(&mut self.conn.clone()).await?;
         Ok(number(&changed)? == 1)
     }
 

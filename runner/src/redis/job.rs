@@ -116,6 +116,12 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The stored form (JSON), the one encoding of a failure: Lua stores what
+    /// it is given and never builds one.
+    pub(super) fn encode(&self) -> String {
+        serde_json::to_string(self).expect("a failure serializes")
+    }
+
     /// Read a stored failure; text from before failures were JSON is the error itself.
     pub(super) fn parse(text: String) -> Failure {
         serde_json::from_str(&text).unwrap_or(Failure {

@@ -154,6 +154,12 @@ impl Queue {
         TopicKeys::new(&self.namespace, topic)
     }
 
+    /// The first two arguments of every script that may wake the runners:
+    /// the wake channel and the topic (`wake_if_earlier` in `prelude.lua`).
+    fn wake_args(&self, inv: &mut redis::ScriptInvocation<'_>, keys: &TopicKeys) {
+        inv.arg(&self.wake).arg(&keys.topic);
+    }
+
     /// The channel carrying "a job became due earlier" messages.
     pub fn wake_channel(&self) -> &str {
         &self.wake
@@ -193,7 +199,7 @@ impl Queue {
                 .key(&keys.dead)
                 .key(&keys.dead_info)
                 .key(&keys.seq);
-            inv.arg(&self.wake).arg(&keys.topic);
+            self.wake_args(&mut inv, keys);
             for job in chunk {
                 let record = Record {
                     max_attempts: job.max_attempts,
@@ -307,9 +313,9 @@ impl Queue {
             .key(&keys.pending)
             .key(&keys.attempt)
             .key(&keys.error);
-        inv.arg(&self.wake).arg(&keys.topic);
+        self.wake_args(&mut inv, keys);
         for (id, attempt, due, failure) in failed {
-            let json = serde_json::to_string(failure).expect("a failure serializes");
+            let json = failure.encode();
             inv.arg(id).arg(attempt).arg(due).arg(json);
         }
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
@@ -348,16 +354,17 @@ impl Queue {
         now_ms: u64,
         limit: usize,
     ) -> Result<u64, QueueError> {
-        Ok(scripts::REQUEUE
-            .key(&keys.lease)
-            .key(&keys.pending)
-            .key(&keys.error)
-            .arg(now_ms)
-            .arg(limit)
-            .arg(&self.wake)
-            .arg(&keys.topic)
-            .invoke_async(&mut self.conn.clone())
-            .await?)
+        let failure = Failure {
+            error: "lease expired: the runner stopped or lost Redis before finishing the attempt"
+                .into(),
+            handler: None,
+            at: now_ms,
+        };
+        let mut inv = scripts::REQUEUE.prepare_invoke();
+        inv.key(&keys.lease).key(&keys.pending).key(&keys.error);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(limit).arg(failure.encode());
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
     /// Give back leased jobs without counting their attempt; `held` holds (id, attempt).
@@ -369,7 +376,8 @@ impl Queue {
     ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
-        inv.arg(now_ms).arg(&self.wake).arg(&keys.topic);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms);
         for (id, attempt) in held {
             inv.arg(id).arg(attempt);
         }
