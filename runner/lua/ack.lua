@@ -7,7 +7,7 @@
 -- KEYS[6]: outbox hash   KEYS[7]: outbox_due zset
 -- ARGV[1]: sweep time (ms) of follow-ups parked now
 -- ARGV[2..]: triples of id, attempt, encoded follow-ups ('' for none)
--- Returns: the ids NOT acked because a newer attempt owns the job (normally none)
+-- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local ids = {}
 for i = 2, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local current = hmget_all(KEYS[4], ids)
@@ -22,7 +22,7 @@ for j, id in ipairs(ids) do
       redis.call('ZADD', KEYS[7], ARGV[1], token)
     end
   else
-    stale[#stale + 1] = id
+    refuse(stale, id, current[j])
   end
 end
 each_chunk('ZREM', KEYS[1], done)

@@ -4,11 +4,12 @@
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4..]: triples of id, attempt, info JSON (reason, attempts, last error)
--- Returns: the ids NOT dead-lettered because a newer attempt owns the job (normally none)
+-- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local stale = {}
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
-  if redis.call('HGET', KEYS[4], id) == ARGV[i + 1] then
+  local current = redis.call('HGET', KEYS[4], id)
+  if current == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[4], id)
@@ -16,7 +17,7 @@ for i = 4, #ARGV, 3 do
     redis.call('ZADD', KEYS[6], ARGV[1], id)
     redis.call('HSET', KEYS[7], id, ARGV[i + 2])
   else
-    stale[#stale + 1] = id
+    refuse(stale, id, current)
   end
 end
 -- retention, at most 1000 removals of each kind per call so the script stays short

@@ -32,6 +32,15 @@ local function keep_hashed(key)
   redis.call('HSETNX', key, WIDE_FIELD, '')
 end
 
+-- A fenced change (ack, retry, bury, release) refused for `id`, whose attempt is
+-- now `current` (false: the job is gone). Replies list id, then 'newer' (a later
+-- attempt owns the job) or 'gone' (cancelled, or this change already went
+-- through on an earlier try) for each: redis::Refusal reads them.
+local function refuse(out, id, current)
+  out[#out + 1] = id
+  out[#out + 1] = current and 'newer' or 'gone'
+end
+
 -- Runners sleep until their next known due time; when a job becomes due
 -- earlier than anything pending before it, they must hear of it.
 

@@ -2,20 +2,21 @@
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3..]: quadruples of id, attempt, next due ms, error
--- Returns: the ids NOT rescheduled because a newer attempt owns the job (normally none)
+-- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local before = head_due(KEYS[2])
 local earliest = nil
 local stale = {}
 for i = 3, #ARGV, 4 do
   local id = ARGV[i]
-  if redis.call('HGET', KEYS[3], id) == ARGV[i + 1] then
+  local current = redis.call('HGET', KEYS[3], id)
+  if current == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZADD', KEYS[2], ARGV[i + 2], id)
     redis.call('HSET', KEYS[4], id, ARGV[i + 3])
     local d = tonumber(ARGV[i + 2])
     if earliest == nil or d < earliest then earliest = d end
   else
-    stale[#stale + 1] = id
+    refuse(stale, id, current)
   end
 end
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)

@@ -1,7 +1,9 @@
 //! The Redis state changes alone, with the clock in the test's hands.
 
 use hourglass::config::DeadLetter;
-use hourglass::redis::{DeadInfo, Done, Enqueued, NewJob, Parked, Queue, outbox_token};
+use hourglass::redis::{
+    DeadInfo, Done, Enqueued, NewJob, Parked, Queue, Refusal, Refused, outbox_token,
+};
 use std::time::Duration;
 
 use crate::util::RedisServer;
@@ -132,7 +134,10 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
     let late_ack = q.ack(&k, &[done("x", 1)], 0).await.unwrap();
     assert_eq!(
         late_ack,
-        ["x"],
+        [Refusal {
+            id: "x".into(),
+            why: Refused::Newer
+        }],
         "the first runner's late ack must not count"
     );
     assert!(q.ack(&k, &[done("x", 2)], 0).await.unwrap().is_empty());
@@ -299,4 +304,35 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
     // long after the sweep time, nothing is left to deliver again
     let left = q.take_outbox(&parent, 10_000_000, 100).await.unwrap();
     assert!(left.is_empty(), "the outbox kept {left:?}");
+}
+
+#[tokio::test]
+async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
+    // what a runner sees when a job was cancelled while it ran, or when its
+    // commit went through before Redis went away and is tried again
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    q.enqueue(&k, &[job(Some("x"), 0), job(Some("y"), 0)], 0)
+        .await
+        .unwrap();
+    q.claim(&k, 0, 60_000, 10).await.unwrap();
+    assert!(q.ack(&k, &[done("x", 1)], 1).await.unwrap().is_empty());
+    let again = q.ack(&k, &[done("x", 1)], 2).await.unwrap();
+    assert_eq!(
+        again,
+        [Refusal {
+            id: "x".into(),
+            why: Refused::Gone
+        }]
+    );
+    q.cancel(&k, &["y".to_owned()]).await.unwrap();
+    let released = q.release(&k, &[("y".to_owned(), 1)], 3).await.unwrap();
+    assert_eq!(
+        released,
+        [Refusal {
+            id: "y".into(),
+            why: Refused::Gone
+        }]
+    );
 }

@@ -142,3 +142,44 @@ pub struct Done {
     /// Follow-up jobs to enqueue with the ack; their ids must be set.
     pub follow_ups: Vec<Parked>,
 }
+
+/// A fenced state change (ack, retry, dead-letter, release) that did not
+/// apply to one job, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The job.
+    pub id: String,
+    /// Why.
+    pub why: Refused,
+}
+
+/// Why a fenced state change did not apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// A later attempt owns the job: this one's lease expired and the job was
+    /// claimed again.
+    Newer,
+    /// The job is gone: cancelled meanwhile, or this very change went
+    /// through on an earlier try whose reply was lost (Redis went away).
+    Gone,
+}
+
+/// Read a fenced script's reply: id, then `newer` or `gone`, per refused job
+/// (`refuse` in `prelude.lua`).
+pub(super) fn refusals(flat: Vec<String>) -> Result<Vec<Refusal>, super::QueueError> {
+    flat.chunks(2)
+        .map(|pair| match pair {
+            [id, why] if why == "newer" => Ok(Refusal {
+                id: id.clone(),
+                why: Refused::Newer,
+            }),
+            [id, why] if why == "gone" => Ok(Refusal {
+                id: id.clone(),
+                why: Refused::Gone,
+            }),
+            other => Err(super::QueueError::Protocol(format!(
+                "a fenced script answered {other:?}"
+            ))),
+        })
+        .collect()
+}

@@ -30,7 +30,8 @@ use connect::Conn;
 pub use connect::{Endpoint, Tls};
 pub use inspect::{JobState, JobView};
 pub use job::{
-    Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, TopicStats, check_id,
+    Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, Refusal, Refused, TopicStats,
+    check_id,
 };
 pub use keys::{TopicKeys, wake_channel};
 pub use open::{connect, connect_patiently};
@@ -273,15 +274,15 @@ impl Queue {
     }
 
     /// Delete finished jobs, parking their follow-ups in the topic's outbox in
-    /// the same step. Returns the ids left alone because a newer attempt owns
-    /// them (their lease had expired); their follow-ups are dropped with them.
+    /// the same step. Returns the jobs left alone and why (a newer attempt owns
+    /// them, or they are gone); their follow-ups are dropped with them.
     /// Deliver the parked follow-ups afterwards with [`Queue::deliver`].
     pub async fn ack(
         &self,
         keys: &TopicKeys,
         done: &[Done],
         now_ms: u64,
-    ) -> Result<Vec<String>, QueueError> {
+    ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::ACK.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
@@ -299,7 +300,7 @@ impl Queue {
                 inv.arg(outbox::encode(&d.follow_ups));
             }
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
     /// Schedule next attempts; `failed` holds (id, attempt, next due ms, failure).
@@ -307,7 +308,7 @@ impl Queue {
         &self,
         keys: &TopicKeys,
         failed: &[(String, u32, u64, Failure)],
-    ) -> Result<Vec<String>, QueueError> {
+    ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RETRY.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
@@ -318,18 +319,18 @@ impl Queue {
             let json = failure.encode();
             inv.arg(id).arg(attempt).arg(due).arg(json);
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
     /// Dead-letter jobs; `dead` holds (id, attempt, why). Enforces `retention`.
-    /// Returns the ids left alone because a newer attempt owns them.
+    /// Returns the jobs left alone, and why.
     pub async fn bury(
         &self,
         keys: &TopicKeys,
         dead: &[(String, u32, DeadInfo)],
         retention: crate::config::DeadLetter,
         now_ms: u64,
-    ) -> Result<Vec<String>, QueueError> {
+    ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::BURY.prepare_invoke();
         inv.key(&keys.lease)
             .key(&keys.pending)
@@ -344,7 +345,7 @@ impl Queue {
             let json = serde_json::to_string(info).expect("dead info serializes");
             inv.arg(id).arg(attempt).arg(json);
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
     /// Return up to `limit` jobs whose lease ended before `now_ms` to pending.
@@ -373,7 +374,7 @@ impl Queue {
         keys: &TopicKeys,
         held: &[(String, u32)],
         now_ms: u64,
-    ) -> Result<Vec<String>, QueueError> {
+    ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
         self.wake_args(&mut inv, keys);
@@ -381,7 +382,7 @@ impl Queue {
         for (id, attempt) in held {
             inv.arg(id).arg(attempt);
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
     /// Counts for one topic at `now_ms`.

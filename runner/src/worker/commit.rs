@@ -16,7 +16,7 @@ use super::attempt::Completion;
 use super::decide::Decision;
 use super::{Shared, Topic};
 use crate::events::EventKind;
-use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError};
+use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError, Refusal, Refused};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
@@ -75,12 +75,12 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     let (keys, name, now) = (&topic.keys, topic.cfg.name.as_str(), b.at_ms);
     let q = &shared.queue;
     if !b.acks.is_empty()
-        && let Some(stale) = persist("ack", name, || q.ack(keys, &b.acks, now)).await
+        && let Some(refused) = persist("ack", name, || q.ack(keys, &b.acks, now)).await
     {
         let acked: Vec<Done> = b
             .acks
             .into_iter()
-            .filter(|d| !stale.contains(&d.id))
+            .filter(|d| !is_refused(&refused, &d.id))
             .collect();
         for d in &acked {
             tracing::debug!(topic = %name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
@@ -102,10 +102,12 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     if !b.retries.is_empty()
-        && let Some(stale) = persist("retry", name, || q.retry(keys, &b.retries)).await
+        && let Some(refused) = persist("retry", name, || q.retry(keys, &b.retries)).await
     {
-        for (id, attempt, next_due_ms, failure) in
-            b.retries.into_iter().filter(|r| !stale.contains(&r.0))
+        for (id, attempt, next_due_ms, failure) in b
+            .retries
+            .into_iter()
+            .filter(|r| !is_refused(&refused, &r.0))
         {
             let wait = Duration::from_millis(next_due_ms.saturating_sub(now));
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = failure.handler.as_deref().unwrap_or("-"), "retrying in {}: {}", humantime::format_duration(wait), failure.error);
@@ -121,12 +123,12 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     if !b.dead.is_empty()
-        && let Some(stale) = persist("dead-letter", name, || {
+        && let Some(refused) = persist("dead-letter", name, || {
             q.bury(keys, &b.dead, topic.cfg.dead_letter, now)
         })
         .await
     {
-        for (id, attempt, info) in b.dead.into_iter().filter(|d| !stale.contains(&d.0)) {
+        for (id, attempt, info) in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.0)) {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
                 name,
@@ -140,9 +142,13 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     }
     let mut released = 0;
     if !b.releases.is_empty()
-        && let Some(stale) = persist("release", name, || q.release(keys, &b.releases, now)).await
+        && let Some(refused) = persist("release", name, || q.release(keys, &b.releases, now)).await
     {
-        for (id, attempt) in b.releases.iter().filter(|(id, _)| !stale.contains(id)) {
+        for (id, attempt) in b
+            .releases
+            .iter()
+            .filter(|(id, _)| !is_refused(&refused, id))
+        {
             tracing::debug!(topic = %name, job_id = %id, attempt, "released, not counted as an attempt");
             shared.emit(name, id, *attempt, EventKind::Released);
             released += 1;
@@ -151,19 +157,23 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     released
 }
 
-/// Run `op` until it succeeds or [`PATIENCE`] runs out. On success, the ids
-/// the script left alone (a newer attempt owns them: this one's lease expired
-/// and the job was claimed again), logged here; `None` if it never succeeded.
-async fn persist<F, Fut>(what: &str, topic: &str, mut op: F) -> Option<Vec<String>>
+fn is_refused(refused: &[Refusal], id: &str) -> bool {
+    refused.iter().any(|r| r.id == id)
+}
+
+/// Run `op` until it succeeds or [`PATIENCE`] runs out. On success, the jobs
+/// the script left alone and why, logged here as what happened; `None` if it
+/// never succeeded.
+async fn persist<F, Fut>(what: &str, topic: &str, mut op: F) -> Option<Vec<Refusal>>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<String>, QueueError>>,
+    Fut: std::future::Future<Output = Result<Vec<Refusal>, QueueError>>,
 {
     let start = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(50);
     loop {
         match op().await {
-            Ok(stale) => {
+            Ok(refused) => {
                 if pause > Duration::from_millis(50) {
                     tracing::info!(
                         topic,
@@ -171,10 +181,22 @@ where
                         start.elapsed().as_secs_f64()
                     );
                 }
-                for id in &stale {
-                    tracing::warn!(topic, job_id = %id, "{what} discarded: this attempt lost its lease and a newer one owns the job");
+                let retried = pause > Duration::from_millis(50);
+                for r in &refused {
+                    match r.why {
+                        Refused::Newer => {
+                            tracing::warn!(topic, job_id = %r.id, "{what} discarded: this attempt lost its lease and a newer attempt owns the job")
+                        }
+                        // after retries: most likely the first try went through before its reply was lost
+                        Refused::Gone if retried => {
+                            tracing::info!(topic, job_id = %r.id, "{what} found the job gone: an earlier try of this commit went through before Redis went away (or the job was cancelled)")
+                        }
+                        Refused::Gone => {
+                            tracing::info!(topic, job_id = %r.id, "{what} not applied: the job was cancelled while it ran")
+                        }
+                    }
                 }
-                return Some(stale);
+                return Some(refused);
             }
             Err(e) if e.is_retryable() && start.elapsed() < PATIENCE => {
                 if pause == Duration::from_millis(50) {
