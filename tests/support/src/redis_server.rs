@@ -2,6 +2,11 @@
 //! unless asked for; a persistent server can be stopped and started again on
 //! the same port with its data. A missing redis-server is a panic that says
 //! how to install it.
+//!
+//! A free port is only free until someone takes it: every server also listens
+//! on a unix socket of its own, and is taken to be up when that socket answers
+//! (so a server another test started on the same port is never mistaken for
+//! it); one that could not bind its port is started again on another.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -14,6 +19,8 @@ pub struct RedisServer {
     args: Vec<String>,
     /// Serves TLS only (on `port`).
     tls: bool,
+    /// Holds this server's unix socket.
+    socket_dir: tempfile::TempDir,
     /// Its TCP port on 127.0.0.1.
     pub port: u16,
 }
@@ -65,9 +72,10 @@ impl RedisServer {
             child: None,
             args: args.iter().map(|a| a.to_string()).collect(),
             tls: false,
+            socket_dir: tempfile::tempdir().expect("a temporary folder"),
             port,
         };
-        server.resume();
+        server.start_somewhere();
         server
     }
 
@@ -96,9 +104,10 @@ impl RedisServer {
             child: None,
             args,
             tls: true,
+            socket_dir: tempfile::tempdir().expect("a temporary folder"),
             port: free_port(),
         };
-        server.resume();
+        server.start_somewhere();
         server
     }
 
@@ -110,8 +119,29 @@ impl RedisServer {
         }
     }
 
+    /// Start on `self.port`, or, if another process took that port meanwhile,
+    /// on another free port (a few times).
+    fn start_somewhere(&mut self) {
+        for _ in 0..5 {
+            if self.try_start() {
+                return;
+            }
+            self.port = free_port();
+        }
+        panic!("redis-server could not bind a free port five times in a row");
+    }
+
     /// Start it again on the same port with the same arguments, and wait until it answers.
     pub fn resume(&mut self) {
+        assert!(
+            self.try_start(),
+            "redis-server could not bind port {} again: another process took it",
+            self.port
+        );
+    }
+
+    /// Start on `self.port`; false if it exited because the port was taken.
+    fn try_start(&mut self) -> bool {
         assert!(self.child.is_none(), "already running");
         let port = self.port.to_string();
         let listen: [&str; 4] = if self.tls {
@@ -127,8 +157,10 @@ impl RedisServer {
                     .into_iter()
                     .flatten(),
             )
+            .arg("--unixsocket")
+            .arg(self.socket())
             .args(&self.args)
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(self.log()).expect("a log file"))
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
@@ -137,17 +169,20 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            // a TLS server cannot be pinged in plain text: an open port will do
-            let up = if self.tls {
-                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            } else {
-                answers(self.port)
-            };
-            if up {
-                return;
+            // its own socket answers only once it has bound its port too
+            if answers(&self.socket()) {
+                return true;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
-                panic!("redis-server on port {} exited: {status}", self.port);
+                self.child = None;
+                let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+                if log.contains("Address already in use") {
+                    return false;
+                }
+                panic!(
+                    "redis-server on port {} exited ({status}):\n{log}",
+                    self.port
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -156,6 +191,14 @@ impl RedisServer {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.socket_dir.path().join("redis.sock")
+    }
+
+    fn log(&self) -> std::path::PathBuf {
+        self.socket_dir.path().join("redis.log")
     }
 
     /// Its process id, while it runs.
@@ -169,11 +212,12 @@ impl RedisServer {
     }
 }
 
-/// Whether a redis-server answers PING on `port`: PONG, or NOAUTH from one
-/// that wants a password (a loading server answers LOADING: not yet).
-fn answers(port: u16) -> bool {
+/// Whether a redis-server answers PING on the unix socket `path`: PONG, or
+/// NOAUTH from one that wants a password (a loading server answers LOADING:
+/// not yet).
+fn answers(path: &Path) -> bool {
     use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(path) else {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
@@ -188,5 +232,19 @@ fn answers(port: u16) -> bool {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_taken_meanwhile_is_not_mistaken_for_ours() {
+        // another redis-server holds the port this one is told to use
+        let squatter = RedisServer::start();
+        let ours = RedisServer::on_port(squatter.port, &["--save", "", "--appendonly", "no"]);
+        assert_ne!(ours.port, squatter.port, "it moved to another port");
+        assert_ne!(ours.pid(), squatter.pid());
     }
 }
