@@ -23,6 +23,10 @@ struct Plan {
     /// Busy-wait this long.
     #[serde(default)]
     spin_ms: Option<u64>,
+    /// Open a raw TCP connection to this address (host:port): what a handler
+    /// without outbound HTTP would try; a refusal fails the job with the error.
+    #[serde(default)]
+    connect: Option<String>,
     /// GET this URL (an error retries the job with the error the guest saw).
     #[serde(default)]
     fetch: Option<String>,
@@ -80,6 +84,11 @@ fn probe(job: Job) -> hourglass_sdk::Result {
         }
         let id = f.enqueue()?;
         info!("follow-up {id} queued");
+    }
+    if let Some(addr) = &plan.connect {
+        std::net::TcpStream::connect(addr.as_str())
+            .map_err(|e| Error::fail(format!("connect {addr}: {e}")))?;
+        info!("connected to {addr}");
     }
     let mut fetched = String::new();
     if let Some(url) = &plan.fetch {
