@@ -272,3 +272,80 @@ fn a_compiled_handler_is_loaded_from_the_cache_on_the_next_start() {
     assert_eq!(second.cache_stats(), Some((1, 0)), "a warm cache does not");
     assert_eq!(handler.hash(), hash_of(ECHO));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_reloaded_under_load_loses_and_repeats_no_job() {
+    let topics = |concurrency: u32, timeout: &str| {
+        format!(
+            "[[topic]]\nname = \"echo\"\nhandler = \"probe.wasm\"\nconcurrency = {concurrency}\ntimeout = \"{timeout}\"\n"
+        )
+    };
+    let project = Project::new("concurrency = 16", &topics(2, "5s"));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let n = 2000;
+    // each job takes about 2 ms: at 2 at a time, seconds of work
+    let jobs: Vec<hourglass::redis::NewJob> = (0..n)
+        .map(|i| hourglass::redis::NewJob {
+            id: Some(format!("j{i}")),
+            payload: br#"{"spin_ms":2}"#.to_vec(),
+            due_at_ms: 0,
+            max_attempts: 0,
+        })
+        .collect();
+    queue
+        .enqueue(&queue.keys("echo"), &jobs, now_ms())
+        .await
+        .unwrap();
+    let mut events = runner
+        .until(WAIT, |seen| {
+            seen.iter().filter(|e| e.kind == EventKind::Acked).count() >= 200
+        })
+        .await;
+    // mid-stream: more concurrency, another time limit
+    project.write_config("concurrency = 16", &topics(8, "3s"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, runner.notices.recv()).await {
+            Ok(Ok(Notice::ConfigApplied)) => break,
+            Ok(Ok(_)) => {}
+            other => panic!("no reload: {other:?}"),
+        }
+    }
+    let s = queue.stats(&queue.keys("echo"), now_ms()).await.unwrap();
+    assert!(
+        s.ready + s.running > 0,
+        "the reload landed after the work was done: not under load"
+    );
+    events.extend(
+        runner
+            .until(WAIT, |seen| {
+                seen.iter().filter(|e| e.kind == EventKind::Acked).count() + 200 >= n
+            })
+            .await,
+    );
+    // Redis empty, then every event sent until then is in
+    loop {
+        let s = queue.stats(&queue.keys("echo"), now_ms()).await.unwrap();
+        if s.ready + s.scheduled + s.running == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never drained: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    while let Ok(e) = runner.events.try_recv() {
+        events.push(e);
+    }
+    let mut acks: HashMap<&str, usize> = HashMap::new();
+    for e in events.iter().filter(|e| e.kind == EventKind::Acked) {
+        *acks.entry(e.id.as_str()).or_default() += 1;
+    }
+    assert_eq!(acks.len(), n, "every job acked");
+    assert!(acks.values().all(|&c| c == 1), "a job acked twice");
+    let started = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
+        .count();
+    assert_eq!(started, n, "a job ran twice");
+    runner.stop().await;
+}
