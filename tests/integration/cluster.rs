@@ -204,7 +204,9 @@ async fn two_runners_share_topics_on_a_cluster_and_run_every_job_once() {
             )
         })
         .collect();
-    let project = Project::on_cluster(cluster.urls(), "concurrency = 8", &topics);
+    // two slots each and 5 ms a job: neither runner can hold the work alone,
+    // so both take some whatever the timing (no chance involved)
+    let project = Project::on_cluster(cluster.urls(), "concurrency = 2", &topics);
     let queue = project.queue().await;
     let mut one = Running::start(project.config()).await;
     let mut two = Running::start(project.config()).await;
@@ -213,7 +215,7 @@ async fn two_runners_share_topics_on_a_cluster_and_run_every_job_once() {
         let jobs: Vec<NewJob> = (0..n / 3)
             .map(|j| NewJob {
                 id: Some(format!("{topic}-{}", i * 1000 + j)),
-                payload: br#"{"touch":"/data","spin_ms":1}"#.to_vec(),
+                payload: br#"{"touch":"/data","spin_ms":5}"#.to_vec(),
                 due_at_ms: 0,
                 max_attempts: 0,
             })

@@ -149,8 +149,11 @@ async fn no_network_without_a_grant_and_no_way_out_of_a_granted_directory() {
     let data = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "host secret").unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), data.path().join("link.txt"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        data.path().join("link.txt"),
+    )
+    .unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -159,13 +162,25 @@ async fn no_network_without_a_grant_and_no_way_out_of_a_granted_directory() {
     let queue = project.queue().await;
 
     // raw sockets: refused, and nothing reached the listener
-    let id = enqueue(&queue, "reader", &format!(r#"{{"connect":"{addr}"}}"#), 0, 0).await;
+    let id = enqueue(
+        &queue,
+        "reader",
+        &format!(r#"{{"connect":"{addr}"}}"#),
+        0,
+        0,
+    )
+    .await;
     let why = outcome(&mut runner, "reader", &id).await.unwrap_err();
     assert!(why.contains(&format!("connect {addr}")), "{why}");
     assert!(listener.accept().is_err(), "a connection reached the host");
 
     // a granted directory does not lead out: not by .., not by a symlink
-    let relative = outside.path().strip_prefix("/").unwrap().display().to_string();
+    let relative = outside
+        .path()
+        .strip_prefix("/")
+        .unwrap()
+        .display()
+        .to_string();
     let depth = data.path().components().count();
     let up = "../".repeat(depth);
     for path in [

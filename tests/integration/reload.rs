@@ -330,7 +330,10 @@ async fn a_configuration_reloaded_under_load_loses_and_repeats_no_job() {
         if s.ready + s.scheduled + s.running == 0 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "never drained: {s:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never drained: {s:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     while let Ok(e) = runner.events.try_recv() {
