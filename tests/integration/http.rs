@@ -434,3 +434,52 @@ max_attempts = 1
     assert_eq!(server.received().len(), 1);
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_trusts_a_topics_extra_ca_and_not_an_unknown_one() {
+    let certs = tempfile::tempdir().unwrap();
+    test_support::tls::write_certificates(certs.path());
+    let server = HttpServer::start_tls(vec![Reply::status(200, "over tls")], certs.path());
+    let url = server.url();
+    let ca = certs.path().join("ca.crt");
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            r#"
+[defaults]
+max_attempts = 1
+
+[[topic]]
+name = "trusting"
+handler = "probe.wasm"
+grants = {{ http = ["{url}"] }}
+http = {{ tls_ca = "{}" }}
+
+[[topic]]
+name = "system_roots_only"
+handler = "probe.wasm"
+grants = {{ http = ["{url}"] }}
+"#,
+            ca.display()
+        ),
+    );
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let id = enqueue(&queue, "trusting", &fetch(&url), 0, 0).await;
+    let events = runner.until_settled("trusting", &id, WAIT).await;
+    let reason = settled(&events, "trusting", &id).unwrap_err();
+    assert!(reason.contains("fetched 200 over tls"), "{reason}");
+    let id = enqueue(&queue, "system_roots_only", &fetch(&url), 0, 0).await;
+    let events = runner.until_settled("system_roots_only", &id, WAIT).await;
+    let reason = settled(&events, "system_roots_only", &id).unwrap_err();
+    assert!(
+        reason.to_lowercase().contains("tls") && !reason.contains("fetched"),
+        "{reason}"
+    );
+    assert_eq!(
+        server.received().len(),
+        1,
+        "only the trusted request got through"
+    );
+    runner.stop().await;
+}

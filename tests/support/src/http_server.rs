@@ -1,6 +1,7 @@
 //! A real HTTP/1.1 server on a loopback port it binds itself (port 0), for
 //! the outbound-HTTP tests and the demo: it answers from a script, records
-//! every request it gets, and stops on drop.
+//! every request it gets, and stops on drop. [`HttpServer::start_tls`] serves
+//! HTTPS with a certificate from [`crate::tls::write_certificates`].
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -90,6 +91,7 @@ pub struct HttpServer {
     state: Arc<Mutex<State>>,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
+    tls: bool,
 }
 
 impl HttpServer {
@@ -101,6 +103,34 @@ impl HttpServer {
 
     /// Serve `script` on `addr`.
     pub fn bind(addr: &str, script: Vec<Reply>) -> std::io::Result<HttpServer> {
+        HttpServer::serve(addr, script, None)
+    }
+
+    /// Serve `script` over HTTPS on 127.0.0.1, with the server certificate
+    /// and key in `certs` (`server.crt`, `server.key`, for 127.0.0.1 and localhost).
+    pub fn start_tls(script: Vec<Reply>, certs: &std::path::Path) -> HttpServer {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_file_iter(certs.join("server.crt"))
+            .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+            .expect("server.crt");
+        let key = PrivateKeyDer::from_pem_file(certs.join("server.key")).expect("server.key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("a usable server certificate");
+        HttpServer::serve("127.0.0.1:0", script, Some(Arc::new(config)))
+            .expect("binding a loopback port")
+    }
+
+    fn serve(
+        addr: &str,
+        script: Vec<Reply>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> std::io::Result<HttpServer> {
         assert!(!script.is_empty(), "a server needs at least one reply");
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
@@ -111,6 +141,7 @@ impl HttpServer {
             streamed: 0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
+        let is_tls = tls.is_some();
         let acceptor = {
             let (state, stop) = (state.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -119,8 +150,20 @@ impl HttpServer {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let (state, stop) = (state.clone(), stop.clone());
-                    std::thread::spawn(move || serve(conn, &state, &stop));
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                    let (state, stop, tls) = (state.clone(), stop.clone(), tls.clone());
+                    std::thread::spawn(move || match tls {
+                        None => serve(&mut { conn }, &state, &stop),
+                        Some(config) => {
+                            let Ok(session) = rustls::ServerConnection::new(config) else {
+                                return;
+                            };
+                            let mut stream = rustls::StreamOwned::new(session, conn);
+                            serve(&mut stream, &state, &stop);
+                            stream.conn.send_close_notify();
+                            let _ = stream.flush();
+                        }
+                    });
                 }
             })
         };
@@ -129,12 +172,16 @@ impl HttpServer {
             state,
             stop,
             acceptor: Some(acceptor),
+            tls: is_tls,
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://localhost:PORT` for a TLS server).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        match self.tls {
+            false => format!("http://{}", self.addr),
+            true => format!("https://localhost:{}", self.addr.port()),
+        }
     }
 
     /// The port it listens on.
@@ -173,15 +220,12 @@ impl Drop for HttpServer {
     }
 }
 
-fn serve(conn: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-    let Ok(mut writer) = conn.try_clone() else {
-        return;
-    };
+fn serve<S: Read + Write>(conn: &mut S, state: &Mutex<State>, stop: &AtomicBool) {
     let mut reader = BufReader::new(conn);
     let Some(request) = read_request(&mut reader) else {
         return;
     };
+    let writer = reader.get_mut();
     let reply = {
         let mut s = state.lock().unwrap();
         s.received.push(request);
@@ -238,10 +282,9 @@ fn serve(conn: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
         }
     }
     let _ = writer.flush();
-    let _ = writer.shutdown(std::net::Shutdown::Both);
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
+fn read_request<S: Read>(reader: &mut BufReader<S>) -> Option<Received> {
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;
     let mut parts = line.split_whitespace();
