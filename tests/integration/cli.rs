@@ -139,3 +139,52 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
         Some(crate::util::hash_of(test_support::components::PANIC).as_str())
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_names_each_attempts_handler_and_the_files_no_topic_uses() {
+    let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
+    let log = project.dir.path().join("runner.log");
+    let mut runner = std::process::Command::new(crate::util::hourglass_bin())
+        .args(["run", "--config"])
+        .arg(project.config_path())
+        .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let wait_for = |text: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !read().contains(text) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{text:?} never logged:\n{}",
+                read()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for("hourglass running");
+    let queue = project.queue().await;
+    crate::util::enqueue(&queue, "echo", "hi", 0, 0).await;
+    wait_for("attempt 1/");
+    let _ = runner.kill();
+    let _ = runner.wait();
+    let text = read();
+    let hash = crate::util::hash_of(test_support::components::ECHO);
+    let line = text.lines().find(|l| l.contains("attempt 1/")).unwrap();
+    assert!(line.contains(&format!("handler=\"{hash}\"")), "{line}");
+    // the other components in handlers/ serve no topic: said once each
+    for (name, _) in test_support::components::ALL
+        .iter()
+        .filter(|(n, _)| *n != "echo")
+    {
+        let said = text
+            .lines()
+            .filter(|l| {
+                l.contains("uses this file: ignored") && l.contains(&format!("{name}.wasm"))
+            })
+            .count();
+        assert_eq!(said, 1, "{name}.wasm:\n{text}");
+    }
+}
