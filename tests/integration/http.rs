@@ -164,18 +164,27 @@ fn hook(url: &str) -> String {
     format!(r#"{{"url":"{url}/hooks/order","body":{{"order":1042,"state":"cancelled"}}}}"#)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webhook_retries_5xx_and_acks_on_the_attempt_that_gets_a_2xx() {
-    let server = HttpServer::start(vec![
-        Reply::status(503, "busy"),
-        Reply::status(503, "busy"),
-        Reply::status(200, "thanks"),
-    ]);
+/// One webhook job against a receiver answering `script`: the receiver, the
+/// events until the job settled, and the job's id.
+async fn deliver(script: Vec<Reply>) -> (HttpServer, Vec<Event>, String) {
+    let server = HttpServer::start(script);
     let project = Project::new("concurrency = 4", &webhook_topics(&server.url()));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let id = enqueue(&queue, "webhook", &hook(&server.url()), 0, 0).await;
     let events = runner.until_settled("webhook", &id, WAIT).await;
+    runner.stop().await;
+    (server, events, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_retries_5xx_and_acks_on_the_attempt_that_gets_a_2xx() {
+    let (server, events, id) = deliver(vec![
+        Reply::status(503, "busy"),
+        Reply::status(503, "busy"),
+        Reply::status(200, "thanks"),
+    ])
+    .await;
     assert_eq!(settled(&events, "webhook", &id), Ok(()));
     let acked = events
         .iter()
@@ -193,20 +202,15 @@ async fn the_webhook_retries_5xx_and_acks_on_the_attempt_that_gets_a_2xx() {
         let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!(body, serde_json::json!({"order":1042,"state":"cancelled"}));
     }
-    runner.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_waits_as_long_as_retry_after_says() {
-    let server = HttpServer::start(vec![
+    let (_server, events, id) = deliver(vec![
         Reply::status(429, "slow down").with_header("retry-after", "2"),
         Reply::status(204, ""),
-    ]);
-    let project = Project::new("concurrency = 4", &webhook_topics(&server.url()));
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    let id = enqueue(&queue, "webhook", &hook(&server.url()), 0, 0).await;
-    let events = runner.until_settled("webhook", &id, WAIT).await;
+    ])
+    .await;
     assert_eq!(settled(&events, "webhook", &id), Ok(()));
     let starts: Vec<u64> = of(&events, "webhook", &id)
         .into_iter()
@@ -229,17 +233,12 @@ async fn the_webhook_waits_as_long_as_retry_after_says() {
             _ => None,
         });
     assert!(next_due.unwrap() >= starts[0] + 2000);
-    runner.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_dead_letters_a_4xx_with_its_status_and_body() {
-    let server = HttpServer::start(vec![Reply::status(404, "no such hook: /hooks/order")]);
-    let project = Project::new("concurrency = 4", &webhook_topics(&server.url()));
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    let id = enqueue(&queue, "webhook", &hook(&server.url()), 0, 0).await;
-    let events = runner.until_settled("webhook", &id, WAIT).await;
+    let (server, events, id) =
+        deliver(vec![Reply::status(404, "no such hook: /hooks/order")]).await;
     let reason = settled(&events, "webhook", &id).unwrap_err();
     assert!(
         reason.contains("answered 404: no such hook: /hooks/order"),
@@ -247,7 +246,6 @@ async fn the_webhook_dead_letters_a_4xx_with_its_status_and_body() {
     );
     assert!(retry_reasons(&events, "webhook", &id).is_empty());
     assert_eq!(server.received().len(), 1);
-    runner.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -327,14 +327,22 @@ fn parse_host(host: &str) -> Result<Host, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn grants(list: &[&str]) -> Grants {
+impl Grants {
+    /// Grants of these `grants.http` entries and nothing else.
+    pub(crate) fn http_only(list: &[&str]) -> Grants {
         Grants {
             http: list.iter().map(|g| HttpGrant::parse(g).unwrap()).collect(),
             ..Grants::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grants(list: &[&str]) -> Grants {
+        Grants::http_only(list)
     }
 
     fn access(list: &[&str], scheme: &str, authority: &str) -> Access {

@@ -581,13 +581,9 @@ impl Body for Capped {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::HttpGrant;
 
     fn grants(list: &[&str]) -> Grants {
-        Grants {
-            http: list.iter().map(|g| HttpGrant::parse(g).unwrap()).collect(),
-            ..Grants::default()
-        }
+        Grants::http_only(list)
     }
 
     fn addrs(list: &[&str]) -> Vec<SocketAddr> {
