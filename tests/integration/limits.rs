@@ -129,40 +129,58 @@ async fn a_memory_bomb_is_stopped_at_the_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it() {
-    use hourglass::wasm::{Finish, JobContext, JobInput, Runtime, Sandbox};
+    use hourglass::config::{Grants, HttpGrant, HttpLimits};
+    use hourglass::wasm::{Finish, HttpPolicy, JobContext, JobInput, Runtime, Sandbox};
+    use test_support::{HttpServer, Reply};
+    // the first attempt holds the only slot while it waits on a request that
+    // is never answered: the server seeing the request is the signal
+    let server = HttpServer::start(vec![Reply::Hang]);
     let runtime = std::sync::Arc::new(Runtime::new(1, None).unwrap());
-    let slow = runtime
-        .load(std::path::Path::new(test_support::components::SLOW))
+    let probe = runtime
+        .load(std::path::Path::new(test_support::components::PROBE))
         .unwrap();
+    let grants = std::sync::Arc::new(Grants {
+        http: vec![HttpGrant::parse(&server.url()).unwrap()],
+        ..Grants::default()
+    });
     let sandbox = Sandbox {
-        timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(20),
         memory: 16 << 20,
-        grants: Default::default(),
+        grants: grants.clone(),
         may_enqueue: Vec::new().into(),
         max_payload: 1 << 20,
-        http: Default::default(),
+        http: std::sync::Arc::new(HttpPolicy::new(grants, HttpLimits::default())),
     };
     let input = |id: &str| JobInput {
         ctx: JobContext {
-            topic: "slow".into(),
+            topic: "probe".into(),
             id: id.into(),
             attempt: 1,
         },
-        payload: br#"{"spin_ms":2000}"#.to_vec(),
+        payload: format!(r#"{{"fetch":"{}"}}"#, server.url()).into_bytes(),
         max_attempts: 1,
         enqueued_at_ms: 0,
         due_at_ms: 0,
     };
     let first = {
-        let (runtime, slow, sandbox) = (runtime.clone(), slow.clone(), sandbox.clone());
-        tokio::spawn(async move { runtime.run(&slow, input("a"), &sandbox).await })
+        let (runtime, probe, sandbox) = (runtime.clone(), probe.clone(), sandbox.clone());
+        let input = input("a");
+        tokio::spawn(async move { runtime.run(&probe, input, &sandbox).await })
     };
-    // the first holds the only slot for 2 s (no signal says when it has it)
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let second = runtime.run(&slow, input("b"), &sandbox).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while server.received().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first attempt never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let second = runtime.run(&probe, input("b"), &sandbox).await;
     assert!(
         matches!(second, Finish::NotStarted(_)),
         "a full pool must not fail the job: {second:?}"
     );
-    assert!(matches!(first.await.unwrap(), Finish::Ack(_)));
+    drop(server); // the hanging request ends: the first attempt finishes (a retry)
+    let first = first.await.unwrap();
+    assert!(matches!(first, Finish::Retry { .. }), "{first:?}");
 }
