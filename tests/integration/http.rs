@@ -481,3 +481,44 @@ grants = {{ http = ["{url}"] }}
     );
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_may_hold_only_max_concurrent_requests_open() {
+    let server = HttpServer::start(vec![Reply::status(200, "ok")]);
+    let url = server.url();
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            r#"
+[[topic]]
+name = "js"
+handler = "js_probe.wasm"
+max_attempts = 1
+timeout = "20s"
+http = {{ max_concurrent = 2 }}
+grants = {{ http = ["{url}"] }}
+"#
+        ),
+    );
+    std::fs::copy(
+        test_support::components::JS_PROBE,
+        project.handler("js_probe.wasm"),
+    )
+    .unwrap();
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    // three GETs started at once: the third finds both slots taken
+    let payload = format!(r#"{{"fetch_many":["{url}/1","{url}/2","{url}/3"]}}"#);
+    let id = enqueue(&queue, "js", &payload, 0, 0).await;
+    let events = runner.until_settled("js", &id, WAIT).await;
+    let reason = settled(&events, "js", &id).unwrap_err();
+    assert!(reason.contains("2 ok, 1 failed"), "{reason}");
+    assert_eq!(
+        server.received().len(),
+        2,
+        "the third never left the process"
+    );
+    let counts = runner.outbound.snapshot();
+    assert_eq!(counts.get(&("js".into(), "error".into())), Some(&1));
+    runner.stop().await;
+}

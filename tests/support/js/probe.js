@@ -2,8 +2,9 @@
 //   componentize-js --wit wit --world-name handler -o js_probe.wasm probe.js
 // (componentize-js 0.23.0, default features: the component imports wasi:http).
 // The payload is JSON: {"fetch": URL} GETs the URL and fails the job with its
-// status and body as the reason (so a test sees what the handler saw); without
-// it the job is acked.
+// status and body as the reason (so a test sees what the handler saw);
+// {"fetch_many": [URL, ...]} starts all the GETs at once and fails the job with
+// "<n> ok, <m> failed"; without either the job is acked.
 import { log } from 'hourglass:handler/log@0.1.0';
 
 export async function handle(job) {
@@ -17,6 +18,11 @@ export async function handle(job) {
     } catch (e) {
       return { tag: 'retry', val: { delayMs: undefined, reason: `fetch ${plan.fetch}: ${e}` } };
     }
+  }
+  if (plan.fetch_many) {
+    const results = await Promise.allSettled(plan.fetch_many.map((url) => fetch(url)));
+    const ok = results.filter((r) => r.status === 'fulfilled' && r.value.status === 200).length;
+    return { tag: 'fail', val: `${ok} ok, ${results.length - ok} failed` };
   }
   return { tag: 'ack' };
 }
