@@ -178,18 +178,41 @@ pub enum ConfigError {
     },
 }
 
+/// How much of the machine a configuration is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Everything, for a runner: handler files exist, granted variables are
+    /// set, granted folders and CA files exist.
+    Runner,
+    /// The file itself only, for a producer or an operator's command: it
+    /// needs `[redis]` and topic names, not the handlers or their grants.
+    Producer,
+}
+
 impl Config {
-    /// Read and validate `path`.
+    /// Read and validate `path` for a runner.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_for(path, Check::Runner)
+    }
+
+    /// Read and validate `path`, checked against the machine as `check` says.
+    pub fn load_for(path: &Path, check: Check) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        Config::parse(path, &text)
+        Config::parse_for(path, &text, check)
     }
 
-    /// Validate `text` as if read from `path` (relative paths resolve against its folder).
+    /// Validate `text` for a runner, as if read from `path` (relative paths
+    /// resolve against its folder).
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        Config::parse_for(path, text, Check::Runner)
+    }
+
+    /// Validate `text` as if read from `path`, checked against the machine as
+    /// `check` says.
+    pub fn parse_for(path: &Path, text: &str, check: Check) -> Result<Config, ConfigError> {
         let invalid = |span: Option<std::ops::Range<usize>>, message: String| {
             let (line, column) = span.map_or((1, 1), |s| line_col(text, s.start));
             ConfigError::Invalid {
@@ -257,6 +280,11 @@ impl Config {
                         "field `memory`: topic {name:?}: between 1MiB (a handler's own stack and data) and 4GiB (a WebAssembly memory cannot grow further)"
                     ),
                 ));
+            }
+            if check == Check::Producer {
+                // what runs the jobs is the runner's business
+                topics.push(resolved);
+                continue;
             }
             if let Some(grants) = &topic.grants {
                 resolved.grants = resolve_grants(grants, &base, name)

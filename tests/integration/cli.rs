@@ -188,3 +188,47 @@ async fn the_log_names_each_attempts_handler_and_the_files_no_topic_uses() {
         assert_eq!(said, 1, "{name}.wasm:\n{text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_needs_only_the_redis_table() {
+    let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
+    // the runner's file on a host without the handlers: producing still works
+    std::fs::remove_dir_all(project.dir.path().join("handlers")).unwrap();
+    let out = hourglass(&project, &["enqueue", "echo", "hi", "--id", "p-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = hourglass(&project, &["inspect", "echo", "p-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ... while a runner's check still wants them
+    assert_eq!(hourglass(&project, &["check"]).status.code(), Some(2));
+
+    // a producer's own file: [redis] alone, any topic name
+    let url = &project.endpoint.urls[0];
+    std::fs::write(
+        project.config_path(),
+        format!("[redis]\nurl = \"{url}\"\nnamespace = \"test\"\n"),
+    )
+    .unwrap();
+    let out = hourglass(&project, &["enqueue", "reports", "{}", "--id", "r-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let queue = project.queue().await;
+    let job = queue
+        .inspect(&queue.keys("reports"), "r-1", hourglass::clock::now_ms())
+        .await
+        .unwrap();
+    assert!(job.is_some(), "the job is in Redis");
+    // a name that cannot be a topic is still refused
+    let out = hourglass(&project, &["enqueue", "no spaces", "{}"]);
+    assert_eq!(out.status.code(), Some(2));
+}

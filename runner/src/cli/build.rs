@@ -24,7 +24,7 @@ pub(super) struct Args {
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     let out = match args.out {
         Some(out) => out,
-        None => match crate::Config::load(config) {
+        None => match crate::Config::load_for(config, crate::config::Check::Producer) {
             Ok(c) => c.runner.handlers_dir,
             Err(_) => PathBuf::from("handlers"),
         },

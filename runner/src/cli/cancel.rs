@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_config, topic_of};
+use super::{Failure, load_producer_config, topic_of};
 use crate::redis::connect;
 use crate::redis::{Cancelled, check_id};
 
@@ -22,7 +22,7 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
-    let config = load_config(config)?;
+    let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     for id in &args.ids {
         check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;

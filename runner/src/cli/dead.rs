@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::inspect::when;
-use super::{Failure, load_config, topic_of};
+use super::{Failure, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
 use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id};
@@ -46,7 +46,7 @@ pub(super) struct Selection {
 }
 
 pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> {
-    let config = load_config(config)?;
+    let config = load_producer_config(config)?;
     let topic = match &command {
         Command::List { topic, .. } => topic,
         Command::Retry(s) | Command::Purge(s) => {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_config, topic_of};
+use super::{Failure, load_producer_config, topic_of};
 use crate::clock::{millis, now_ms};
 use crate::config::parse_duration;
 use crate::redis::connect;
@@ -36,7 +36,7 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
-    let config = load_config(config)?;
+    let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     if let Some(id) = &args.id {
         check_id(id).map_err(|e| Failure::input(anyhow!("--id: {e}")))?;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_config, topic_of};
+use super::{Failure, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
 use crate::redis::{JobState, JobView, check_id};
@@ -23,8 +23,8 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
-    let config = load_config(config)?;
-    let topic_max = topic_of(&config, &args.topic)?.max_attempts;
+    let config = load_producer_config(config)?;
+    let topic_max = topic_of(&config, &args.topic)?.map(|t| t.max_attempts);
     check_id(&args.id).map_err(|e| Failure::input(anyhow!(e)))?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
@@ -63,7 +63,7 @@ pub(super) fn when(ms: u64, now: u64) -> String {
     }
 }
 
-fn to_text(topic: &str, v: &JobView, topic_max: u32, now: u64) -> String {
+fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String {
     let mut out = format!("{topic}/{}\n", v.id);
     let line = |out: &mut String, k: &str, val: String| out.push_str(&format!("  {k:<10} {val}\n"));
     let state = match &v.state {
@@ -77,7 +77,10 @@ fn to_text(topic: &str, v: &JobView, topic_max: u32, now: u64) -> String {
     line(&mut out, "state", state);
     let max = match &v.record {
         Some(Ok(r)) if r.max_attempts > 0 => format!(" of {}", r.max_attempts),
-        _ => format!(" of {topic_max} (the topic's max_attempts)"),
+        _ => match topic_max {
+            Some(max) => format!(" of {max} (the topic's max_attempts)"),
+            None => " (the topic's max_attempts: not in this queues.toml)".into(),
+        },
     };
     line(&mut out, "attempts", format!("{} started{max}", v.attempts));
     if let JobState::Dead(info) = &v.state {

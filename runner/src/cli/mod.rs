@@ -153,12 +153,25 @@ pub(crate) fn load_config(path: &std::path::Path) -> Result<crate::Config, Failu
     crate::Config::load(path).map_err(Failure::input)
 }
 
-/// The topic called `name`; an unknown one is bad input naming the known ones.
+/// The configuration as a producer or operator needs it: `[redis]` and the
+/// topic names; handler files and grants are not looked at.
+pub(crate) fn load_producer_config(path: &std::path::Path) -> Result<crate::Config, Failure> {
+    crate::Config::load_for(path, crate::config::Check::Producer).map_err(Failure::input)
+}
+
+/// The topic called `name`. A file that names topics knows them all: an
+/// unknown one is bad input naming the known ones (a typo, most likely). A
+/// file with no topics (a producer's, only `[redis]`) takes any valid name.
 pub(crate) fn topic_of<'c>(
     config: &'c crate::Config,
     name: &str,
-) -> Result<&'c crate::config::TopicConfig, Failure> {
-    config.topic(name).ok_or_else(|| {
+) -> Result<Option<&'c crate::config::TopicConfig>, Failure> {
+    if config.topics.is_empty() {
+        crate::config::check_topic_name(name)
+            .map_err(|why| Failure::input(anyhow::anyhow!("topic: {why}")))?;
+        return Ok(None);
+    }
+    config.topic(name).map(Some).ok_or_else(|| {
         let known: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
         Failure::input(anyhow::anyhow!(
             "topic {name:?} is not in {} (topics: {})",

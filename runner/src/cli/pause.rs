@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{Failure, load_config, topic_of};
+use super::{Failure, load_producer_config, topic_of};
 use crate::redis::connect;
 
 #[derive(Debug, clap::Args)]
@@ -13,7 +13,7 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(config: &Path, args: Args, pause: bool) -> Result<(), Failure> {
-    let config = load_config(config)?;
+    let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     let (queue, _embedded) = connect(&config).await?;
     let changed = queue.set_paused(&queue.keys(&args.topic), pause).await?;

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Failure, load_config};
+use super::{Failure, load_producer_config};
 use crate::clock::now_ms;
 use crate::redis::connect;
 
@@ -19,7 +19,7 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
-    let config = load_config(config)?;
+    let config = load_producer_config(config)?;
     let (queue, _embedded) = connect(&config).await?;
     loop {
         let now = now_ms();
