@@ -20,7 +20,8 @@
 //! - `ops`: cancel, dead list/retry/purge, pause/resume, dead-letter retention.
 //! - `security`: AUTH (password, ACL user), TLS with a private CA, mutual TLS.
 //! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
-//! - `cli`: the binary: bad queues.toml, check, enqueue, inspect.
+//! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
+//! - `runners`: heartbeats: live runners listed, a killed one drops out.
 
 mod cli;
 mod cluster;
@@ -36,5 +37,6 @@ mod ops;
 mod pipeline;
 mod priority;
 mod reload;
+mod runners;
 mod security;
 mod util;

@@ -11,6 +11,7 @@ mod enqueue;
 mod inspect;
 mod pause;
 mod run;
+mod runners;
 mod stats;
 
 use std::path::PathBuf;
@@ -62,6 +63,8 @@ enum Command {
     Pause(pause::Args),
     /// Claim a paused topic's jobs again.
     Resume(pause::Args),
+    /// List the runners alive now: host, pid, version, topics, what they run.
+    Runners(runners::Args),
     /// Validate queues.toml and every handler; run nothing.
     Check,
     /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
@@ -119,6 +122,7 @@ pub fn main() -> ExitCode {
             Command::Dead(command) => dead::run(&cli.config, command).await,
             Command::Pause(args) => pause::run(&cli.config, args, true).await,
             Command::Resume(args) => pause::run(&cli.config, args, false).await,
+            Command::Runners(args) => runners::run(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
             Command::Build(args) => build::run(&cli.config, args).await,
         }

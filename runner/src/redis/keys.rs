@@ -53,6 +53,26 @@ impl TopicKeys {
     }
 }
 
+/// The keys where runners say they are alive: one hash tag of their own,
+/// `{:runners}` (a topic name cannot hold ':'), so one slot on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerKeys {
+    /// hash runner id → what it reports (JSON).
+    pub info: String,
+    /// zset runner id → alive until (ms).
+    pub alive: String,
+}
+
+impl RunnerKeys {
+    /// The runners' keys under `namespace`.
+    pub fn new(namespace: &str) -> RunnerKeys {
+        RunnerKeys {
+            info: format!("{namespace}:{{:runners}}:info"),
+            alive: format!("{namespace}:{{:runners}}:alive"),
+        }
+    }
+}
+
 /// The pub/sub channel on which scripts announce a job that became due earlier
 /// than anything before it: runners sleep until the next due time or this.
 pub fn wake_channel(namespace: &str) -> String {

@@ -17,6 +17,7 @@ mod open;
 pub mod outbox;
 pub mod record;
 mod reply;
+mod runners;
 mod scripts;
 mod wake;
 
@@ -33,11 +34,12 @@ pub use job::{
     Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, Refusal, Refused, TopicStats,
     check_id,
 };
-pub use keys::{TopicKeys, wake_channel};
+pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use open::{connect, connect_patiently};
 pub use outbox::{Parked, outbox_token};
 pub use record::{CorruptRecord, Record};
 use reply::{bytes, number, optional_string, string};
+pub use runners::RunnerInfo;
 pub use wake::{Wake, listen as listen_for_wakes};
 
 /// A failed pipeline operation: bad input (permanent) or Redis (retryable).

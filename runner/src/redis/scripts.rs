@@ -29,3 +29,4 @@ script!(CANCEL, "cancel.lua");
 script!(DEAD_RETRY, "dead_retry.lua");
 script!(DEAD_PURGE, "dead_purge.lua");
 script!(PAUSE, "pause.lua");
+script!(HEARTBEAT, "heartbeat.lua");

@@ -18,6 +18,7 @@ mod attempt;
 mod capacity;
 mod commit;
 mod decide;
+mod heartbeat;
 mod housekeeping;
 mod scheduler;
 

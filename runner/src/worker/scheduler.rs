@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use super::attempt::{self, Attempt, Completion};
 use super::capacity::Capacity;
+use super::heartbeat::Heartbeat;
 use super::{Shared, Topic, housekeeping};
 use crate::clock::{millis, now_ms};
 use crate::config::Config;
@@ -49,6 +50,8 @@ pub(super) struct Scheduler {
     /// claim round (strict priority would otherwise let a lower topic take a
     /// slot freed meanwhile).
     tasks: JoinSet<Attempt>,
+    /// What this runner tells the others (and `hourglass runners`).
+    heartbeat: Heartbeat,
 }
 
 impl Scheduler {
@@ -68,6 +71,7 @@ impl Scheduler {
             global,
             commits,
             tasks: JoinSet::new(),
+            heartbeat: Heartbeat::new(now_ms()),
         };
         scheduler.apply(snapshot);
         scheduler
@@ -133,6 +137,9 @@ impl Scheduler {
             if outage.is_none() && now >= next_scan {
                 housekeeping::requeue_expired(&self.shared, &self.topics, now).await;
                 housekeeping::sweep_outboxes(&self.shared, &self.topics, now).await;
+                self.heartbeat
+                    .beat_if_due(&self.shared, &self.topics, self.tasks.len(), now)
+                    .await;
                 next_scan = now + millis(LEASE_SCAN);
             }
             if outage.is_none() && now >= next_trim {
@@ -279,6 +286,7 @@ impl Scheduler {
             );
             self.tasks.shutdown().await;
         }
+        self.heartbeat.leave(&self.shared, now_ms()).await;
     }
 }
 

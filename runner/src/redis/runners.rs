@@ -1,0 +1,96 @@
+//! Runners that say they are alive: each writes what it is and does every
+//! few seconds with a deadline (`heartbeat.lua`); a runner whose deadline
+//! passed (SIGKILL, a lost machine) is no longer listed and is forgotten by
+//! the next heartbeat of any runner. A runner that stops gracefully leaves.
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+
+use super::keys::RunnerKeys;
+use super::{Queue, QueueError, scripts};
+
+/// What a runner reports about itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunnerInfo {
+    /// `host-pid-random`, unique per process.
+    pub id: String,
+    /// The machine's host name.
+    pub host: String,
+    /// The process id.
+    pub pid: u32,
+    /// The hourglass version.
+    pub version: String,
+    /// When it started (ms since the Unix epoch).
+    pub started_at_ms: u64,
+    /// When it last said so (ms).
+    pub seen_at_ms: u64,
+    /// The topics it serves.
+    pub topics: Vec<String>,
+    /// Attempts running in it now.
+    pub in_flight: u64,
+    /// Topic → content hash of the handler version serving it.
+    pub handlers: BTreeMap<String, String>,
+}
+
+impl Queue {
+    /// Say `runner` is alive until `until_ms`; returns how many runners whose
+    /// time ran out were forgotten meanwhile.
+    pub async fn heartbeat(&self, runner: &RunnerInfo, until_ms: u64) -> Result<u64, QueueError> {
+        let json = serde_json::to_string(runner).expect("runner info serializes");
+        self.beat(&runner.id, runner.seen_at_ms, until_ms, &json)
+            .await
+    }
+
+    /// Say runner `id` is gone (a graceful stop).
+    pub async fn leave(&self, id: &str, now_ms: u64) -> Result<(), QueueError> {
+        self.beat(id, now_ms, now_ms, "").await.map(|_| ())
+    }
+
+    async fn beat(
+        &self,
+        id: &str,
+        now_ms: u64,
+        until_ms: u64,
+        json: &str,
+    ) -> Result<u64, QueueError> {
+        let keys = RunnerKeys::new(&self.namespace);
+        Ok(scripts::HEARTBEAT
+            .key(&keys.info)
+            .key(&keys.alive)
+            .arg(now_ms)
+            .arg(until_ms)
+            .arg(id)
+            .arg(json)
+            .invoke_async(&mut self.conn.clone())
+            .await?)
+    }
+
+    /// The runners alive at `now_ms`, by id.
+    pub async fn runners(&self, now_ms: u64) -> Result<Vec<RunnerInfo>, QueueError> {
+        let keys = RunnerKeys::new(&self.namespace);
+        let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(&keys.alive)
+            .arg(now_ms)
+            .arg("+inf")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let infos: Vec<Value> = redis::cmd("HMGET")
+            .arg(&keys.info)
+            .arg(&ids)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let mut runners: Vec<RunnerInfo> = infos
+            .iter()
+            .filter_map(|v| match v {
+                Value::BulkString(bytes) => serde_json::from_slice(bytes).ok(),
+                _ => None,
+            })
+            .collect();
+        runners.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(runners)
+    }
+}

@@ -1,0 +1,77 @@
+//! This runner's heartbeat: every [`INTERVAL`] it tells Redis who it is, what
+//! it serves and how much is running, alive for [`TTL`]; `hourglass runners`
+//! lists the runners whose time has not run out. A graceful stop leaves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Shared, Topic};
+use crate::clock::millis;
+use crate::redis::RunnerInfo;
+
+/// How often a runner says it is alive.
+pub(crate) const INTERVAL: Duration = Duration::from_secs(2);
+/// How long a runner counts as alive after it last said so.
+pub(crate) const TTL: Duration = Duration::from_secs(6);
+
+pub(super) struct Heartbeat {
+    info: RunnerInfo,
+    next_ms: u64,
+}
+
+impl Heartbeat {
+    /// A heartbeat for this process, started at `now`.
+    pub fn new(now: u64) -> Heartbeat {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown".into());
+        let pid = std::process::id();
+        Heartbeat {
+            info: RunnerInfo {
+                id: format!("{host}-{pid}-{:04x}", rand::random::<u16>()),
+                host,
+                pid,
+                version: env!("CARGO_PKG_VERSION").into(),
+                started_at_ms: now,
+                seen_at_ms: now,
+                topics: Vec::new(),
+                in_flight: 0,
+                handlers: Default::default(),
+            },
+            next_ms: 0,
+        }
+    }
+
+    /// Say so if the last time was [`INTERVAL`] ago.
+    pub async fn beat_if_due(
+        &mut self,
+        shared: &Shared,
+        topics: &[Arc<Topic>],
+        in_flight: usize,
+        now: u64,
+    ) {
+        if now < self.next_ms {
+            return;
+        }
+        self.next_ms = now + millis(INTERVAL);
+        self.info.seen_at_ms = now;
+        self.info.in_flight = in_flight as u64;
+        self.info.topics = topics.iter().map(|t| t.cfg.name.clone()).collect();
+        self.info.handlers = topics
+            .iter()
+            .filter_map(|t| Some((t.cfg.name.clone(), t.handler.as_ref()?.hash().to_owned())))
+            .collect();
+        if let Err(e) = shared.queue.heartbeat(&self.info, now + millis(TTL)).await {
+            tracing::debug!("heartbeat not written: {e}");
+        }
+    }
+
+    /// Say this runner is gone.
+    pub async fn leave(&self, shared: &Shared, now: u64) {
+        if let Err(e) = shared.queue.leave(&self.info.id, now).await {
+            tracing::debug!("could not say this runner left (its entry expires anyway): {e}");
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Runners that say they are alive: listed while they run (with what they
+//! serve), one killed with SIGKILL drops out within the heartbeat's time to
+//! live, one stopped gracefully leaves at once.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use hourglass::clock::now_ms;
+use hourglass::redis::{Queue, RunnerInfo};
+
+use crate::util::{Project, Running, hash_of, hourglass, hourglass_bin};
+
+/// Wait until `wanted` holds for the runners alive now.
+async fn until_runners(
+    queue: &Queue,
+    within: Duration,
+    wanted: impl Fn(&[RunnerInfo]) -> bool,
+) -> Vec<RunnerInfo> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let runners = queue.runners(now_ms()).await.unwrap();
+        if wanted(&runners) {
+            return runners;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "runners now: {runners:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_runners_are_listed_and_a_killed_one_drops_out() {
+    let project = Project::new(
+        "concurrency = 2",
+        "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n",
+    );
+    let queue = project.queue().await;
+    let here = Running::start(project.config()).await;
+    let mut there = Command::new(hourglass_bin())
+        .args(["run", "--config"])
+        .arg(project.config_path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let runners = until_runners(&queue, Duration::from_secs(30), |r| r.len() == 2).await;
+    let pids: Vec<u32> = runners.iter().map(|r| r.pid).collect();
+    assert!(
+        pids.contains(&std::process::id()) && pids.contains(&there.id()),
+        "{runners:#?}"
+    );
+    let echo = hash_of(test_support::components::ECHO);
+    for r in &runners {
+        assert_eq!(r.topics, ["echo"]);
+        assert_eq!(r.handlers.get("echo"), Some(&echo));
+        assert_eq!(r.version, env!("CARGO_PKG_VERSION"));
+    }
+
+    // SIGKILL: no goodbye; it drops out when its time to live runs out
+    there.kill().unwrap();
+    there.wait().unwrap();
+    // (its time to live is 6 s: well within the wait)
+    let runners = until_runners(&queue, Duration::from_secs(15), |r| r.len() == 1).await;
+    assert_eq!(runners[0].pid, std::process::id());
+
+    // the command line lists the same
+    let out = hourglass(&project, &["runners", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<RunnerInfo> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 1, "{stdout}");
+    assert_eq!(listed[0].id, runners[0].id);
+
+    // a graceful stop leaves at once
+    here.stop().await;
+    assert!(queue.runners(now_ms()).await.unwrap().is_empty());
+}
