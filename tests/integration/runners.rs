@@ -58,6 +58,28 @@ async fn live_runners_are_listed_and_a_killed_one_drops_out() {
         assert_eq!(r.version, env!("CARGO_PKG_VERSION"));
     }
 
+    // what they did is in their heartbeats: 10 jobs acked between them
+    for i in 0..10 {
+        crate::util::enqueue(&queue, "echo", &format!("n{i}"), 0, 0).await;
+    }
+    let runners = until_runners(&queue, Duration::from_secs(30), |r| {
+        r.iter()
+            .filter_map(|r| r.meters.get("echo"))
+            .map(|m| m.done)
+            .sum::<u64>()
+            == 10
+    })
+    .await;
+    assert!(
+        runners
+            .iter()
+            .filter_map(|r| r.meters.get("echo"))
+            .all(|m| m.failed == 0)
+    );
+    let out = hourglass(&project, &["stats", "--json"]);
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(stats["echo"]["late_p99_ms"].is_u64(), "{stats}");
+
     // SIGKILL: no goodbye; it drops out when its time to live runs out
     there.kill().unwrap();
     there.wait().unwrap();

@@ -39,7 +39,7 @@ pub use open::{connect, connect_patiently};
 pub use outbox::{Parked, outbox_token};
 pub use record::{CorruptRecord, Record};
 use reply::{bytes, number, optional_string, string};
-pub use runners::RunnerInfo;
+pub use runners::{RunnerInfo, TopicMeter};
 pub use wake::{Wake, listen as listen_for_wakes};
 
 /// A failed pipeline operation: bad input (permanent) or Redis (retryable).

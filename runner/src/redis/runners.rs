@@ -31,6 +31,22 @@ pub struct RunnerInfo {
     pub in_flight: u64,
     /// Topic → content hash of the handler version serving it.
     pub handlers: BTreeMap<String, String>,
+    /// Topic → what this runner did for it since it started.
+    #[serde(default)]
+    pub meters: BTreeMap<String, TopicMeter>,
+}
+
+/// One runner's work for one topic since it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TopicMeter {
+    /// Attempts acked.
+    pub done: u64,
+    /// Attempts that failed (retried or dead-lettered).
+    pub failed: u64,
+    /// Lateness (due → start) of its recent attempts: median, ms.
+    pub late_p50_ms: Option<u64>,
+    /// Lateness of its recent attempts: 99th percentile, ms.
+    pub late_p99_ms: Option<u64>,
 }
 
 impl Queue {

@@ -108,6 +108,9 @@ pub(super) async fn run(
         (input.ctx.attempt, input.max_attempts, input.due_at_ms);
     let span = tracing::info_span!("attempt", handler = handler.hash());
     let started_at_ms = now_ms();
+    shared
+        .meter
+        .started(&cfg.name, started_at_ms.saturating_sub(due_at_ms));
     tracing::debug!(parent: &span, topic = %cfg.name, job_id = %attempt.id, attempt = number, late_ms = started_at_ms.saturating_sub(due_at_ms), "started");
     shared.emit(
         &cfg.name,

@@ -82,6 +82,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             .into_iter()
             .filter(|d| !is_refused(&refused, &d.id))
             .collect();
+        shared.meter.finished(name, acked.len() as u64, 0);
         for d in &acked {
             tracing::debug!(topic = %name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
             shared.emit(name, &d.id, d.attempt, EventKind::Acked);
@@ -104,6 +105,11 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     if !b.retries.is_empty()
         && let Some(refused) = persist("retry", name, || q.retry(keys, &b.retries)).await
     {
+        shared.meter.finished(
+            name,
+            0,
+            (b.retries.len() - refused.len().min(b.retries.len())) as u64,
+        );
         for (id, attempt, next_due_ms, failure) in b
             .retries
             .into_iter()
@@ -128,6 +134,11 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         })
         .await
     {
+        shared.meter.finished(
+            name,
+            0,
+            (b.dead.len() - refused.len().min(b.dead.len())) as u64,
+        );
         for (id, attempt, info) in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.0)) {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(

@@ -39,6 +39,7 @@ impl Heartbeat {
                 topics: Vec::new(),
                 in_flight: 0,
                 handlers: Default::default(),
+                meters: Default::default(),
             },
             next_ms: 0,
         }
@@ -58,6 +59,7 @@ impl Heartbeat {
         self.next_ms = now + millis(INTERVAL);
         self.info.seen_at_ms = now;
         self.info.in_flight = in_flight as u64;
+        self.info.meters = shared.meter.snapshot();
         self.info.topics = topics.iter().map(|t| t.cfg.name.clone()).collect();
         self.info.handlers = topics
             .iter()

@@ -20,6 +20,7 @@ mod commit;
 mod decide;
 mod heartbeat;
 mod housekeeping;
+mod meter;
 mod scheduler;
 
 use std::future::Future;
@@ -58,6 +59,8 @@ pub(crate) struct Shared {
     pub events: EventSender,
     /// What live reloads did, published once the scheduler serves the result.
     pub notices: broadcast::Sender<Notice>,
+    /// Per-topic counts and lateness, for the heartbeat.
+    pub meter: meter::Meter,
 }
 
 impl Shared {
@@ -98,6 +101,7 @@ impl Runner {
             runtime,
             events: broadcast::channel(1 << 16).0,
             notices: broadcast::channel(256).0,
+            meter: Default::default(),
         });
         Ok(Runner {
             shared,
