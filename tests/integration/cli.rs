@@ -30,7 +30,7 @@ fn check_accepts_good_handlers_and_rejects_a_broken_one() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 1 topics"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 1 topic\n"));
     std::fs::write(
         project.dir.path().join("handlers/echo.wasm"),
         b"\0asm garbage",
@@ -77,9 +77,10 @@ fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
     let out = hourglass(&project, &["stats"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let row = stdout.lines().find(|l| l.starts_with("echo")).unwrap();
+    // scheduled, ready, running, dead; no runner: no rates, no lateness
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>(),
-        ["echo", "1", "0", "0", "0"],
+        ["echo", "1", "0", "0", "0", "-", "-", "-"],
         "{stdout}"
     );
 }

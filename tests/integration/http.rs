@@ -484,7 +484,9 @@ grants = {{ http = ["{url}"] }}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attempt_may_hold_only_max_concurrent_requests_open() {
-    let server = HttpServer::start(vec![Reply::status(200, "ok")]);
+    // answers take a second: the first two requests hold both slots while
+    // the third is started
+    let server = HttpServer::start(vec![Reply::Delay(1000, Box::new(Reply::status(200, "ok")))]);
     let url = server.url();
     let project = Project::new(
         "concurrency = 2",

@@ -58,7 +58,8 @@ pub(super) async fn run(path: &Path) -> Result<(), Failure> {
     .await
     .context("checking handlers")??;
     let (path, topics, lines) = report;
-    println!("{path}: ok, {topics} topics");
+    let plural = if topics == 1 { "" } else { "s" };
+    println!("{path}: ok, {topics} topic{plural}");
     for line in lines {
         println!("{line}");
     }

@@ -24,6 +24,8 @@ pub enum Reply {
     },
     /// Read the request, then never answer (until the server stops).
     Hang,
+    /// Wait this many milliseconds, then give the reply.
+    Delay(u64, Box<Reply>),
     /// 200 with a body of `bytes` bytes streamed in 64 KiB chunks, with or
     /// without a `content-length` (without it, the body ends at close).
     Stream {
@@ -226,13 +228,17 @@ fn serve<S: Read + Write>(conn: &mut S, state: &Mutex<State>, stop: &AtomicBool)
         return;
     };
     let writer = reader.get_mut();
-    let reply = {
+    let mut reply = {
         let mut s = state.lock().unwrap();
         s.received.push(request);
         let i = s.next.min(s.script.len() - 1);
         s.next += 1;
         s.script[i].clone()
     };
+    while let Reply::Delay(ms, then) = reply {
+        std::thread::sleep(Duration::from_millis(ms));
+        reply = *then;
+    }
     match reply {
         Reply::Status {
             status,
@@ -251,6 +257,7 @@ fn serve<S: Read + Write>(conn: &mut S, state: &Mutex<State>, stop: &AtomicBool)
             let _ = writer.write_all(head.as_bytes());
             let _ = writer.write_all(&body);
         }
+        Reply::Delay(..) => unreachable!("delays are waited out above"),
         Reply::Hang => {
             while !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(20));
