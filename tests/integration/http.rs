@@ -34,6 +34,23 @@ fn retry_reasons(events: &[Event], topic: &str, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// A project with one topic `js` served by the JavaScript probe, with these
+/// extra topic lines (grants, limits).
+fn js_project(topic_lines: &str) -> Project {
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            "[[topic]]\nname = \"js\"\nhandler = \"js_probe.wasm\"\nmax_attempts = 1\ntimeout = \"20s\"\n{topic_lines}\n"
+        ),
+    );
+    std::fs::copy(
+        test_support::components::JS_PROBE,
+        project.handler("js_probe.wasm"),
+    )
+    .unwrap();
+    project
+}
+
 fn fetch(url: &str) -> String {
     format!(r#"{{"fetch":"{url}","then":"fail"}}"#)
 }
@@ -361,26 +378,10 @@ grants = {{ http = ["{}"] }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_javascript_component_with_wasi_http_loads_and_calls_out() {
     let server = HttpServer::start(vec![Reply::status(200, "hello, javascript")]);
-    let project = Project::new(
-        "concurrency = 2",
-        &format!(
-            r#"
-[[topic]]
-name = "js"
-handler = "js_probe.wasm"
-max_attempts = 1
-timeout = "20s"
-memory = "128MiB"
-grants = {{ http = ["{}"] }}
-"#,
-            server.url()
-        ),
-    );
-    std::fs::copy(
-        test_support::components::JS_PROBE,
-        project.handler("js_probe.wasm"),
-    )
-    .unwrap();
+    let project = js_project(&format!(
+        "memory = \"128MiB\"\ngrants = {{ http = [\"{}\"] }}",
+        server.url()
+    ));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let acked = enqueue(&queue, "js", "{}", 0, 0).await;
@@ -488,25 +489,9 @@ async fn an_attempt_may_hold_only_max_concurrent_requests_open() {
     // the third is started
     let server = HttpServer::start(vec![Reply::Delay(1000, Box::new(Reply::status(200, "ok")))]);
     let url = server.url();
-    let project = Project::new(
-        "concurrency = 2",
-        &format!(
-            r#"
-[[topic]]
-name = "js"
-handler = "js_probe.wasm"
-max_attempts = 1
-timeout = "20s"
-http = {{ max_concurrent = 2 }}
-grants = {{ http = ["{url}"] }}
-"#
-        ),
-    );
-    std::fs::copy(
-        test_support::components::JS_PROBE,
-        project.handler("js_probe.wasm"),
-    )
-    .unwrap();
+    let project = js_project(&format!(
+        "http = {{ max_concurrent = 2 }}\ngrants = {{ http = [\"{url}\"] }}"
+    ));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     // three GETs started at once: the third finds both slots taken

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 
 use crate::util::{Project, Running, enqueue, of};
@@ -205,25 +204,12 @@ async fn many_jobs_across_topics_are_each_acked_once() {
             seen.iter().filter(|e| e.kind == EventKind::Acked).count() >= ids.len()
         })
         .await;
-    // wait until Redis has nothing left, then take every event sent until
-    // then: a duplicate run, however late, is among them
-    let deadline = tokio::time::Instant::now() + WAIT;
-    for topic in ["echo", "order_cancel"] {
-        loop {
-            let s = queue.stats(&queue.keys(topic), now_ms()).await.unwrap();
-            if s.ready + s.scheduled + s.running == 0 {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{topic} never drained: {s:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    while let Ok(event) = runner.events.try_recv() {
-        events.push(event);
-    }
+    // Redis empty, then every event sent until then is in
+    events.extend(
+        runner
+            .after_drained(&queue, &["echo", "order_cancel"], WAIT)
+            .await,
+    );
     let mut acked: Vec<(&str, &str)> = events
         .iter()
         .filter(|e| e.kind == EventKind::Acked)

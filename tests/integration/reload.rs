@@ -325,20 +325,7 @@ async fn a_configuration_reloaded_under_load_loses_and_repeats_no_job() {
             .await,
     );
     // Redis empty, then every event sent until then is in
-    loop {
-        let s = queue.stats(&queue.keys("echo"), now_ms()).await.unwrap();
-        if s.ready + s.scheduled + s.running == 0 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never drained: {s:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    while let Ok(e) = runner.events.try_recv() {
-        events.push(e);
-    }
+    events.extend(runner.after_drained(&queue, &["echo"], WAIT).await);
     let mut acks: HashMap<&str, usize> = HashMap::new();
     for e in events.iter().filter(|e| e.kind == EventKind::Acked) {
         *acks.entry(e.id.as_str()).or_default() += 1;

@@ -200,6 +200,36 @@ impl Running {
         }
     }
 
+    /// Wait until `topics` have nothing scheduled, ready or running in Redis,
+    /// then take every event sent until then: with these, a late duplicate
+    /// run cannot be missed.
+    pub async fn after_drained(
+        &mut self,
+        queue: &Queue,
+        topics: &[&str],
+        within: Duration,
+    ) -> Vec<Event> {
+        let deadline = tokio::time::Instant::now() + within;
+        for topic in topics {
+            loop {
+                let s = queue.stats(&queue.keys(topic), now_ms()).await.unwrap();
+                if s.ready + s.scheduled + s.running == 0 {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{topic} never drained: {s:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let mut events = Vec::new();
+        while let Ok(event) = self.events.try_recv() {
+            events.push(event);
+        }
+        events
+    }
+
     /// Events until `id` in `topic` is acked or dead.
     pub async fn until_settled(&mut self, topic: &str, id: &str, within: Duration) -> Vec<Event> {
         self.until(within, |seen| {
