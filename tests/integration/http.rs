@@ -509,3 +509,25 @@ async fn an_attempt_may_hold_only_max_concurrent_requests_open() {
     assert_eq!(counts.get(&("js".into(), "error".into())), Some(&1));
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_exception_is_recorded_with_its_message() {
+    let project = js_project("");
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let id = enqueue(
+        &queue,
+        "js",
+        r#"{"throw":"order 1042 has no customer"}"#,
+        0,
+        0,
+    )
+    .await;
+    let events = runner.until_settled("js", &id, WAIT).await;
+    let reason = settled(&events, "js", &id).unwrap_err();
+    assert!(
+        reason.contains("uncaught exception: order 1042 has no customer"),
+        "{reason}"
+    );
+    runner.stop().await;
+}

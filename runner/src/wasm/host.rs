@@ -114,13 +114,25 @@ impl Host {
     }
 
     /// What the guest said on stderr before it trapped: a Rust panic's
-    /// location and message when there is one, else its last line.
+    /// location and message when there is one; for JavaScript
+    /// (componentize-js), the uncaught exception's message, which comes
+    /// before its `Stack:`; else the last line that is not the runtime's own
+    /// abort notice.
     pub(super) fn stderr_summary(&self) -> Option<String> {
         let tail = self.stderr.tail();
         let lines: Vec<&str> = tail
             .iter()
             .map(|l| l.trim())
             .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE"))
+            .collect();
+        if let Some(stack) = lines.iter().rposition(|l| *l == "Stack:")
+            && let Some(message) = lines[..stack].iter().rev().find(|l| !l.is_empty())
+        {
+            return Some(format!("uncaught exception: {message}"));
+        }
+        let lines: Vec<&str> = lines
+            .into_iter()
+            .filter(|l| !l.starts_with("Redirecting call to abort()"))
             .collect();
         match lines.iter().rposition(|l| l.contains("panicked at")) {
             Some(i) => Some(

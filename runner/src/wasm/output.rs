@@ -20,7 +20,7 @@ const BUDGET: usize = 1 << 20;
 /// A line longer than this is logged in pieces.
 const LINE: usize = 8 * 1024;
 /// Lines of stderr kept for a trap's reason.
-const TAIL: usize = 8;
+const TAIL: usize = 32;
 
 /// One of a guest's output streams.
 #[derive(Clone)]

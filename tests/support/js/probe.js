@@ -4,7 +4,8 @@
 // The payload is JSON: {"fetch": URL} GETs the URL and fails the job with its
 // status and body as the reason (so a test sees what the handler saw);
 // {"fetch_many": [URL, ...]} starts all the GETs at once and fails the job with
-// "<n> ok, <m> failed"; without either the job is acked.
+// "<n> ok, <m> failed"; {"throw": MESSAGE} throws an uncaught TypeError with
+// that message; without any of these the job is acked.
 import { log } from 'hourglass:handler/log@0.1.0';
 
 export async function handle(job) {
@@ -18,6 +19,9 @@ export async function handle(job) {
     } catch (e) {
       return { tag: 'retry', val: { delayMs: undefined, reason: `fetch ${plan.fetch}: ${e}` } };
     }
+  }
+  if (plan.throw) {
+    throw new TypeError(plan.throw);
   }
   if (plan.fetch_many) {
     const results = await Promise.allSettled(plan.fetch_many.map((url) => fetch(url)));
