@@ -41,7 +41,7 @@ pub struct Host {
     http: WasiHttpCtx,
     outbound: Outbound,
     pub(super) limits: MemoryLimit,
-    pub(super) ctx: JobContext,
+    pub(super) ctx: Arc<JobContext>,
     stdout: GuestOutput,
     stderr: GuestOutput,
     pub(super) timed_out: bool,
@@ -61,6 +61,8 @@ impl Host {
         deadline: Instant,
         counts: Arc<OutboundCounts>,
     ) -> Result<Host, String> {
+        // one copy of the job's names for every log line of the attempt
+        let ctx = Arc::new(ctx);
         let stdout = GuestOutput::new(ctx.clone(), "stdout");
         let stderr = GuestOutput::new(ctx.clone(), "stderr");
         let mut wasi = WasiCtxBuilder::new();
@@ -171,7 +173,7 @@ impl types::Host for Host {}
 
 impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
-        let JobContext { topic, id, attempt } = &self.ctx;
+        let JobContext { topic, id, attempt } = &*self.ctx;
         match level {
             log::Level::Trace => {
                 tracing::trace!(target: "handler", %topic, job_id = %id, attempt, "{message}")

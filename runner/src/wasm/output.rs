@@ -27,7 +27,7 @@ const TAIL: usize = 32;
 pub struct GuestOutput(Arc<Mutex<State>>);
 
 struct State {
-    ctx: JobContext,
+    ctx: Arc<JobContext>,
     stream: &'static str,
     partial: Vec<u8>,
     written: usize,
@@ -36,7 +36,7 @@ struct State {
 
 impl GuestOutput {
     /// A stream named `stream` ("stdout" or "stderr") for the attempt `ctx`.
-    pub fn new(ctx: JobContext, stream: &'static str) -> GuestOutput {
+    pub fn new(ctx: Arc<JobContext>, stream: &'static str) -> GuestOutput {
         GuestOutput(Arc::new(Mutex::new(State {
             ctx,
             stream,
@@ -98,7 +98,7 @@ impl State {
         if text.trim().is_empty() {
             return;
         }
-        let JobContext { topic, id, attempt } = &self.ctx;
+        let JobContext { topic, id, attempt } = &*self.ctx;
         tracing::info!(target: "handler", %topic, job_id = %id, attempt, stream = self.stream, "{text}");
         if self.tail.len() == TAIL {
             self.tail.pop_front();
@@ -172,7 +172,8 @@ mod tests {
                 topic: "t".into(),
                 id: "1".into(),
                 attempt: 1,
-            },
+            }
+            .into(),
             "stderr",
         )
     }

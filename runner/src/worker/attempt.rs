@@ -62,18 +62,19 @@ impl Attempt {
         }
     }
 
-    /// Hand `decision` to the committer.
+    /// Hand `decision` to the committer (once: the guard keeps only its slot after).
     fn complete(&mut self, decision: Decision, at_ms: u64) {
         self.committed = true;
         let completion = Completion {
             topic: self.topic.clone(),
-            id: self.id.clone(),
+            id: std::mem::take(&mut self.id),
             attempt: self.attempt,
             decision,
             at_ms,
         };
-        if self.commits.send(completion).is_err() {
-            tracing::error!(topic = %self.topic.cfg.name, job_id = %self.id, attempt = self.attempt, "committer gone; the lease will expire and the job run again");
+        if let Err(lost) = self.commits.send(completion) {
+            let c = lost.0;
+            tracing::error!(topic = %c.topic.cfg.name, job_id = %c.id, attempt = c.attempt, "committer gone; the lease will expire and the job run again");
         }
     }
 }
@@ -108,10 +109,9 @@ pub(super) async fn run(
         (input.ctx.attempt, input.max_attempts, input.due_at_ms);
     let span = tracing::info_span!("attempt", handler = handler.hash());
     let started_at_ms = now_ms();
-    shared
-        .meter
-        .started(&cfg.name, started_at_ms.saturating_sub(due_at_ms));
-    tracing::debug!(parent: &span, topic = %cfg.name, job_id = %attempt.id, attempt = number, late_ms = started_at_ms.saturating_sub(due_at_ms), "started");
+    let late_ms = started_at_ms.saturating_sub(due_at_ms);
+    shared.meter.started(&cfg.name, late_ms);
+    tracing::debug!(parent: &span, topic = %cfg.name, job_id = %attempt.id, attempt = number, late_ms, "started");
     shared.emit(
         &cfg.name,
         &attempt.id,

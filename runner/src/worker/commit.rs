@@ -108,7 +108,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         shared.meter.finished(
             name,
             0,
-            (b.retries.len() - refused.len().min(b.retries.len())) as u64,
+            b.retries.len().saturating_sub(refused.len()) as u64,
         );
         for (id, attempt, next_due_ms, failure) in b
             .retries
@@ -134,11 +134,9 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         })
         .await
     {
-        shared.meter.finished(
-            name,
-            0,
-            (b.dead.len() - refused.len().min(b.dead.len())) as u64,
-        );
+        shared
+            .meter
+            .finished(name, 0, b.dead.len().saturating_sub(refused.len()) as u64);
         for (id, attempt, info) in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.0)) {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(

@@ -1,270 +1,28 @@
-//! Outbound HTTP for guests (`wasi:http/outgoing-handler`), behind the
-//! topic's grants.
-//!
-//! Every request a guest sends comes through [`Outbound::send_request`]:
-//! - a target no grant opens is refused before anything leaves the process
-//!   (the guest gets `HTTP-request-denied`, the log says so once per
-//!   authority and attempt);
-//! - the SSRF rule: a name is resolved here and the connection goes to the
-//!   address that was checked; a name opened only by a wildcard grant may
-//!   not resolve to a loopback, private, link-local or otherwise non-public
-//!   address unless that address is granted itself; an exact grant (name or
-//!   IP literal) opens whatever it resolves to;
-//! - limits: connect and first-byte timeouts, both cut to the attempt's
-//!   remaining time; a cap on the response body; a cap on requests open at
-//!   once per attempt. Redirects are never followed (the guest sees the 3xx);
-//! - TLS with the system's trust roots plus the topic's `http.tls_ca`.
-//!
-//! Each request's method, authority, status and time are logged at debug
-//! level and counted per topic and status in [`OutboundCounts`].
+//! Sending one request that the grants let through: resolve the name (the
+//! SSRF rule decides which addresses may be dialled), connect, TLS for https
+//! (system roots plus the topic's CA), hand it to hyper, and cap the
+//! response body.
 
-use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime_wasi_http::io::TokioIo;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::context::JobContext;
-use crate::config::{Access, Grants, Host, HttpLimits, Target};
-
-/// How far past the attempt's deadline a request's own timeouts may reach.
-const DEADLINE_MARGIN: Duration = Duration::from_millis(250);
-
-/// What a topic's attempts may reach over HTTP and how: built once per
-/// topic version, shared by its attempts.
-pub struct HttpPolicy {
-    grants: Arc<Grants>,
-    limits: HttpLimits,
-    /// Built on the first HTTPS request: system roots plus `tls_ca`.
-    tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
-}
-
-impl HttpPolicy {
-    /// The policy of a topic with these grants and limits.
-    pub fn new(grants: Arc<Grants>, limits: HttpLimits) -> HttpPolicy {
-        HttpPolicy {
-            grants,
-            limits,
-            tls: OnceLock::new(),
-        }
-    }
-
-    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
-        self.tls
-            .get_or_init(|| client_config(self.limits.tls_ca.as_deref()))
-            .clone()
-    }
-}
-
-impl Default for HttpPolicy {
-    /// Nothing granted, the default limits.
-    fn default() -> Self {
-        HttpPolicy::new(Arc::default(), HttpLimits::default())
-    }
-}
-
-impl std::fmt::Debug for HttpPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpPolicy")
-            .field("grants", &self.grants.http)
-            .field("limits", &self.limits)
-            .finish()
-    }
-}
-
-/// Outbound requests so far, per (topic, status): the HTTP status code, or
-/// `denied` (refused by the grants) or `error` (no response: connection,
-/// TLS, timeout, limit).
-#[derive(Debug, Default)]
-pub struct OutboundCounts(Mutex<BTreeMap<(String, String), u64>>);
-
-impl OutboundCounts {
-    /// A copy of the counters.
-    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
-        self.0.lock().expect("outbound counts lock").clone()
-    }
-
-    fn add(&self, topic: &str, status: &str) {
-        let mut counts = self.0.lock().expect("outbound counts lock");
-        *counts
-            .entry((topic.to_owned(), status.to_owned()))
-            .or_default() += 1;
-    }
-}
-
-/// One attempt's outbound HTTP: the `wasi:http` hooks of its store.
-pub struct Outbound {
-    policy: Arc<HttpPolicy>,
-    ctx: Arc<JobContext>,
-    deadline: Instant,
-    open: Arc<Semaphore>,
-    /// Authorities already reported as denied in this attempt.
-    denied: Arc<Mutex<HashSet<String>>>,
-    counts: Arc<OutboundCounts>,
-}
-
-impl Outbound {
-    /// The hooks for the attempt `ctx`, which must end by `deadline`.
-    pub fn new(
-        policy: Arc<HttpPolicy>,
-        ctx: JobContext,
-        deadline: Instant,
-        counts: Arc<OutboundCounts>,
-    ) -> Outbound {
-        let open = Arc::new(Semaphore::new(policy.limits.max_concurrent as usize));
-        Outbound {
-            policy,
-            ctx: Arc::new(ctx),
-            deadline,
-            open,
-            denied: Arc::default(),
-            counts,
-        }
-    }
-}
-
-type Sent = Result<
-    (
-        http::Response<WasiBody>,
-        Box<dyn Future<Output = Result<(), Error>> + Send>,
-    ),
-    Error,
->;
-
-impl WasiHttpHooks for Outbound {
-    fn send_request(
-        &mut self,
-        request: http::Request<WasiBody>,
-        options: Option<RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
-    ) -> Box<dyn Future<Output = Sent> + Send> {
-        let call = Call {
-            policy: self.policy.clone(),
-            ctx: self.ctx.clone(),
-            denied: self.denied.clone(),
-            counts: self.counts.clone(),
-            method: request.method().clone(),
-            authority: request
-                .uri()
-                .authority()
-                .map_or_else(String::new, |a| a.to_string()),
-        };
-        let target = request
-            .uri()
-            .scheme_str()
-            .ok_or_else(|| "no scheme".to_owned())
-            .and_then(|scheme| Target::parse(scheme, &call.authority));
-        let target = match target {
-            Ok(target) => target,
-            Err(why) => {
-                call.refuse(&why);
-                return Box::new(refuse(request, Error::HttpRequestUriInvalid));
-            }
-        };
-        let access = self.policy.grants.http_access(&target);
-        if access == Access::Denied {
-            call.refuse("no grant of the topic opens it (grants.http in queues.toml)");
-            return Box::new(refuse(request, Error::HttpRequestDenied));
-        }
-        let Ok(permit) = self.open.clone().try_acquire_owned() else {
-            call.finish(Err(&format!(
-                "more than {} requests open at once (http.max_concurrent)",
-                self.policy.limits.max_concurrent
-            )));
-            return Box::new(refuse(request, Error::ConnectionLimitReached));
-        };
-        // past the attempt's deadline the attempt itself is stopped (and the
-        // request with it): the margin lets that happen first, so the reason
-        // recorded is the time limit, not a request timeout
-        let remaining = self.deadline.saturating_duration_since(Instant::now()) + DEADLINE_MARGIN;
-        let limits = &self.policy.limits;
-        let guest = options.unwrap_or_default();
-        let connect = shortest(limits.connect_timeout, guest.connect_timeout, remaining);
-        let first_byte = shortest(
-            limits.first_byte_timeout,
-            guest.first_byte_timeout,
-            remaining,
-        );
-        Box::new(async move {
-            let started = Instant::now();
-            let sent = send(&call, request, target, access, connect, first_byte, permit).await;
-            match &sent {
-                Ok((response, _)) => call.finish(Ok((response.status().as_u16(), started))),
-                Err(Error::HttpRequestDenied) => {}
-                Err(e) => call.finish(Err(&e.to_string())),
-            }
-            sent
-        })
-    }
-}
-
-/// Answer `error` once the guest has finished writing the request body (into
-/// nothing): a guest that writes its body while it waits for the answer then
-/// sees `error`, not a closed body stream that hides why.
-async fn refuse(request: http::Request<WasiBody>, error: Error) -> Sent {
-    let mut body = request.into_body();
-    while let Some(Ok(_)) = body.frame().await {}
-    Err(error)
-}
-
-/// The smallest of the topic's limit, the guest's own and what the attempt has left.
-fn shortest(limit: Duration, guest: Option<Duration>, remaining: Duration) -> Duration {
-    guest.map_or(limit, |g| g.min(limit)).min(remaining)
-}
-
-/// What is known of one request, for its log line and counter.
-struct Call {
-    policy: Arc<HttpPolicy>,
-    ctx: Arc<JobContext>,
-    denied: Arc<Mutex<HashSet<String>>>,
-    counts: Arc<OutboundCounts>,
-    method: http::Method,
-    authority: String,
-}
-
-impl Call {
-    /// A request the grants refuse: warn once per authority and attempt.
-    fn refuse(&self, why: &str) {
-        let JobContext { topic, id, attempt } = &*self.ctx;
-        self.counts.add(topic, "denied");
-        if self
-            .denied
-            .lock()
-            .expect("denied lock")
-            .insert(self.authority.clone())
-        {
-            tracing::warn!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, "outbound request denied: {why}");
-        }
-    }
-
-    fn finish(&self, result: Result<(u16, Instant), &str>) {
-        let JobContext { topic, id, attempt } = &*self.ctx;
-        match result {
-            Ok((status, started)) => {
-                self.counts.add(topic, &status.to_string());
-                tracing::debug!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, status, ms = started.elapsed().as_millis() as u64, "outbound request");
-            }
-            Err(why) => {
-                self.counts.add(topic, "error");
-                tracing::debug!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, "outbound request failed: {why}");
-            }
-        }
-    }
-}
+use super::{Call, Sent, refuse};
+use crate::config::{Access, Grants, Host, Target};
 
 /// Connect (see [`connect`]) and exchange (see [`exchange`]).
-async fn send(
+pub(super) async fn send(
     call: &Call,
     request: http::Request<WasiBody>,
     target: Target,
@@ -495,7 +253,9 @@ pub fn is_public(ip: IpAddr) -> bool {
 }
 
 /// System roots plus the topic's extra CA, HTTP/1.1 only.
-fn client_config(extra_ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+pub(super) fn client_config(
+    extra_ca: Option<&std::path::Path>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(system_roots().iter().cloned());
     if let Some(path) = extra_ca {
