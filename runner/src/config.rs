@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use hourglass_client::{DeadLetter, redact};
 pub use http::{Access, Host, HttpGrant, HttpLimits, MAX_RESPONSE, Scheme, Target};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
@@ -83,15 +84,6 @@ pub struct Backoff {
     pub max: Duration,
     /// Fraction (0..=1) by which each delay is randomly shortened or lengthened.
     pub jitter: f64,
-}
-
-/// How many dead letters a topic keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeadLetter {
-    /// At most this many; the oldest are dropped first.
-    pub keep: u64,
-    /// None older than this.
-    pub max_age: Duration,
 }
 
 /// One `[[topic]]`, with the `[defaults]` applied.
@@ -396,21 +388,6 @@ const RESTART_ONLY: &[RestartOnly] = &[
     ),
 ];
 
-/// `redis://user:secret@host` → `redis://user:***@host`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:***@{host}{path}")
-        }
-        None => url.to_owned(),
-    }
-}
-
 /// Topic names end up inside Redis keys and hash tags: keep them plain.
 pub fn check_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 128 {
@@ -429,19 +406,3 @@ pub fn check_topic_name(name: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod redact_tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
-        assert_eq!(
-            redact("rediss://alice:s3@cr%40t@h/"),
-            "rediss://alice:***@h/"
-        );
-        assert_eq!(redact("redis://h:6379/0"), "redis://h:6379/0");
-        assert_eq!(redact("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
-    }
-}

@@ -24,6 +24,7 @@
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
 
 mod cli;
+mod client;
 mod cluster;
 mod crash;
 mod faults;

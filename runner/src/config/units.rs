@@ -14,8 +14,7 @@ pub const MIN_MEMORY: u64 = 1 << 20;
 /// The largest memory a topic may set: a 32-bit WebAssembly memory's size.
 pub const MAX_MEMORY: u64 = 4 << 30;
 
-/// The payload limit when `[runner] max_payload` is not set.
-pub const DEFAULT_PAYLOAD: u64 = 1 << 20;
+pub use hourglass_client::DEFAULT_PAYLOAD;
 
 /// The largest `max_payload`: Redis' own limit for one value is 512 MiB.
 pub const MAX_PAYLOAD: u64 = 256 << 20;

@@ -9,8 +9,8 @@ macro_rules! script {
     ($name:ident, $file:literal) => {
         pub(super) static $name: LazyLock<Script> = LazyLock::new(|| {
             Script::new(concat!(
-                include_str!("../../lua/prelude.lua"),
-                include_str!(concat!("../../lua/", $file))
+                include_str!("../lua/prelude.lua"),
+                include_str!(concat!("../lua/", $file))
             ))
         });
     };

@@ -1,0 +1,467 @@
+//! hourglass-client: the job pipeline in Redis, without the runner.
+//!
+//! Producers (a web service enqueueing jobs, a script inspecting the dead
+//! letters) need only this crate: redis, serde and the Lua scripts, no
+//! wasmtime. The runner (`hourglass`) uses it for every Redis call; it is the
+//! only code that talks to Redis.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hourglass_client::QueueError> {
+//! use hourglass_client::{Enqueued, NewJob, Queue, clock::now_ms};
+//!
+//! let queue = Queue::connect("redis://127.0.0.1:6379/0", "hourglass").await?;
+//! let job = NewJob {
+//!     id: Some("order-1042".into()),
+//!     payload: br#"{"order_id":1042}"#.to_vec(),
+//!     due_at_ms: now_ms() + 30 * 60 * 1000,
+//!     max_attempts: 0,
+//! };
+//! for answer in queue.enqueue(&queue.keys("order_cancel"), &[job], now_ms()).await? {
+//!     match answer {
+//!         Enqueued::New(id) => println!("enqueued {id}"),
+//!         Enqueued::Duplicate(id) => println!("{id} is already live"),
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A job's life is a handful of atomic state changes, each one Lua script in
+//! `client/lua/` touching only keys of its topic (passed in KEYS, all with the
+//! topic's hash tag): enqueue → (pending) → claim → (leased) → ack | retry →
+//! (pending) | bury → (dead). Expired leases are requeued, leases of a runner
+//! shutting down are released. Scores are milliseconds; every function takes
+//! `now_ms` from its caller so tests control the clock.
+
+mod admin;
+pub mod clock;
+mod connect;
+mod inspect;
+mod job;
+pub mod keys;
+pub mod outbox;
+pub mod record;
+mod reply;
+mod runners;
+mod scripts;
+mod wake;
+
+use std::time::Duration;
+
+use redis::Value;
+
+pub use admin::{Cancelled, DEAD_BATCH};
+use connect::Conn;
+pub use connect::{Endpoint, Tls, redact};
+pub use inspect::{JobState, JobView};
+pub use job::{
+    Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, Refusal, Refused, TopicStats,
+    check_id,
+};
+pub use keys::{RunnerKeys, TopicKeys, wake_channel};
+pub use outbox::{Parked, outbox_token};
+pub use record::{CorruptRecord, Record};
+use reply::{bytes, number, optional_string, string};
+pub use runners::{RunnerInfo, TopicMeter};
+pub use wake::{Wake, listen as listen_for_wakes};
+
+/// A failed pipeline operation: bad input (permanent) or Redis (retryable).
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The connection or the server failed; retrying may help. (Not a
+    /// `source`: the error's own text already includes its cause.)
+    #[error("redis: {0}")]
+    Redis(redis::RedisError),
+    /// A script answered something this version does not understand.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+    /// The request itself is wrong (a bad id, a payload over the limit):
+    /// nothing was written, and retrying cannot help.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<redis::RedisError> for QueueError {
+    fn from(e: redis::RedisError) -> QueueError {
+        QueueError::Redis(e)
+    }
+}
+
+impl QueueError {
+    /// Whether trying again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            QueueError::Invalid(_) => false,
+            QueueError::Protocol(_) => true,
+            QueueError::Redis(e) => !is_misconfigured(e),
+        }
+    }
+}
+
+/// A failure no retry fixes: wrong credentials, a password missing, a bad URL,
+/// a certificate not trusted (or not presented).
+fn is_misconfigured(e: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    // TLS and cluster start-up failures arrive as I/O errors: read their text
+    let text = e.to_string().to_ascii_lowercase();
+    matches!(
+        e.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig
+    ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || text.contains("authentication")
+        || text.contains("certificate")
+}
+
+/// The largest payload a job may carry unless configured otherwise: 1 MiB.
+pub const DEFAULT_PAYLOAD: u64 = 1 << 20;
+
+/// How many dead letters a topic keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// At most this many; the oldest are dropped first.
+    pub keep: u64,
+    /// None older than this.
+    pub max_age: Duration,
+}
+
+/// How long follow-ups parked by an ack wait for their runner to deliver
+/// them before a sweep by any runner does.
+pub const OUTBOX_SWEEP: Duration = Duration::from_secs(10);
+
+/// A connection to the pipeline of one namespace.
+#[derive(Clone)]
+pub struct Queue {
+    endpoint: Endpoint,
+    conn: Conn,
+    namespace: String,
+    wake: String,
+    max_payload: u64,
+}
+
+impl Queue {
+    /// Connect to one server at `url` (redis://, rediss://, unix://);
+    /// reconnects by itself afterwards.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Queue, QueueError> {
+        Queue::open(&Endpoint::url(url), namespace).await
+    }
+
+    /// Connect to `endpoint` (a server or a cluster, TLS, AUTH); reconnects
+    /// by itself afterwards.
+    pub async fn open(endpoint: &Endpoint, namespace: &str) -> Result<Queue, QueueError> {
+        let conn = endpoint.connect().await?;
+        Ok(Queue {
+            endpoint: endpoint.clone(),
+            conn,
+            namespace: namespace.to_owned(),
+            wake: wake_channel(namespace),
+            max_payload: DEFAULT_PAYLOAD,
+        })
+    }
+
+    /// The same connection, refusing payloads over `bytes`.
+    pub fn with_max_payload(mut self, bytes: u64) -> Queue {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// Refuse what cannot be stored: a bad id, a payload over the limit.
+    fn check(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
+        for (i, job) in jobs.iter().enumerate() {
+            let which = || match &job.id {
+                Some(id) => format!("job {id:?}"),
+                None if jobs.len() == 1 => "the job".to_owned(),
+                None => format!("job {} of {}", i + 1, jobs.len()),
+            };
+            if let Some(id) = &job.id {
+                check_id(id).map_err(QueueError::Invalid)?;
+            }
+            if job.payload.len() as u64 > self.max_payload {
+                return Err(QueueError::Invalid(format!(
+                    "{}: payload of {} bytes is over the limit of {} bytes ([runner] max_payload)",
+                    which(),
+                    job.payload.len(),
+                    self.max_payload
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The keys of `topic`.
+    pub fn keys(&self, topic: &str) -> TopicKeys {
+        TopicKeys::new(&self.namespace, topic)
+    }
+
+    /// The first two arguments of every script that may wake the runners:
+    /// the wake channel and the topic (`wake_if_earlier` in `prelude.lua`).
+    fn wake_args(&self, inv: &mut redis::ScriptInvocation<'_>, keys: &TopicKeys) {
+        inv.arg(&self.wake).arg(&keys.topic);
+    }
+
+    /// The channel carrying "a job became due earlier" messages.
+    pub fn wake_channel(&self) -> &str {
+        &self.wake
+    }
+
+    /// A dedicated pub/sub connection (one per subscriber): to the server, or
+    /// to the first cluster node that answers (PUBLISH reaches every node).
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, QueueError> {
+        let mut last = None;
+        for url in &self.endpoint.urls {
+            match self.endpoint.client(url)?.get_async_pubsub().await {
+                Ok(pubsub) => return Ok(pubsub),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.map_or_else(
+            || QueueError::Invalid("no redis URL to subscribe to".into()),
+            QueueError::from,
+        ))
+    }
+
+    /// Enqueue `jobs` into one topic, atomically per 1000 jobs. Nothing is
+    /// written if any job is invalid.
+    pub async fn enqueue(
+        &self,
+        keys: &TopicKeys,
+        jobs: &[NewJob],
+        now_ms: u64,
+    ) -> Result<Vec<Enqueued>, QueueError> {
+        self.check(jobs)?;
+        let mut out = Vec::with_capacity(jobs.len());
+        // keep each call's ARGV well inside Lua's unpack limits and Redis' argument buffer
+        for chunk in jobs.chunks(1000) {
+            let mut inv = scripts::ENQUEUE.prepare_invoke();
+            inv.key(&keys.pending)
+                .key(&keys.job)
+                .key(&keys.dead)
+                .key(&keys.dead_info)
+                .key(&keys.seq);
+            self.wake_args(&mut inv, keys);
+            for job in chunk {
+                let record = Record {
+                    max_attempts: job.max_attempts,
+                    enqueued_at_ms: now_ms,
+                    payload: job.payload.clone(),
+                };
+                inv.arg(job.id.as_deref().unwrap_or(""))
+                    .arg(job.due_at_ms)
+                    .arg(record.encode());
+            }
+            let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
+            for pair in reply.chunks(2) {
+                match pair {
+                    [id, Value::Int(1)] => out.push(Enqueued::New(string(id)?)),
+                    [id, Value::Int(0)] => out.push(Enqueued::Duplicate(string(id)?)),
+                    other => {
+                        return Err(QueueError::Protocol(format!("enqueue answered {other:?}")));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Lease up to `limit` jobs due by `now_ms` until `lease_until_ms`.
+    pub async fn claim(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Claimed, QueueError> {
+        let reply: Vec<Value> = scripts::CLAIM
+            .key(&keys.pending)
+            .key(&keys.lease)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error)
+            .key(&keys.paused)
+            .arg(now_ms)
+            .arg(lease_until_ms)
+            .arg(limit)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let (head, rest) = reply
+            .split_first()
+            .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
+        let (next_due_ms, paused) = match head {
+            Value::Int(-2) => (None, true),
+            Value::Int(_) => (None, false),
+            v => (Some(number(v)?), false),
+        };
+        let mut jobs = Vec::with_capacity(rest.len() / 5);
+        for job in rest.chunks(5) {
+            let [id, due, attempt, record, error] = job else {
+                return Err(QueueError::Protocol(format!("claim answered {job:?}")));
+            };
+            jobs.push(ClaimedJob {
+                id: string(id)?,
+                due_at_ms: number(due)?,
+                attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
+                record: Record::decode(&bytes(record)?),
+                last_failure: optional_string(error)?.map(Failure::parse),
+            });
+        }
+        Ok(Claimed {
+            jobs,
+            next_due_ms,
+            paused,
+        })
+    }
+
+    /// Delete finished jobs, parking their follow-ups in the topic's outbox in
+    /// the same step. Returns the jobs left alone and why (a newer attempt owns
+    /// them, or they are gone); their follow-ups are dropped with them.
+    /// Deliver the parked follow-ups afterwards with [`Queue::deliver`].
+    pub async fn ack(
+        &self,
+        keys: &TopicKeys,
+        done: &[Done],
+        now_ms: u64,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::ACK.prepare_invoke();
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error)
+            .key(&keys.outbox)
+            .key(&keys.outbox_due);
+        inv.arg(now_ms + millis(OUTBOX_SWEEP));
+        for d in done {
+            inv.arg(&d.id).arg(d.attempt);
+            if d.follow_ups.is_empty() {
+                inv.arg("");
+            } else {
+                inv.arg(outbox::encode(&d.follow_ups));
+            }
+        }
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Schedule next attempts; `failed` holds (id, attempt, next due ms, failure).
+    pub async fn retry(
+        &self,
+        keys: &TopicKeys,
+        failed: &[(String, u32, u64, Failure)],
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::RETRY.prepare_invoke();
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.attempt)
+            .key(&keys.error);
+        self.wake_args(&mut inv, keys);
+        for (id, attempt, due, failure) in failed {
+            let json = failure.encode();
+            inv.arg(id).arg(attempt).arg(due).arg(json);
+        }
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Dead-letter jobs; `dead` holds (id, attempt, why). Enforces `retention`.
+    /// Returns the jobs left alone, and why.
+    pub async fn bury(
+        &self,
+        keys: &TopicKeys,
+        dead: &[(String, u32, DeadInfo)],
+        retention: DeadLetter,
+        now_ms: u64,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::BURY.prepare_invoke();
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error)
+            .key(&keys.dead)
+            .key(&keys.dead_info);
+        let oldest = now_ms.saturating_sub(millis(retention.max_age));
+        inv.arg(now_ms).arg(retention.keep).arg(oldest);
+        for (id, attempt, info) in dead {
+            let json = serde_json::to_string(info).expect("dead info serializes");
+            inv.arg(id).arg(attempt).arg(json);
+        }
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Return up to `limit` jobs whose lease ended before `now_ms` to pending.
+    pub async fn requeue_expired(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<u64, QueueError> {
+        let failure = Failure {
+            error: "lease expired: the runner stopped or lost Redis before finishing the attempt"
+                .into(),
+            handler: None,
+            at: now_ms,
+        };
+        let mut inv = scripts::REQUEUE.prepare_invoke();
+        inv.key(&keys.lease).key(&keys.pending).key(&keys.error);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(limit).arg(failure.encode());
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Give back leased jobs without counting their attempt; `held` holds (id, attempt).
+    pub async fn release(
+        &self,
+        keys: &TopicKeys,
+        held: &[(String, u32)],
+        now_ms: u64,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::RELEASE.prepare_invoke();
+        inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms);
+        for (id, attempt) in held {
+            inv.arg(id).arg(attempt);
+        }
+        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Counts for one topic at `now_ms`.
+    pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
+        let (ready, pending, running, dead, paused): (u64, u64, u64, u64, bool) = redis::pipe()
+            .zcount(&keys.pending, "-inf", now_ms)
+            .zcard(&keys.pending)
+            .zcard(&keys.lease)
+            .zcard(&keys.dead)
+            .exists(&keys.paused)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(TopicStats {
+            scheduled: pending - ready,
+            ready,
+            running,
+            dead,
+            paused,
+        })
+    }
+
+    /// The dead letter `id` of a topic, if there is one.
+    pub async fn dead_info(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+    ) -> Result<Option<DeadInfo>, QueueError> {
+        Ok(self
+            .inspect(keys, id, 0)
+            .await?
+            .and_then(|view| match view.state {
+                JobState::Dead(info) => Some(info),
+                _ => None,
+            }))
+    }
+
+    /// Round-trip check, used at start-up to fail early with a clear message.
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+}
+
+use clock::millis;
