@@ -34,6 +34,34 @@ pub struct JobView {
     pub last_failure: Option<Failure>,
 }
 
+impl JobView {
+    /// The view as JSON (`hourglass inspect --json`, the HTTP API); the
+    /// payload as text when it is UTF-8.
+    pub fn to_json(&self, topic: &str) -> serde_json::Value {
+        let v = self;
+        let (state, at) = match &v.state {
+            JobState::Scheduled(t) => ("scheduled", *t),
+            JobState::Ready(t) => ("ready", *t),
+            JobState::Running(t) => ("running", *t),
+            JobState::Dead(info) => ("dead", info.failed_at_ms),
+        };
+        let record = v.record.as_ref().and_then(|r| r.as_ref().ok());
+        serde_json::json!({
+            "topic": topic,
+            "id": v.id,
+            "state": state,
+            "at_ms": at,
+            "attempts": v.attempts,
+            "max_attempts": record.map(|r| r.max_attempts),
+            "enqueued_at_ms": record.map(|r| r.enqueued_at_ms),
+            "payload_bytes": record.map(|r| r.payload.len()),
+            "payload": record.and_then(|r| std::str::from_utf8(&r.payload).ok()),
+            "dead": match &v.state { JobState::Dead(info) => serde_json::to_value(info).ok(), _ => None },
+            "last_failure": v.last_failure,
+        })
+    }
+}
+
 impl Queue {
     /// The job `id` of a topic as of `now_ms`, or `None` if there is none.
     pub async fn inspect(

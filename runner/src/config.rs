@@ -148,6 +148,41 @@ pub struct Config {
     pub runner: RunnerConfig,
     /// The topics, in file order.
     pub topics: Vec<TopicConfig>,
+    /// `[http]`: the API, dashboard and metrics, if served.
+    pub http: Option<HttpServer>,
+}
+
+/// The `[http]` section: where the API, dashboard and `/metrics` are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpServer {
+    /// The address to bind (restart-only).
+    pub listen: std::net::SocketAddr,
+    /// The bearer token every request needs (reads too, unless `public_read`).
+    pub token: Option<Token>,
+    /// Reads (GET) need no token; changes still do.
+    pub public_read: bool,
+}
+
+/// A secret that never appears in `Debug` output (and so in no log).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// Wrap `secret`.
+    pub fn new(secret: String) -> Token {
+        Token(secret)
+    }
+
+    /// The secret itself, for comparing.
+    pub fn expose(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
 }
 
 /// A configuration that cannot be used, with where and why.
@@ -314,11 +349,23 @@ impl Config {
                 }
             }
         }
+        let http = match raw.http {
+            None => None,
+            Some(h) => {
+                let whole = h.span();
+                Some(
+                    h.into_inner()
+                        .resolve(whole)
+                        .map_err(|(span, m)| invalid(Some(span), m))?,
+                )
+            }
+        };
         Ok(Config {
             path: path.to_owned(),
             redis,
             runner,
             topics,
+            http,
         })
     }
 
@@ -361,6 +408,15 @@ type RestartOnly = (
 
 /// Every restart-only setting, listed once.
 const RESTART_ONLY: &[RestartOnly] = &[
+    (
+        "[http] listen",
+        |a, b| a.http.as_ref().map(|h| h.listen) != b.http.as_ref().map(|h| h.listen),
+        |new, old| match (&mut new.http, &old.http) {
+            (Some(n), Some(o)) => n.listen = o.listen,
+            // served or not is decided at start: keep the running choice
+            (n, o) => *n = o.clone(),
+        },
+    ),
     (
         "[redis]",
         |a, b| a.redis != b.redis,

@@ -11,6 +11,8 @@
 //! - [`reload`]: `queues.toml` and handler files changing under a running runner.
 //! - [`worker`]: the runner: priority scheduling, attempts, commits, shutdown.
 //! - [`events`]: what happened to jobs, as a stream.
+//! - [`http`]: the API, dashboard and `/metrics` at `[http] listen`;
+//!   [`metrics`]: the Prometheus metrics it serves.
 //! - [`cli`]: the `hourglass` command line.
 //! - `clock`, `backoff`: time in milliseconds; retry delays.
 
@@ -19,6 +21,8 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod events;
+pub mod http;
+pub mod metrics;
 pub mod redis;
 pub mod reload;
 pub mod wasm;

@@ -23,6 +23,7 @@
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
 
+mod api;
 mod cli;
 mod client;
 mod cluster;

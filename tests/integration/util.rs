@@ -134,18 +134,36 @@ pub struct Running {
     pub notices: broadcast::Receiver<Notice>,
     /// The handlers' outbound HTTP requests per (topic, status).
     pub outbound: std::sync::Arc<hourglass::wasm::OutboundCounts>,
+    /// Where the API, dashboard and metrics answer, if queues.toml has `[http]`
+    /// (`listen = "127.0.0.1:0"` takes a free port).
+    pub http: Option<std::net::SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
+    _http_stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Running {
     pub async fn start(config: Config) -> Running {
         init_logs();
+        let config_http = config.http.as_ref().map(|h| h.listen);
         let runner = Runner::start(config).await.expect("runner starts");
         let events = runner.subscribe();
         let notices = runner.subscribe_reloads();
         let outbound = runner.outbound_counts();
         let (stop, stopped) = oneshot::channel::<()>();
+        // the server stops when its sender drops (with the Running)
+        let (http, http_stop) = match config_http {
+            Some(addr) => {
+                let listener = hourglass::http::bind(addr).await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let (stop, stopped) = oneshot::channel::<()>();
+                tokio::spawn(hourglass::http::serve(listener, runner.ops(), async {
+                    let _ = stopped.await;
+                }));
+                (Some(addr), Some(stop))
+            }
+            None => (None, None),
+        };
         let task = tokio::spawn(runner.run(async {
             let _ = stopped.await;
         }));
@@ -153,6 +171,8 @@ impl Running {
             events,
             notices,
             outbound,
+            http,
+            _http_stop: http_stop,
             stop: Some(stop),
             task: Some(task),
         }

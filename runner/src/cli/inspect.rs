@@ -40,7 +40,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         .into());
     };
     if args.json {
-        println!("{}", to_json(&args.topic, &view));
+        println!("{}", view.to_json(&args.topic));
     } else {
         print!("{}", to_text(&args.topic, &view, topic_max, now));
     }
@@ -114,26 +114,4 @@ fn preview(payload: &[u8]) -> String {
     let shown: String = text.chars().flat_map(char::escape_debug).collect();
     let more = if payload.len() > 200 { "…" } else { "" };
     format!("{} bytes: {shown}{more}", payload.len())
-}
-
-fn to_json(topic: &str, v: &JobView) -> serde_json::Value {
-    let (state, at) = match &v.state {
-        JobState::Scheduled(t) => ("scheduled", *t),
-        JobState::Ready(t) => ("ready", *t),
-        JobState::Running(t) => ("running", *t),
-        JobState::Dead(info) => ("dead", info.failed_at_ms),
-    };
-    let record = v.record.as_ref().and_then(|r| r.as_ref().ok());
-    serde_json::json!({
-        "topic": topic,
-        "id": v.id,
-        "state": state,
-        "at_ms": at,
-        "attempts": v.attempts,
-        "max_attempts": record.map(|r| r.max_attempts),
-        "enqueued_at_ms": record.map(|r| r.enqueued_at_ms),
-        "payload_bytes": record.map(|r| r.payload.len()),
-        "dead": match &v.state { JobState::Dead(info) => serde_json::to_value(info).ok(), _ => None },
-        "last_failure": v.last_failure,
-    })
 }

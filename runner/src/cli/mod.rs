@@ -46,8 +46,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the jobs of every topic in queues.toml until SIGINT/SIGTERM.
+    /// Run the jobs of every topic in queues.toml until SIGINT/SIGTERM (and the
+    /// dashboard, API and /metrics if queues.toml has [http]).
     Run,
+    /// Serve the dashboard, API and /metrics of [http] without claiming jobs
+    /// (an operators' host: needs [redis] and [http], no handlers).
+    Serve,
     /// Add a job to a topic.
     Enqueue(enqueue::Args),
     /// Show per-topic counts: scheduled, ready, running, dead.
@@ -100,7 +104,7 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 /// Parse the arguments, run the command, report and exit.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let quiet = !matches!(cli.command, Command::Run);
+    let quiet = !matches!(cli.command, Command::Run | Command::Serve);
     init_tracing(quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -115,6 +119,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run => run::run(&cli.config).await,
+            Command::Serve => run::serve(&cli.config).await,
             Command::Enqueue(args) => enqueue::run(&cli.config, args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
             Command::Inspect(args) => inspect::run(&cli.config, args).await,

@@ -9,6 +9,7 @@ use crate::Runner;
 
 pub(super) async fn run(config: &Path) -> Result<(), Failure> {
     let config = load_config(config)?;
+    let config_http = config.http.as_ref().map(|h| h.listen);
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     // starting may wait for Redis: a signal meanwhile stops it cleanly
@@ -19,7 +20,43 @@ pub(super) async fn run(config: &Path) -> Result<(), Failure> {
             return Ok(());
         }
     };
+    // the API and dashboard: bound before jobs run, so a taken port fails at once
+    let server = match &config_http {
+        Some(addr) => {
+            let listener = crate::http::bind(*addr).await.map_err(Failure::input)?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let ops = runner.ops();
+            let task = tokio::spawn(crate::http::serve(listener, ops, async {
+                let _ = stopped.await;
+            }));
+            Some((stop, task))
+        }
+        None => None,
+    };
     runner.run(shutdown).await.context("running")?;
+    if let Some((stop, task)) = server {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
+    Ok(())
+}
+
+/// `hourglass serve`: the API, dashboard and metrics without claiming jobs.
+pub(super) async fn serve(config: &Path) -> Result<(), Failure> {
+    let config = super::load_producer_config(config)?;
+    let Some(http) = config.http.clone() else {
+        return Err(Failure::input(anyhow::anyhow!(
+            "{} has no [http] section; add one, e.g.\n\n[http]\nlisten = \"127.0.0.1:9090\"",
+            config.path.display()
+        )));
+    };
+    let listener = crate::http::bind(http.listen)
+        .await
+        .map_err(Failure::input)?;
+    let (queue, _embedded) = crate::redis::connect(&config).await?;
+    let ops = crate::http::Ops::without_jobs(queue, config);
+    tracing::info!("serving the API and dashboard only (no jobs are claimed here)");
+    crate::http::serve(listener, ops, shutdown_signal()).await?;
     Ok(())
 }
 

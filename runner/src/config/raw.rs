@@ -12,8 +12,8 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, RedisConfig, RedisTarget, RunnerConfig, TlsFiles,
-    TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, HttpServer, RedisConfig, RedisTarget, RunnerConfig,
+    TlsFiles, Token, TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
@@ -27,6 +27,69 @@ pub(super) struct File {
     pub defaults: Defaults,
     #[serde(default, rename = "topic")]
     pub topics: Vec<Topic>,
+    pub http: Option<Spanned<Http>>,
+}
+
+/// `[http]`: the API, dashboard and metrics server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Http {
+    pub listen: Spanned<String>,
+    pub token: Option<Spanned<String>>,
+    #[serde(default)]
+    pub public_read: bool,
+}
+
+impl Http {
+    /// Validate: an address to bind, a token that is set, and no open
+    /// (tokenless) server beyond loopback.
+    pub fn resolve(self, whole: Range<usize>) -> Result<HttpServer, Invalid> {
+        let span = self.listen.span();
+        let listen: std::net::SocketAddr = self.listen.get_ref().parse().map_err(|_| {
+            (
+                span.clone(),
+                format!(
+                    "field `listen`: {:?} is not an address and port, e.g. \"127.0.0.1:9090\"",
+                    self.listen.get_ref()
+                ),
+            )
+        })?;
+        let token = match self.token {
+            None => None,
+            Some(t) => {
+                let span = t.span();
+                let value = expand_env(t.get_ref())
+                    .map_err(|m| (span.clone(), format!("field `token`: {m}")))?;
+                if value.len() < 16 {
+                    return Err((
+                        span,
+                        "field `token`: at least 16 characters (e.g. `openssl rand -hex 32`)"
+                            .into(),
+                    ));
+                }
+                Some(Token::new(value))
+            }
+        };
+        if token.is_none() && !listen.ip().is_loopback() {
+            return Err((
+                span,
+                format!(
+                    "field `listen`: {listen} is reachable beyond this machine; set `token` (e.g. token = \"${{HOURGLASS_TOKEN}}\") or listen on 127.0.0.1"
+                ),
+            ));
+        }
+        if token.is_none() && self.public_read {
+            return Err((
+                whole,
+                "field `public_read`: only means something with a `token` (without one everything is open on loopback)".into(),
+            ));
+        }
+        Ok(HttpServer {
+            listen,
+            token,
+            public_read: self.public_read,
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -122,11 +122,13 @@ pub(super) async fn run(
             handler: handler.hash().to_owned(),
         },
     );
+    let ran = std::time::Instant::now();
     let finish = shared
         .runtime
         .run(&handler, input, &topic.sandbox)
         .instrument(span)
         .await;
+    shared.meter.ran(&cfg.name, ran.elapsed());
     let now = now_ms();
     let decision = decide::after_run(
         cfg,

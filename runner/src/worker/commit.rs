@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::attempt::Completion;
 use super::decide::Decision;
+use super::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
 use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError, Refusal, Refused};
@@ -75,14 +76,16 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     let (keys, name, now) = (&topic.keys, topic.cfg.name.as_str(), b.at_ms);
     let q = &shared.queue;
     if !b.acks.is_empty()
-        && let Some(refused) = persist("ack", name, || q.ack(keys, &b.acks, now)).await
+        && let Some(refused) =
+            persist(&shared.meter, "ack", name, || q.ack(keys, &b.acks, now)).await
     {
         let acked: Vec<Done> = b
             .acks
             .into_iter()
             .filter(|d| !is_refused(&refused, &d.id))
             .collect();
-        shared.meter.finished(name, acked.len() as u64, 0);
+        shared.meter.ended(name, Outcome::Ack, acked.len());
+        shared.meter.ended(name, Outcome::Cancelled, gone(&refused));
         for d in &acked {
             tracing::debug!(topic = %name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
             shared.emit(name, &d.id, d.attempt, EventKind::Acked);
@@ -103,13 +106,12 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     if !b.retries.is_empty()
-        && let Some(refused) = persist("retry", name, || q.retry(keys, &b.retries)).await
+        && let Some(refused) =
+            persist(&shared.meter, "retry", name, || q.retry(keys, &b.retries)).await
     {
-        shared.meter.finished(
-            name,
-            0,
-            b.retries.len().saturating_sub(refused.len()) as u64,
-        );
+        let retried = b.retries.len().saturating_sub(refused.len());
+        shared.meter.ended(name, Outcome::Retry, retried);
+        shared.meter.ended(name, Outcome::Cancelled, gone(&refused));
         for (id, attempt, next_due_ms, failure) in b
             .retries
             .into_iter()
@@ -129,14 +131,14 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     if !b.dead.is_empty()
-        && let Some(refused) = persist("dead-letter", name, || {
+        && let Some(refused) = persist(&shared.meter, "dead-letter", name, || {
             q.bury(keys, &b.dead, topic.cfg.dead_letter, now)
         })
         .await
     {
-        shared
-            .meter
-            .finished(name, 0, b.dead.len().saturating_sub(refused.len()) as u64);
+        let buried = b.dead.len().saturating_sub(refused.len());
+        shared.meter.ended(name, Outcome::Dead, buried);
+        shared.meter.ended(name, Outcome::Cancelled, gone(&refused));
         for (id, attempt, info) in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.0)) {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
@@ -151,7 +153,10 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     }
     let mut released = 0;
     if !b.releases.is_empty()
-        && let Some(refused) = persist("release", name, || q.release(keys, &b.releases, now)).await
+        && let Some(refused) = persist(&shared.meter, "release", name, || {
+            q.release(keys, &b.releases, now)
+        })
+        .await
     {
         for (id, attempt) in b
             .releases
@@ -163,7 +168,13 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             released += 1;
         }
     }
+    shared.meter.ended(name, Outcome::Released, released);
     released
+}
+
+/// Refusals because the job is gone: cancelled while it ran.
+fn gone(refused: &[Refusal]) -> usize {
+    refused.iter().filter(|r| r.why == Refused::Gone).count()
 }
 
 fn is_refused(refused: &[Refusal], id: &str) -> bool {
@@ -173,7 +184,7 @@ fn is_refused(refused: &[Refusal], id: &str) -> bool {
 /// Run `op` until it succeeds or [`PATIENCE`] runs out. On success, the jobs
 /// the script left alone and why, logged here as what happened; `None` if it
 /// never succeeded.
-async fn persist<F, Fut>(what: &str, topic: &str, mut op: F) -> Option<Vec<Refusal>>
+async fn persist<F, Fut>(meter: &Meter, what: &str, topic: &str, mut op: F) -> Option<Vec<Refusal>>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Vec<Refusal>, QueueError>>,
@@ -208,6 +219,7 @@ where
                 return Some(refused);
             }
             Err(e) if e.is_retryable() && start.elapsed() < PATIENCE => {
+                meter.redis_error();
                 if pause == Duration::from_millis(50) {
                     tracing::warn!(
                         topic,
@@ -221,6 +233,7 @@ where
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
             Err(e) => {
+                meter.redis_error();
                 tracing::error!(
                     topic,
                     "{what} not committed, giving up (the leases will expire and the jobs run again): {e}"

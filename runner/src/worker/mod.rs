@@ -23,14 +23,16 @@ mod housekeeping;
 mod meter;
 mod scheduler;
 
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::config::{Config, TopicConfig};
 use crate::events::{Event, EventKind, EventSender};
+use crate::metrics::Metrics;
 use crate::redis::embedded::EmbeddedRedis;
 use crate::redis::{Queue, TopicKeys};
 use crate::reload::{Loader, Notice, Snapshot};
@@ -59,11 +61,97 @@ pub(crate) struct Shared {
     pub events: EventSender,
     /// What live reloads did, published once the scheduler serves the result.
     pub notices: broadcast::Sender<Notice>,
-    /// Per-topic counts and lateness, for the heartbeat.
+    /// Per-topic counts and lateness, for the heartbeat and Prometheus.
     pub meter: meter::Meter,
+    /// Every Prometheus metric.
+    pub metrics: Arc<Metrics>,
+    /// What is served now, for the HTTP API.
+    pub serving: watch::Sender<Arc<Serving>>,
+    /// The most recent reload notices, oldest first.
+    pub reloads: Mutex<VecDeque<ReloadRecord>>,
+}
+
+/// Reload notices kept for the API and dashboard.
+const RECENT_RELOADS: usize = 50;
+
+/// What a runner serves now: its configuration and each topic's handler
+/// version. Replaced (not changed) by every reload.
+#[derive(Debug, Clone)]
+pub struct Serving {
+    /// The configuration in force.
+    pub config: Arc<Config>,
+    /// Topic → the content hash of its handler; a topic without one claims nothing.
+    pub handlers: BTreeMap<String, String>,
+    /// Whether this process claims and runs jobs (`false` for `hourglass serve`).
+    pub runs_jobs: bool,
+}
+
+impl Serving {
+    /// A configuration served without running jobs (`hourglass serve`).
+    pub fn without_jobs(config: Config) -> Serving {
+        Serving {
+            config: Arc::new(config),
+            handlers: BTreeMap::new(),
+            runs_jobs: false,
+        }
+    }
+}
+
+/// One reload notice and when it was sent.
+#[derive(Debug, Clone)]
+pub struct ReloadRecord {
+    /// When (ms since the epoch).
+    pub at_ms: u64,
+    /// What happened.
+    pub notice: Notice,
+}
+
+/// What `snapshot` serves.
+fn serving(snapshot: &Snapshot) -> Serving {
+    Serving {
+        config: snapshot.config.clone(),
+        handlers: snapshot
+            .handlers
+            .iter()
+            .map(|(topic, h)| (topic.clone(), h.hash().to_owned()))
+            .collect(),
+        runs_jobs: true,
+    }
 }
 
 impl Shared {
+    /// Report `notice` (a reload the scheduler now serves) to subscribers,
+    /// the recent list and the counter.
+    fn reloaded(&self, notice: Notice, now_ms: u64) {
+        let result = match &notice {
+            Notice::Loaded { .. } => "handler_loaded",
+            Notice::Rejected { .. } => "handler_rejected",
+            Notice::Missing { .. } => "handler_missing",
+            Notice::ConfigApplied => "config_applied",
+            Notice::ConfigRejected { .. } => "config_rejected",
+        };
+        self.metrics
+            .reloads
+            .get_or_create(&crate::metrics::ResultLabel { result })
+            .inc();
+        let mut recent = self.reloads.lock().expect("reloads lock");
+        if recent.len() == RECENT_RELOADS {
+            recent.pop_front();
+        }
+        recent.push_back(ReloadRecord {
+            at_ms: now_ms,
+            notice: notice.clone(),
+        });
+        drop(recent);
+        let _ = self.notices.send(notice);
+    }
+
+    /// The most recent reloads, newest first.
+    pub(crate) fn recent_reloads(&self) -> Vec<ReloadRecord> {
+        let recent = self.reloads.lock().expect("reloads lock");
+        recent.iter().rev().cloned().collect()
+    }
+
     fn emit(&self, topic: &str, id: &str, attempt: u32, kind: EventKind) {
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(Event {
@@ -96,12 +184,17 @@ impl Runner {
         let mut loader = Loader::new(runtime.clone());
         let snapshot = loader.initial(config).await?;
         let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
+        let metrics = Arc::new(Metrics::new());
+        metrics.instance_slots.set(i64::from(slots));
         let shared = Arc::new(Shared {
             queue,
             runtime,
             events: broadcast::channel(1 << 16).0,
             notices: broadcast::channel(256).0,
-            meter: Default::default(),
+            meter: meter::Meter::new(metrics.clone()),
+            metrics,
+            serving: watch::channel(Arc::new(serving(&snapshot))).0,
+            reloads: Mutex::default(),
         });
         Ok(Runner {
             shared,
@@ -127,6 +220,20 @@ impl Runner {
     /// start and as they happen.
     pub fn outbound_counts(&self) -> Arc<crate::wasm::OutboundCounts> {
         self.shared.runtime.outbound_counts()
+    }
+
+    /// What the HTTP API and dashboard need of this runner.
+    pub fn ops(&self) -> crate::http::Ops {
+        crate::http::Ops {
+            queue: self.shared.queue.clone(),
+            serving: self.shared.serving.subscribe(),
+            metrics: self.shared.metrics.clone(),
+            outbound: Some(self.outbound_counts()),
+            reloads: Some({
+                let shared = self.shared.clone();
+                Arc::new(move || shared.recent_reloads())
+            }),
+        }
     }
 
     /// The connection the runner uses (handy for producing from the same process).

@@ -109,6 +109,9 @@ impl Scheduler {
         // strict priority: claim rounds walk topics in this order
         next.sort_by_key(|(t, _)| std::cmp::Reverse(t.cfg.priority));
         (self.topics, self.next_due) = next.into_iter().unzip();
+        self.shared
+            .serving
+            .send_replace(Arc::new(super::serving(&snapshot)));
         self.config = snapshot.config;
     }
 
@@ -159,6 +162,7 @@ impl Scheduler {
                     Duration::from_millis(until.saturating_sub(now_ms()))
                 }
                 Err(e) => {
+                    self.shared.meter.redis_error();
                     if outage.is_none() {
                         tracing::warn!(
                             "claiming failed: {e}; retrying with backoff up to 2s (running jobs go on, nothing is lost)"
@@ -172,6 +176,10 @@ impl Scheduler {
                     p
                 }
             };
+            self.shared
+                .metrics
+                .instances_in_use
+                .set(self.tasks.len() as i64);
             tokio::select! {
                 biased;
                 () = &mut shutdown => break,
@@ -187,7 +195,7 @@ impl Scheduler {
                         self.apply(snapshot);
                     }
                     for notice in notices {
-                        let _ = self.shared.notices.send(notice);
+                        self.shared.reloaded(notice, now_ms());
                     }
                 }
                 () = tokio::time::sleep(sleep) => {}

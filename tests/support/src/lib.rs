@@ -3,7 +3,9 @@
 //! persistent, TLS) and a three-master Redis Cluster, test certificates, and a
 //! scripted HTTP server for the outbound-HTTP tests and the demo.
 
+pub mod browser;
 pub mod cluster;
+pub mod http_client;
 pub mod http_server;
 pub mod redis_server;
 pub mod tls;
@@ -28,4 +30,6 @@ pub mod components {
 
 pub use cluster::RedisCluster;
 pub use http_server::{HttpServer, Received, Reply};
+/// The Prometheus text parser the metrics tests read `/metrics` with.
+pub use prometheus_parse;
 pub use redis_server::{RedisServer, free_port};

@@ -1,0 +1,261 @@
+//! The read-only routes: topics, one job, dead letters, stats, runners,
+//! reloads, health.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, Shared, topic_named};
+use crate::clock::now_ms;
+use crate::redis::{RunnerInfo, TopicStats, check_id};
+use crate::worker::Serving;
+
+type Answer = Result<Json<Value>, ApiError>;
+
+/// The topics to show: the configured ones, or (a file without topics)
+/// those the live runners serve.
+fn topic_names(serving: &Serving, runners: &[RunnerInfo]) -> Vec<String> {
+    let mut names: Vec<String> = serving
+        .config
+        .topics
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    if names.is_empty() {
+        for r in runners {
+            for t in &r.topics {
+                if !names.contains(t) {
+                    names.push(t.clone());
+                }
+            }
+        }
+        names.sort();
+    }
+    names
+}
+
+/// One topic as the dashboard shows it: settings, handler version, counts,
+/// and what the live runners report (totals and recent lateness).
+fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &TopicStats) -> Value {
+    let cfg = serving.config.topic(name);
+    let (mut done, mut failed) = (0, 0);
+    let (mut p50, mut p99) = (None, None);
+    let mut versions: Vec<&str> = Vec::new();
+    for r in runners {
+        if let Some(m) = r.meters.get(name) {
+            done += m.done;
+            failed += m.failed;
+            p50 = p50.max(m.late_p50_ms);
+            p99 = p99.max(m.late_p99_ms);
+        }
+        if let Some(v) = r.handlers.get(name)
+            && !versions.contains(&v.as_str())
+        {
+            versions.push(v);
+        }
+    }
+    json!({
+        "name": name,
+        "priority": cfg.map(|c| c.priority),
+        "concurrency": cfg.map(|c| c.concurrency),
+        "timeout_ms": cfg.map(|c| c.timeout.as_millis() as u64),
+        "max_attempts": cfg.map(|c| c.max_attempts),
+        "handler": serving.handlers.get(name).map(String::as_str).or(versions.first().copied()),
+        "handlers_live": versions,
+        "paused": stats.paused,
+        "scheduled": stats.scheduled,
+        "ready": stats.ready,
+        "running": stats.running,
+        "dead": stats.dead,
+        "done": done,
+        "failed": failed,
+        "late_p50_ms": p50,
+        "late_p99_ms": p99,
+    })
+}
+
+/// `GET /api/topics`: every topic with its counts.
+pub(super) async fn topics(State(app): Shared) -> Answer {
+    let serving = app.ops.serving();
+    let q = &app.ops.queue;
+    let now = now_ms();
+    let runners = q.runners(now).await?;
+    let names = topic_names(&serving, &runners);
+    let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
+    let stats = futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await?;
+    let list: Vec<Value> = names
+        .iter()
+        .zip(&stats)
+        .map(|(n, s)| topic_json(&serving, &runners, n, s))
+        .collect();
+    Ok(Json(
+        json!({ "topics": list, "runs_jobs": serving.runs_jobs }),
+    ))
+}
+
+/// `GET /api/topics/{topic}`.
+pub(super) async fn topic(State(app): Shared, Path(name): Path<String>) -> Answer {
+    let serving = app.ops.serving();
+    topic_named(&serving, &name)?;
+    let q = &app.ops.queue;
+    let now = now_ms();
+    let runners = q.runners(now).await?;
+    let stats = q.stats(&q.keys(&name), now).await?;
+    Ok(Json(topic_json(&serving, &runners, &name, &stats)))
+}
+
+/// `GET /api/topics/{topic}/jobs/{id}`: where the job is, its attempts and last failure.
+pub(super) async fn job(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+    topic_named(&app.ops.serving(), &name)?;
+    check_id(&id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
+    let q = &app.ops.queue;
+    match q.inspect(&q.keys(&name), &id, now_ms()).await? {
+        Some(view) => Ok(Json(view.to_json(&name))),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no job {id:?} in {name} (never enqueued, done, cancelled or purged)"),
+        )),
+    }
+}
+
+/// `?offset=&limit=` of a listing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Page {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default = "default_limit")]
+    limit: usize,
+}
+
+fn default_limit() -> usize {
+    50
+}
+
+/// Most items one page holds.
+const MAX_PAGE: usize = 500;
+
+/// `GET /api/topics/{topic}/dead?offset=0&limit=50`: dead letters, newest first.
+pub(super) async fn dead(
+    State(app): Shared,
+    Path(name): Path<String>,
+    page: Result<Query<Page>, QueryRejection>,
+) -> Answer {
+    let Query(page) = page?;
+    topic_named(&app.ops.serving(), &name)?;
+    if page.limit == 0 || page.limit > MAX_PAGE {
+        return Err(ApiError::field(
+            StatusCode::BAD_REQUEST,
+            "limit",
+            format!("between 1 and {MAX_PAGE}"),
+        ));
+    }
+    let q = &app.ops.queue;
+    let keys = q.keys(&name);
+    let total = q.stats(&keys, now_ms()).await?.dead;
+    let letters = q.dead_list(&keys, page.offset, page.limit).await?;
+    let letters: Vec<Value> = letters
+        .into_iter()
+        .map(|(id, info)| {
+            let mut v = serde_json::to_value(info).expect("dead info serializes");
+            v["id"] = id.into();
+            v
+        })
+        .collect();
+    Ok(Json(json!({
+        "topic": name,
+        "total": total,
+        "offset": page.offset,
+        "limit": page.limit,
+        "letters": letters,
+    })))
+}
+
+/// `GET /api/stats`: counts per topic, as `hourglass stats --json`.
+pub(super) async fn stats(State(app): Shared) -> Answer {
+    let serving = app.ops.serving();
+    let q = &app.ops.queue;
+    let now = now_ms();
+    let runners = q.runners(now).await?;
+    let names = topic_names(&serving, &runners);
+    let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
+    let stats = futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await?;
+    let map: serde_json::Map<String, Value> = names
+        .into_iter()
+        .zip(stats)
+        .map(|(n, s)| (n, serde_json::to_value(s).expect("stats serialize")))
+        .collect();
+    Ok(Json(Value::Object(map)))
+}
+
+/// `GET /api/runners`: the runners alive now.
+pub(super) async fn runners(State(app): Shared) -> Answer {
+    let runners = app.ops.queue.runners(now_ms()).await?;
+    Ok(Json(json!({ "runners": runners })))
+}
+
+/// `GET /api/reloads`: this runner's recent reloads, newest first.
+pub(super) async fn reloads(State(app): Shared) -> Answer {
+    let records = app.ops.reloads.as_ref().map(|f| f()).unwrap_or_default();
+    let list: Vec<Value> = records
+        .into_iter()
+        .map(|r| {
+            use crate::reload::Notice;
+            let (kind, path, detail) = match r.notice {
+                Notice::Loaded { path, hash } => ("handler_loaded", Some(path), Some(hash)),
+                Notice::Rejected { path, error } => ("handler_rejected", Some(path), Some(error)),
+                Notice::Missing { path } => ("handler_missing", Some(path), None),
+                Notice::ConfigApplied => ("config_applied", None, None),
+                Notice::ConfigRejected { error } => ("config_rejected", None, Some(error)),
+            };
+            json!({
+                "at_ms": r.at_ms,
+                "result": kind,
+                "path": path.map(|p| p.display().to_string()),
+                "detail": detail,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "reloads": list })))
+}
+
+/// `GET /healthz`: the process answers.
+pub(super) async fn healthz() -> Json<Value> {
+    Json(json!({ "alive": true }))
+}
+
+/// `GET /readyz`: Redis answers and every topic has a handler loaded.
+pub(super) async fn readyz(State(app): Shared) -> (StatusCode, Json<Value>) {
+    let serving = app.ops.serving();
+    let mut problems = Vec::new();
+    if let Err(e) = app.ops.queue.ping().await {
+        problems.push(format!("redis: {e}"));
+    }
+    if serving.runs_jobs {
+        for t in &serving.config.topics {
+            if !serving.handlers.contains_key(&t.name) {
+                problems.push(format!("topic {}: no handler loaded", t.name));
+            }
+        }
+    }
+    let status = if problems.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({ "ready": problems.is_empty(), "problems": problems })),
+    )
+}
+
+/// Any other path under `/api/`.
+pub(super) async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such route; see the README's HTTP API section",
+    )
+}

@@ -1,0 +1,254 @@
+// The hourglass dashboard: reads the JSON API every 2 s and draws it.
+// No framework, no build step; every change goes through the same API the
+// README documents.
+"use strict";
+
+const POLL_MS = 2000;
+const HISTORY = 150; // samples kept per topic: 5 minutes at 2 s
+const DEAD_PAGE = 50;
+
+const state = {
+  token: localStorage.getItem("hourglass-token") || "",
+  filter: "",
+  previous: new Map(), // topic -> {at, done, failed}
+  history: new Map(), // topic -> [done/s]
+  rates: new Map(), // topic -> {done, failed}
+  dead: { topic: null, offset: 0 },
+  topics: [],
+};
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(c ?? ""));
+  return e;
+}
+
+async function api(method, path) {
+  const headers = {};
+  if (state.token) headers.Authorization = "Bearer " + state.token;
+  const res = await fetch("/api" + path, { method, headers });
+  const body = await res.json().catch(() => ({}));
+  if (res.status === 401) {
+    $("#token-form").hidden = false;
+    throw new Error(body.error || "this server needs a token");
+  }
+  if (!res.ok) throw new Error(body.error || res.statusText);
+  return body;
+}
+
+function setStatus(text, error) {
+  const s = $("#status");
+  s.textContent = text;
+  s.classList.toggle("error", !!error);
+}
+
+function ago(ms) {
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 60) return s + " s ago";
+  if (s < 3600) return Math.round(s / 60) + " min ago";
+  if (s < 86400) return Math.round(s / 3600) + " h ago";
+  return Math.round(s / 86400) + " d ago";
+}
+
+function short(hash) {
+  return hash ? hash.slice(0, 12) : "—";
+}
+
+function sparkline(values) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 120 22");
+  if (values.length > 1) {
+    const max = Math.max(1, ...values);
+    const step = 120 / (HISTORY - 1);
+    const start = 120 - step * (values.length - 1);
+    const points = values.map((v, i) => `${(start + i * step).toFixed(1)},${(21 - (v / max) * 20).toFixed(1)}`);
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", points.join(" "));
+    svg.append(line);
+  }
+  return svg;
+}
+
+// done/s and failed/s from two polls of the runners' totals
+function updateRates(topics) {
+  const now = Date.now();
+  for (const t of topics) {
+    const prev = state.previous.get(t.name);
+    if (prev && now > prev.at) {
+      const secs = (now - prev.at) / 1000;
+      const done = Math.max(0, t.done - prev.done) / secs;
+      const failed = Math.max(0, t.failed - prev.failed) / secs;
+      state.rates.set(t.name, { done, failed });
+      const h = state.history.get(t.name) || [];
+      h.push(done);
+      if (h.length > HISTORY) h.shift();
+      state.history.set(t.name, h);
+    }
+    state.previous.set(t.name, { at: now, done: t.done, failed: t.failed });
+  }
+}
+
+function drawTopics() {
+  const body = $("#topics tbody");
+  const rows = [];
+  for (const t of state.topics) {
+    if (state.filter && !t.name.includes(state.filter)) continue;
+    const r = state.rates.get(t.name);
+    const late = t.late_p50_ms == null ? "—" : `${t.late_p50_ms}/${t.late_p99_ms} ms`;
+    const name = el("td", { class: "name" }, t.name);
+    if (t.paused) name.append(el("span", { class: "badge" }, "paused"));
+    const dead = t.dead > 0
+      ? el("a", { class: "dead", onclick: () => openDead(t.name, 0) }, String(t.dead))
+      : el("span", {}, "0");
+    const toggle = t.paused
+      ? el("button", { class: "resume", onclick: () => act("POST", `/topics/${enc(t.name)}/resume`) }, "resume")
+      : el("button", { class: "pause", onclick: () => act("POST", `/topics/${enc(t.name)}/pause`) }, "pause");
+    rows.push(el("tr", { "data-topic": t.name, class: t.paused ? "paused" : "" },
+      name,
+      el("td", { title: t.handler || "" }, el("code", {}, short(t.handler))),
+      el("td", { class: "n scheduled" }, String(t.scheduled)),
+      el("td", { class: "n ready" }, String(t.ready)),
+      el("td", { class: "n running" }, String(t.running)),
+      el("td", { class: "n dead" }, dead),
+      el("td", { class: "n done-rate" }, r ? r.done.toFixed(1) : "—"),
+      el("td", { class: "n failed-rate" }, r ? r.failed.toFixed(1) : "—"),
+      el("td", {}, sparkline(state.history.get(t.name) || [])),
+      el("td", { class: "n late" }, late),
+      el("td", {}, toggle)));
+  }
+  body.replaceChildren(...rows);
+  const select = $("#lookup-topic");
+  const chosen = select.value;
+  if (select.options.length !== state.topics.length) {
+    select.replaceChildren(...state.topics.map((t) => el("option", { value: t.name }, t.name)));
+    if (chosen) select.value = chosen;
+  }
+}
+
+function enc(s) {
+  return encodeURIComponent(s);
+}
+
+async function act(method, path) {
+  try {
+    await api(method, path);
+    await refresh();
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+}
+
+async function openDead(topic, offset) {
+  state.dead = { topic, offset: Math.max(0, offset) };
+  await drawDead();
+  $("#dead-section").scrollIntoView({ behavior: "smooth" });
+}
+
+async function drawDead() {
+  const { topic, offset } = state.dead;
+  if (!topic) return;
+  const page = await api("GET", `/topics/${enc(topic)}/dead?offset=${offset}&limit=${DEAD_PAGE}`);
+  $("#dead-section").hidden = false;
+  $("#dead-topic").textContent = topic;
+  $("#dead-total").textContent = page.total;
+  const last = Math.min(page.total, offset + page.letters.length);
+  $("#dead-page").textContent = page.total ? `${offset + 1}–${last} of ${page.total}` : "none";
+  $("#dead-prev").disabled = offset === 0;
+  $("#dead-next").disabled = last >= page.total;
+  $("#dead tbody").replaceChildren(...page.letters.map((d) => el("tr", { "data-id": d.id },
+    el("td", {}, el("code", {}, d.id)),
+    el("td", { title: new Date(d.failed_at_ms).toISOString() }, ago(d.failed_at_ms)),
+    el("td", { class: "n" }, String(d.attempts)),
+    el("td", { title: d.handler || "" }, el("code", {}, short(d.handler))),
+    el("td", { class: "reason" }, d.reason),
+    el("td", {},
+      el("button", { class: "retry", onclick: () => deadAct("POST", `/topics/${enc(topic)}/dead/${enc(d.id)}/retry`) }, "retry"),
+      " ",
+      el("button", { class: "purge danger", onclick: () => deadAct("DELETE", `/topics/${enc(topic)}/dead/${enc(d.id)}`) }, "purge")))));
+}
+
+async function deadAct(method, path) {
+  try {
+    await api(method, path);
+    await drawDead();
+    await refresh();
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+}
+
+function drawRunners(runners) {
+  $("#runners tbody").replaceChildren(...runners.map((r) => el("tr", {},
+    el("td", {}, el("code", {}, r.id)),
+    el("td", {}, r.version),
+    el("td", { class: "n" }, String(r.in_flight)),
+    el("td", {}, ago(r.started_at_ms).replace(" ago", "")),
+    el("td", {}, r.topics.join(", ")))));
+}
+
+function drawReloads(reloads) {
+  const items = reloads.slice(0, 20).map((r) => el("li", {},
+    el("span", { class: "muted" }, ago(r.at_ms) + " "),
+    r.result.replace("_", " "),
+    r.path ? " " + r.path.split("/").pop() : "",
+    r.detail ? el("div", { class: "muted" }, r.detail.slice(0, 200)) : ""));
+  $("#reloads").replaceChildren(...(items.length ? items : [el("li", { class: "muted" }, "none since this runner started")]));
+}
+
+async function refresh() {
+  try {
+    const [topics, runners, reloads] = await Promise.all([
+      api("GET", "/topics"),
+      api("GET", "/runners"),
+      api("GET", "/reloads"),
+    ]);
+    state.topics = topics.topics;
+    updateRates(state.topics);
+    drawTopics();
+    drawRunners(runners.runners);
+    drawReloads(reloads.reloads);
+    if (state.dead.topic) await drawDead();
+    const n = runners.runners.length;
+    setStatus(`${state.topics.length} topics · ${n} runner${n === 1 ? "" : "s"} alive · ${new Date().toLocaleTimeString()}`);
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+}
+
+$("#filter").addEventListener("input", (e) => { state.filter = e.target.value.trim(); drawTopics(); });
+$("#token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  state.token = $("#token").value.trim();
+  localStorage.setItem("hourglass-token", state.token);
+  $("#token-form").hidden = true;
+  refresh();
+});
+$("#dead-prev").addEventListener("click", () => openDead(state.dead.topic, state.dead.offset - DEAD_PAGE));
+$("#dead-next").addEventListener("click", () => openDead(state.dead.topic, state.dead.offset + DEAD_PAGE));
+$("#dead-retry-all").addEventListener("click", () => {
+  if (confirm(`Retry every dead letter of ${state.dead.topic}?`)) deadAct("POST", `/topics/${enc(state.dead.topic)}/dead/retry`);
+});
+$("#dead-purge-all").addEventListener("click", () => {
+  if (confirm(`Delete every dead letter of ${state.dead.topic} for good?`)) deadAct("DELETE", `/topics/${enc(state.dead.topic)}/dead`);
+});
+$("#lookup").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const out = $("#lookup-result");
+  try {
+    const job = await api("GET", `/topics/${enc($("#lookup-topic").value)}/jobs/${enc($("#lookup-id").value.trim())}`);
+    out.textContent = JSON.stringify(job, null, 2);
+  } catch (err) {
+    out.textContent = err.message;
+  }
+});
+
+refresh();
+setInterval(refresh, POLL_MS);

@@ -1,0 +1,316 @@
+//! The routes that change something: enqueue, cancel, dead-letter retry and
+//! purge, pause and resume. Each needs the token when one is configured.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, Shared, topic_named};
+use crate::clock::{millis, now_ms};
+use crate::config::parse_duration;
+use crate::redis::{
+    Cancelled, DEAD_BATCH, Enqueued, NewJob, Queue, QueueError, TopicKeys, check_id,
+};
+
+type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+
+/// Most jobs one bulk call takes.
+pub const MAX_BULK: usize = 10_000;
+
+/// One job as a request gives it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobIn {
+    /// Your id; a live job with it makes this a duplicate.
+    id: Option<String>,
+    /// A string is the payload as is; any other JSON value is stored as JSON text.
+    payload: Value,
+    /// Run after this long ("30s", "15m").
+    delay: Option<String>,
+    /// Run at this time (RFC 3339).
+    at: Option<String>,
+    /// Run at this time (ms since the epoch).
+    due_at_ms: Option<u64>,
+    /// Attempts before dead-lettering (default: the topic's).
+    max_attempts: Option<u32>,
+}
+
+impl JobIn {
+    /// Check and convert; errors name the field under `path` (e.g. `jobs[3]`).
+    fn into_new(self, path: &str, now: u64, max_payload: u64) -> Result<NewJob, ApiError> {
+        let bad = |field: &str, why: String| {
+            ApiError::field(StatusCode::BAD_REQUEST, format!("{path}{field}"), why)
+        };
+        if let Some(id) = &self.id {
+            check_id(id).map_err(|why| bad("id", why))?;
+        }
+        let payload = match self.payload {
+            Value::String(s) => s.into_bytes(),
+            Value::Null => {
+                return Err(bad(
+                    "payload",
+                    "is null; send a string or any JSON value".into(),
+                ));
+            }
+            v => v.to_string().into_bytes(),
+        };
+        if payload.len() as u64 > max_payload {
+            return Err(bad(
+                "payload",
+                format!(
+                    "{} bytes, over the limit of {max_payload} ([runner] max_payload)",
+                    payload.len()
+                ),
+            ));
+        }
+        let due_at_ms = match (self.delay, self.at, self.due_at_ms) {
+            (None, None, None) => now,
+            (Some(d), None, None) => {
+                now + millis(parse_duration(&d).map_err(|e| bad("delay", e.to_string()))?)
+            }
+            (None, Some(at), None) => {
+                let t: jiff::Timestamp = at.parse().map_err(|e| {
+                    bad(
+                        "at",
+                        format!("{at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"),
+                    )
+                })?;
+                u64::try_from(t.as_millisecond()).map_err(|_| bad("at", "is before 1970".into()))?
+            }
+            (None, None, Some(ms)) => ms,
+            _ => {
+                return Err(bad(
+                    "delay",
+                    "give one of `delay`, `at` and `due_at_ms`".into(),
+                ));
+            }
+        };
+        if self.max_attempts == Some(0) {
+            return Err(bad("max_attempts", "at least 1".into()));
+        }
+        Ok(NewJob {
+            id: self.id,
+            payload,
+            due_at_ms,
+            max_attempts: self.max_attempts.unwrap_or(0),
+        })
+    }
+}
+
+/// Parse `value` as `T`, naming the failing field's path under `prefix`.
+fn parse<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = match (prefix, path.as_str()) {
+            (p, ".") => p.trim_end_matches('.').to_owned(),
+            (p, path) => format!("{p}{path}"),
+        };
+        let field = if field.is_empty() {
+            "body".to_owned()
+        } else {
+            field
+        };
+        ApiError::field(StatusCode::BAD_REQUEST, field, e.into_inner().to_string())
+    })
+}
+
+fn status(e: &Enqueued) -> Value {
+    match e {
+        Enqueued::New(id) => json!({ "id": id, "status": "new" }),
+        Enqueued::Duplicate(id) => json!({ "id": id, "status": "duplicate" }),
+    }
+}
+
+/// `POST /api/topics/{topic}/jobs`: one job (an object) or many (an array,
+/// up to 10,000), answered per job with its id and `new` or `duplicate`.
+pub(super) async fn enqueue(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Answer {
+    let serving = app.ops.serving();
+    topic_named(&serving, &name)?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
+    let max_payload = serving.config.runner.max_payload;
+    let now = now_ms();
+    let (jobs, one) = match body {
+        Value::Array(items) => {
+            if items.is_empty() || items.len() > MAX_BULK {
+                return Err(ApiError::field(
+                    StatusCode::BAD_REQUEST,
+                    "body",
+                    format!("{} jobs; send 1 to {MAX_BULK} per call", items.len()),
+                ));
+            }
+            let mut jobs = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                let path = format!("[{i}].");
+                let job: JobIn = parse(item, &path)?;
+                jobs.push(job.into_new(&path, now, max_payload)?);
+            }
+            (jobs, false)
+        }
+        value @ Value::Object(_) => (
+            vec![parse::<JobIn>(value, "")?.into_new("", now, max_payload)?],
+            true,
+        ),
+        _ => {
+            return Err(ApiError::field(
+                StatusCode::BAD_REQUEST,
+                "body",
+                "send a job object or an array of them",
+            ));
+        }
+    };
+    let q = app.ops.queue.clone().with_max_payload(max_payload);
+    let answers = q.enqueue(&q.keys(&name), &jobs, now).await?;
+    let new = answers
+        .iter()
+        .filter(|a| matches!(a, Enqueued::New(_)))
+        .count();
+    app.ops
+        .metrics
+        .enqueued
+        .get_or_create(&crate::metrics::TopicLabel {
+            topic: name.clone(),
+        })
+        .inc_by(new as u64);
+    if one {
+        let code = if new == 1 {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        return Ok((code, Json(status(&answers[0]))));
+    }
+    let list: Vec<Value> = answers.iter().map(status).collect();
+    Ok((
+        StatusCode::OK,
+        Json(json!({ "new": new, "duplicate": answers.len() - new, "jobs": list })),
+    ))
+}
+
+fn checked(app: &super::App, name: &str, id: Option<&str>) -> Result<TopicKeys, ApiError> {
+    topic_named(&app.ops.serving(), name)?;
+    if let Some(id) = id {
+        check_id(id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
+    }
+    Ok(app.ops.queue.keys(name))
+}
+
+/// `DELETE /api/topics/{topic}/jobs/{id}`: delete the job wherever it is.
+pub(super) async fn cancel(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+    let keys = checked(&app, &name, Some(&id))?;
+    let was = app
+        .ops
+        .queue
+        .cancel(&keys, std::slice::from_ref(&id))
+        .await?;
+    let was = match was.first().copied().flatten() {
+        Some(Cancelled::Pending) => "waiting",
+        Some(Cancelled::Running) => "running (the attempt finishes; its outcome is discarded)",
+        Some(Cancelled::Dead) => "dead",
+        None => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no job {id:?} in {name}"),
+            ));
+        }
+    };
+    Ok((
+        StatusCode::OK,
+        Json(json!({ "id": id, "cancelled": true, "was": was })),
+    ))
+}
+
+/// Retry (`true`) or purge dead letters: `ids`, or all when empty, in batches.
+async fn dead_apply(
+    q: &Queue,
+    keys: &TopicKeys,
+    ids: &[String],
+    retry: bool,
+) -> Result<Vec<String>, QueueError> {
+    async fn run(
+        q: &Queue,
+        keys: &TopicKeys,
+        ids: &[String],
+        retry: bool,
+    ) -> Result<Vec<String>, QueueError> {
+        if retry {
+            q.dead_retry(keys, ids, now_ms()).await
+        } else {
+            q.dead_purge(keys, ids).await
+        }
+    }
+    if !ids.is_empty() {
+        return run(q, keys, ids, retry).await;
+    }
+    let mut done = Vec::new();
+    loop {
+        let batch = run(q, keys, &[], retry).await?;
+        let last = batch.len() < DEAD_BATCH;
+        done.extend(batch);
+        if last {
+            return Ok(done);
+        }
+    }
+}
+
+async fn dead_one(app: &super::App, name: &str, id: String, retry: bool) -> Answer {
+    let keys = checked(app, name, Some(&id))?;
+    let hit = dead_apply(&app.ops.queue, &keys, std::slice::from_ref(&id), retry).await?;
+    if hit.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no dead letter {id:?} in {name}"),
+        ));
+    }
+    let verb = if retry { "requeued" } else { "purged" };
+    Ok((StatusCode::OK, Json(json!({ "id": id, verb: true }))))
+}
+
+async fn dead_all(app: &super::App, name: &str, retry: bool) -> Answer {
+    let keys = checked(app, name, None)?;
+    let done = dead_apply(&app.ops.queue, &keys, &[], retry).await?;
+    let verb = if retry { "requeued" } else { "purged" };
+    Ok((StatusCode::OK, Json(json!({ verb: done.len() }))))
+}
+
+/// `POST /api/topics/{topic}/dead/{id}/retry`: run a dead letter again, due now, attempts reset.
+pub(super) async fn retry(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+    dead_one(&app, &name, id, true).await
+}
+
+/// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
+pub(super) async fn purge(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+    dead_one(&app, &name, id, false).await
+}
+
+/// `POST /api/topics/{topic}/dead/retry`: run every dead letter again.
+pub(super) async fn retry_all(State(app): Shared, Path(name): Path<String>) -> Answer {
+    dead_all(&app, &name, true).await
+}
+
+/// `DELETE /api/topics/{topic}/dead`: delete every dead letter.
+pub(super) async fn purge_all(State(app): Shared, Path(name): Path<String>) -> Answer {
+    dead_all(&app, &name, false).await
+}
+
+async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {
+    let keys = checked(app, name, None)?;
+    let changed = app.ops.queue.set_paused(&keys, paused).await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({ "topic": name, "paused": paused, "changed": changed })),
+    ))
+}
+
+/// `POST /api/topics/{topic}/pause`: stop claiming on every runner.
+pub(super) async fn pause(State(app): Shared, Path(name): Path<String>) -> Answer {
+    set_paused(&app, &name, true).await
+}
+
+/// `POST /api/topics/{topic}/resume`: claim again.
+pub(super) async fn resume(State(app): Shared, Path(name): Path<String>) -> Answer {
+    set_paused(&app, &name, false).await
+}

@@ -1,0 +1,191 @@
+//! The operators' window at `[http] listen`: the JSON API under `/api/`, the
+//! dashboard at `/`, Prometheus `/metrics`, `/healthz` and `/readyz`.
+//!
+//! Served by a runner (`hourglass run`) or without claiming jobs
+//! (`hourglass serve`). Every route is one function: reads in `api.rs`,
+//! changes in `change.rs`, the metrics scrape in `scrape.rs`, the embedded
+//! page in `dashboard.rs`. Authentication (`auth`) runs before all of them.
+
+mod api;
+mod change;
+mod dashboard;
+mod error;
+mod scrape;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::watch;
+
+use crate::config::{Config, TopicConfig};
+use crate::metrics::Metrics;
+use crate::redis::Queue;
+use crate::wasm::OutboundCounts;
+use crate::worker::{ReloadRecord, Serving};
+pub use error::ApiError;
+
+/// The largest request body: a bulk enqueue of thousands of jobs.
+const MAX_BODY: usize = 64 << 20;
+
+/// What the HTTP server needs of the process serving it.
+#[derive(Clone)]
+pub struct Ops {
+    pub(crate) queue: Queue,
+    pub(crate) serving: watch::Receiver<Arc<Serving>>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) outbound: Option<Arc<OutboundCounts>>,
+    pub(crate) reloads: Option<Arc<dyn Fn() -> Vec<ReloadRecord> + Send + Sync>>,
+}
+
+impl Ops {
+    /// Serve `config` without running jobs (`hourglass serve`).
+    pub fn without_jobs(queue: Queue, config: Config) -> Ops {
+        Ops {
+            queue,
+            serving: watch::channel(Arc::new(Serving::without_jobs(config))).1,
+            metrics: Arc::new(Metrics::new()),
+            outbound: None,
+            reloads: None,
+        }
+    }
+
+    /// What is served now.
+    fn serving(&self) -> Arc<Serving> {
+        self.serving.borrow().clone()
+    }
+}
+
+/// The state every route shares.
+struct App {
+    ops: Ops,
+    scrape: scrape::Cache,
+}
+
+type Shared = State<Arc<App>>;
+
+/// The router: every route, behind authentication.
+fn router(ops: Ops) -> Router {
+    let app = Arc::new(App {
+        ops,
+        scrape: scrape::Cache::default(),
+    });
+    let api = Router::new()
+        .route("/topics", get(api::topics))
+        .route("/topics/{topic}", get(api::topic))
+        .route("/topics/{topic}/jobs", post(change::enqueue))
+        .route(
+            "/topics/{topic}/jobs/{id}",
+            get(api::job).delete(change::cancel),
+        )
+        .route(
+            "/topics/{topic}/dead",
+            get(api::dead).delete(change::purge_all),
+        )
+        .route("/topics/{topic}/dead/retry", post(change::retry_all))
+        .route("/topics/{topic}/dead/{id}", delete(change::purge))
+        .route("/topics/{topic}/dead/{id}/retry", post(change::retry))
+        .route("/topics/{topic}/pause", post(change::pause))
+        .route("/topics/{topic}/resume", post(change::resume))
+        .route("/stats", get(api::stats))
+        .route("/runners", get(api::runners))
+        .route("/reloads", get(api::reloads))
+        .fallback(api::not_found);
+    Router::new()
+        .nest("/api", api)
+        .route("/metrics", get(scrape::metrics))
+        .route("/healthz", get(api::healthz))
+        .route("/readyz", get(api::readyz))
+        .merge(dashboard::routes())
+        .layer(middleware::from_fn_with_state(app.clone(), auth))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+/// Bind `[http] listen`; fails at once if the address is taken.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("[http] listen = \"{addr}\": cannot listen: {e}"))
+}
+
+/// Serve on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    ops: Ops,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::info!("dashboard and API on http://{addr}/ (metrics at /metrics)");
+    axum::serve(listener, router(ops))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Paths anyone may read: the page itself holds no data, and orchestrators
+/// probe health without a token.
+fn is_open(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz") || dashboard::is_asset(path)
+}
+
+/// Bearer-token check: every change needs the token; reads too unless
+/// `public_read`. No token configured (loopback only) means open.
+async fn auth(State(app): Shared, request: Request, next: Next) -> Response {
+    let serving = app.ops.serving();
+    let Some(http) = &serving.config.http else {
+        return next.run(request).await;
+    };
+    let Some(token) = &http.token else {
+        return next.run(request).await;
+    };
+    let read = matches!(*request.method(), Method::GET | Method::HEAD);
+    if is_open(request.uri().path()) || (read && http.public_read) {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        // hashed first: the comparison takes the same time whatever the length
+        Some(given)
+            if bool::from(
+                Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(token.expose())),
+            ) =>
+        {
+            next.run(request).await
+        }
+        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response(),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this server needs `Authorization: Bearer <token>` ([http] token in queues.toml)",
+        )
+        .into_response(),
+    }
+}
+
+/// The topic a path names: one of the configuration's, or (a file with no
+/// topics, `hourglass serve` for producers) any valid name.
+fn topic_named(serving: &Serving, name: &str) -> Result<Option<TopicConfig>, ApiError> {
+    if serving.config.topics.is_empty() {
+        crate::config::check_topic_name(name)
+            .map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "topic", why))?;
+        return Ok(None);
+    }
+    match serving.config.topic(name) {
+        Some(t) => Ok(Some(t.clone())),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no topic {name:?} in queues.toml"),
+        )),
+    }
+}

@@ -1,0 +1,115 @@
+//! `GET /metrics`: the counters and histograms the runner keeps, plus gauges
+//! read from Redis at most once a second however often Prometheus scrapes
+//! (O(1) commands per topic, run concurrently: never a scan).
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::{App, Shared};
+use crate::clock::now_ms;
+use crate::metrics::{StateLabels, StatusLabels, TopicLabel, VersionLabels};
+
+/// How old the Redis gauges may be.
+const FRESH: Duration = Duration::from_secs(1);
+
+/// When the Redis gauges were last read.
+#[derive(Default)]
+pub(super) struct Cache {
+    read_at: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// The exposition format prometheus-client writes.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+pub(super) async fn metrics(State(app): Shared) -> impl IntoResponse {
+    // one scrape at a time: a refresh clears and refills families
+    let mut read_at = app.scrape.read_at.lock().await;
+    if read_at.is_none_or(|t| t.elapsed() >= FRESH) {
+        refresh(&app).await;
+        *read_at = Some(Instant::now());
+    }
+    let m = &app.ops.metrics;
+    if let Some(outbound) = &app.ops.outbound {
+        for ((topic, status), n) in outbound.snapshot() {
+            let counter = m.outbound.get_or_create(&StatusLabels { topic, status });
+            counter.inc_by(n.saturating_sub(counter.get()));
+        }
+    }
+    let serving = app.ops.serving();
+    m.handler_info.clear();
+    for (topic, version) in &serving.handlers {
+        m.handler_info
+            .get_or_create(&VersionLabels {
+                topic: topic.clone(),
+                version: version.clone(),
+            })
+            .set(1);
+    }
+    let text = m.encode();
+    drop(read_at);
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+}
+
+/// Read the depth of every topic, the paused flags and the live runners.
+async fn refresh(app: &App) {
+    let m = &app.ops.metrics;
+    let q = &app.ops.queue;
+    let serving = app.ops.serving();
+    let now = now_ms();
+    let runners = match q.runners(now).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!("metrics: redis unreachable: {e}");
+            m.redis_up.set(0);
+            return;
+        }
+    };
+    let mut names: Vec<String> = serving
+        .config
+        .topics
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    if names.is_empty() {
+        names = runners
+            .iter()
+            .flat_map(|r| r.topics.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+    }
+    let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
+    let stats = match futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("metrics: redis unreachable: {e}");
+            m.redis_up.set(0);
+            return;
+        }
+    };
+    m.redis_up.set(1);
+    m.runners.set(runners.len() as i64);
+    m.jobs.clear();
+    m.paused.clear();
+    for (topic, s) in names.into_iter().zip(stats) {
+        for (state, n) in [
+            ("scheduled", s.scheduled),
+            ("ready", s.ready),
+            ("running", s.running),
+            ("dead", s.dead),
+        ] {
+            m.jobs
+                .get_or_create(&StateLabels {
+                    topic: topic.clone(),
+                    state,
+                })
+                .set(n as i64);
+        }
+        m.paused
+            .get_or_create(&TopicLabel { topic })
+            .set(i64::from(s.paused));
+    }
+}

@@ -1,0 +1,222 @@
+//! Prometheus metrics (`GET /metrics`): what the runner counts as it works,
+//! and the gauges an operator's scrape reads from Redis.
+//!
+//! Recording is cheap on the job path: each topic's counters and histograms
+//! are looked up once (see `worker/meter.rs`) and then cost an atomic add or
+//! a short lock. Gauges that need Redis (depths, paused, runners) are set by
+//! the scrape itself from a snapshot at most a second old (`http/metrics.rs`).
+//! Names follow Prometheus' conventions: base units (seconds), `_total` on
+//! counters, `_info` for a version.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// `{topic}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicLabel {
+    /// The topic.
+    pub topic: String,
+}
+
+/// `{topic, outcome}`: how an attempt ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The topic.
+    pub topic: String,
+    /// `ack`, `retry`, `dead`, `released` or `cancelled`.
+    pub outcome: &'static str,
+}
+
+/// `{topic, state}`: where a topic's jobs are.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// The topic.
+    pub topic: String,
+    /// `scheduled`, `ready`, `running` or `dead`.
+    pub state: &'static str,
+}
+
+/// `{topic, status}` of an outbound HTTP request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// The topic whose handler sent it.
+    pub topic: String,
+    /// The HTTP status, or `denied` (no grant) or `error` (no answer).
+    pub status: String,
+}
+
+/// `{topic, version}`: the handler serving a topic.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabels {
+    /// The topic.
+    pub topic: String,
+    /// The handler's content hash.
+    pub version: String,
+}
+
+/// `{result}` of a reload.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `handler_loaded`, `handler_rejected`, `handler_missing`,
+    /// `config_applied` or `config_rejected`.
+    pub result: &'static str,
+}
+
+/// Buckets in seconds that tell 1 ms from 2 ms and still reach a minute.
+const BUCKETS: [f64; 16] = [
+    0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+type HistogramFamily = Family<TopicLabel, Histogram, fn() -> Histogram>;
+
+/// Every metric, registered once.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Attempts that ended, by topic and outcome.
+    pub attempts: Family<OutcomeLabels, Counter>,
+    /// Jobs this process enqueued (API, follow-ups), by topic.
+    pub enqueued: Family<TopicLabel, Counter>,
+    /// Live reloads, by result.
+    pub reloads: Family<ResultLabel, Counter>,
+    /// Redis calls that failed (each retry counts).
+    pub redis_errors: Counter,
+    /// Handlers' outbound HTTP requests, by topic and status.
+    pub outbound: Family<StatusLabels, Counter>,
+    /// Due → start of each attempt, seconds.
+    pub lateness: HistogramFamily,
+    /// How long each attempt's handler ran, seconds.
+    pub duration: HistogramFamily,
+    /// Jobs per topic and state (from Redis at scrape time).
+    pub jobs: Family<StateLabels, Gauge>,
+    /// 1 while a topic is paused.
+    pub paused: Family<TopicLabel, Gauge>,
+    /// Instances running a handler now.
+    pub instances_in_use: Gauge,
+    /// Instance slots in the pool.
+    pub instance_slots: Gauge,
+    /// 1 for the handler version serving each topic.
+    pub handler_info: Family<VersionLabels, Gauge>,
+    /// 1 while Redis answers, 0 during an outage.
+    pub redis_up: Gauge,
+    /// Runners whose heartbeat is alive.
+    pub runners: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, registered under the `hourglass_` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("hourglass");
+        let m = Metrics {
+            attempts: Family::default(),
+            enqueued: Family::default(),
+            reloads: Family::default(),
+            redis_errors: Counter::default(),
+            outbound: Family::default(),
+            lateness: Family::new_with_constructor(histogram),
+            duration: Family::new_with_constructor(histogram),
+            jobs: Family::default(),
+            paused: Family::default(),
+            instances_in_use: Gauge::default(),
+            instance_slots: Gauge::default(),
+            handler_info: Family::default(),
+            redis_up: Gauge::default(),
+            runners: Gauge::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "attempts",
+            "Attempts that ended, by outcome (ack, retry, dead, released, cancelled)",
+            m.attempts.clone(),
+        );
+        r.register(
+            "enqueued",
+            "Jobs enqueued by this process (HTTP API, follow-ups)",
+            m.enqueued.clone(),
+        );
+        r.register(
+            "reloads",
+            "Live reloads of handlers and queues.toml, by result",
+            m.reloads.clone(),
+        );
+        r.register(
+            "redis_errors",
+            "Redis calls that failed (each retry counts)",
+            m.redis_errors.clone(),
+        );
+        r.register(
+            "outbound_http_requests",
+            "Handlers' outbound HTTP requests, by status (denied: no grant; error: no answer)",
+            m.outbound.clone(),
+        );
+        r.register(
+            "lateness_seconds",
+            "Due time to start of each attempt",
+            m.lateness.clone(),
+        );
+        r.register(
+            "attempt_duration_seconds",
+            "How long each attempt's handler ran",
+            m.duration.clone(),
+        );
+        r.register(
+            "jobs",
+            "Jobs per topic and state (scheduled, ready, running, dead)",
+            m.jobs.clone(),
+        );
+        r.register(
+            "topic_paused",
+            "1 while the topic is paused",
+            m.paused.clone(),
+        );
+        r.register(
+            "instances_in_use",
+            "Sandboxed instances running a handler now",
+            m.instances_in_use.clone(),
+        );
+        r.register(
+            "instance_slots",
+            "Instance slots in this runner's pool",
+            m.instance_slots.clone(),
+        );
+        r.register(
+            "handler_info",
+            "The handler version (content hash) serving each topic",
+            m.handler_info.clone(),
+        );
+        r.register(
+            "redis_up",
+            "1 while Redis answers, 0 during an outage",
+            m.redis_up.clone(),
+        );
+        r.register(
+            "runners_alive",
+            "Runners whose heartbeat is alive",
+            m.runners.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The text exposition (OpenMetrics, which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,95 @@
+//! A real headless Chromium, driven over WebDriver: the test starts Debian's
+//! `chromedriver` on a free port, opens a fresh profile, and stops both on
+//! drop. Missing chromium or chromedriver is a failure that says how to
+//! install them, never a skip.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
+
+/// Where Debian's packages put them.
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// chromedriver and the browser session it drives.
+pub struct Browser {
+    /// The WebDriver session.
+    pub client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// Start chromedriver and a headless chromium session.
+    pub async fn start() -> Browser {
+        for tool in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                std::path::Path::new(tool).exists(),
+                "{tool} is missing: the dashboard test needs Debian's chromium and chromium-driver \
+                 (apt-get install chromium chromium-driver; scripts/setup does it)"
+            );
+        }
+        let port = crate::free_port();
+        let mut driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromedriver");
+        let url = format!("http://127.0.0.1:{port}");
+        let profile = tempfile::tempdir().unwrap();
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--window-size=1400,1000",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            }),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = loop {
+            match ClientBuilder::new(HttpConnector::new())
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => {
+                    let _ = driver.kill();
+                    panic!("chromedriver on {url} did not start a session: {e}");
+                }
+            }
+        };
+        Browser {
+            client,
+            driver,
+            _profile: profile,
+        }
+    }
+}
+
+impl Browser {
+    /// End the session (closing chromium), then stop chromedriver.
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
