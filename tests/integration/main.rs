@@ -28,6 +28,7 @@ mod cli;
 mod client;
 mod cluster;
 mod crash;
+mod dashboard;
 mod faults;
 mod follow_ups;
 mod grants;

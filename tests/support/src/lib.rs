@@ -29,6 +29,8 @@ pub mod components {
 }
 
 pub use cluster::RedisCluster;
+/// The WebDriver client the dashboard test drives chromium with.
+pub use fantoccini;
 pub use http_server::{HttpServer, Received, Reply};
 /// The Prometheus text parser the metrics tests read `/metrics` with.
 pub use prometheus_parse;

@@ -1,0 +1,148 @@
+//! The dashboard in a real headless Chromium (Debian's, over chromedriver):
+//! it shows a topic's counts after jobs ran, a dead letter in its list,
+//! pause shows as paused, and retry moves the letter back. A screenshot is
+//! saved as a test artifact (`target/test-artifacts/dashboard.png`).
+
+use std::time::Duration;
+
+use serde_json::json;
+use test_support::browser::Browser;
+use test_support::fantoccini::{Client, Locator};
+use test_support::http_client::call;
+
+use crate::util::{Project, Running};
+
+const TOPICS: &str = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
+    [[topic]]\nname = \"panic\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\n\n\
+    [http]\nlisten = \"127.0.0.1:0\"\n";
+
+/// The text of the first element `css` finds, once `wanted` holds for it.
+async fn until_text(c: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await
+            && let Ok(text) = e.text().await
+        {
+            if wanted(&text) {
+                return text;
+            }
+            last = text;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let page = c.source().await.unwrap_or_default();
+            panic!("{css}: last text {last:?}; page:\n{page}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Wait until nothing matches `css`.
+async fn until_gone(c: &Client, css: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while c.find(Locator::Css(css)).await.is_ok() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{css} is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Where test artifacts go: beside the build, kept after the run.
+fn artifacts() -> std::path::PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
+    let project = Project::new("concurrency = 4", TOPICS);
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let post = |path: &'static str, body: serde_json::Value| {
+        let addr = addr.clone();
+        async move { call(&addr, "POST", path, None, Some(&body.to_string())).await }
+    };
+    let done: Vec<_> = (0..5).map(|i| json!({ "payload": i })).collect();
+    assert_eq!(post("/api/topics/echo/jobs", done.into()).await.status, 200);
+    let later = json!({ "id": "tomorrow", "payload": "x", "delay": "1d" });
+    assert_eq!(post("/api/topics/echo/jobs", later).await.status, 201);
+    let boom = json!({ "id": "boom-1", "payload": "x" });
+    assert_eq!(post("/api/topics/panic/jobs", boom).await.status, 201);
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    c.goto(&format!("http://{addr}/")).await.unwrap();
+    // counts after the jobs ran
+    until_text(c, "tr[data-topic=echo] td.scheduled", |t| t == "1").await;
+    until_text(c, "tr[data-topic=panic] td.dead", |t| t == "1").await;
+    until_text(c, "#runners tbody", |t| {
+        t.contains(&std::process::id().to_string())
+    })
+    .await;
+
+    // pause shows as paused
+    c.find(Locator::Css("tr[data-topic=panic] button.pause"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(c, "tr[data-topic=panic] td.name", |t| t.contains("paused")).await;
+
+    // the dead letter is listed with its reason and attempts
+    c.find(Locator::Css("tr[data-topic=panic] a.dead"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let row = until_text(c, "#dead tr[data-id=boom-1]", |t| t.contains("panicked")).await;
+    assert!(row.contains("boom-1"), "{row}");
+    let png = c.screenshot().await.unwrap();
+    let shot = artifacts().join("dashboard.png");
+    std::fs::write(&shot, &png).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+
+    // retry moves it back: out of the dead list, waiting (the topic is paused)
+    c.find(Locator::Css("#dead tr[data-id=boom-1] button.retry"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_gone(c, "#dead tr[data-id=boom-1]").await;
+    until_text(c, "tr[data-topic=panic] td.ready", |t| t == "1").await;
+    until_text(c, "tr[data-topic=panic] td.dead", |t| t == "0").await;
+
+    // job lookup by id
+    c.find(Locator::Css("#lookup-id"))
+        .await
+        .unwrap()
+        .send_keys("tomorrow")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#lookup button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(c, "#lookup-result", |t| t.contains("\"scheduled\"")).await;
+
+    // resume: the job runs again and, the handler still panicking, returns
+    c.find(Locator::Css("tr[data-topic=panic] button.resume"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(c, "tr[data-topic=panic] td.dead", |t| t == "1").await;
+    browser.close().await;
+    running.stop().await;
+}
