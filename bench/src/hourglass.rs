@@ -345,3 +345,68 @@ pub async fn spread(endpoint: &Endpoint, topics: usize, n: usize) -> anyhow::Res
     bg.stop().await?;
     Ok((n / topics * topics) as f64 / secs)
 }
+
+/// 100 topics with jobs waiting and dead letters, a runner serving `[http]`:
+/// the latency of a `/metrics` scrape that reads Redis (the once-a-second
+/// refresh) and of one served from the cache, and of `GET /api/topics` (the
+/// dashboard's main call).
+pub async fn scrape(url: &str, topics: usize, samples: usize) -> anyhow::Result<serde_json::Value> {
+    let mut text = format!(
+        "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n"
+    );
+    for t in 0..topics {
+        text.push_str(&format!(
+            "[[topic]]\nname = \"t{t}\"\nhandler = \"echo.wasm\"\n\n"
+        ));
+    }
+    let dir = echo_project(&text)?;
+    let config = Config::load(&dir.path().join("queues.toml"))?;
+    let listen = config.http.as_ref().expect("[http]").listen;
+    // work for the gauges to count: jobs due tomorrow in every topic
+    let q = Queue::connect(url, "bench").await?;
+    let tomorrow = now_ms() + 86_400_000;
+    for t in 0..topics {
+        enqueue_all(
+            &q,
+            &q.keys(&format!("t{t}")),
+            &jobs(100, |_| tomorrow, b"{}"),
+        )
+        .await?;
+    }
+    let runner = Runner::start(config).await?;
+    let listener = hourglass::http::bind(listen).await?;
+    let addr = listener.local_addr()?.to_string();
+    let (stop_http, http_stopped) = oneshot::channel::<()>();
+    tokio::spawn(hourglass::http::serve(listener, runner.ops(), async {
+        let _ = http_stopped.await;
+    }));
+    let bg = Background::start(runner);
+    let timed = |path: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let t = Instant::now();
+            let answer = test_support::http_client::call(&addr, "GET", path, None, None).await;
+            anyhow::ensure!(answer.status == 200, "{path}: {}", answer.status);
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        }
+    };
+    let (mut fresh, mut cached, mut api) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..samples {
+        tokio::time::sleep(Duration::from_millis(1_050)).await;
+        fresh.push(timed("/metrics").await?);
+        cached.push(timed("/metrics").await?);
+        api.push(timed("/api/topics").await?);
+    }
+    let _ = stop_http.send(());
+    bg.stop().await?;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok(serde_json::json!({
+        "topics": topics,
+        "scrape_fresh_ms": median(&mut fresh),
+        "scrape_cached_ms": median(&mut cached),
+        "api_topics_ms": median(&mut api),
+    }))
+}

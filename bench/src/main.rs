@@ -42,7 +42,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, http, lateness, memory, instance, cluster, scaling).
+    /// Run only these sections (throughput, http, lateness, memory, instance, metrics, cluster, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -143,6 +143,10 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("instance") {
             let result = b.instance().await;
             b.done("instance", result)?;
+        }
+        if b.wanted("metrics") {
+            let result = b.metrics().await;
+            b.done("metrics", result)?;
         }
     }
     if b.wanted("cluster") {
@@ -316,6 +320,27 @@ impl Bench {
             )
             .await?;
         self.both("memory", &[("bytes_per_job", "bytes")], &hg, &bull);
+        Ok(())
+    }
+
+    /// The operators' window with 100 topics: a scrape's and the dashboard's latency.
+    async fn metrics(&mut self) -> anyhow::Result<()> {
+        server::flush(&self.url).await?;
+        let samples = if self.args.quick { 3 } else { 10 };
+        let hg = hourglass::scrape(&self.url, 100, samples).await?;
+        for (key, name) in [
+            (
+                "scrape_fresh_ms",
+                "metrics /metrics scrape reading Redis, 100 topics",
+            ),
+            (
+                "scrape_cached_ms",
+                "metrics /metrics scrape from the 1 s cache, 100 topics",
+            ),
+            ("api_topics_ms", "metrics GET /api/topics, 100 topics"),
+        ] {
+            self.report.record(name, "ms", j(&hg, key), None);
+        }
         Ok(())
     }
 
