@@ -587,3 +587,41 @@ fn a_token_never_shows_in_debug_output_and_an_open_server_stays_on_loopback() {
         .to_string();
     assert!(unset.contains("HOURGLASS_TEST_UNSET_TOKEN"), "{unset}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_token_applies_live_and_the_address_waits_for_a_restart() {
+    let project = Project::new("concurrency = 2", TOPICS);
+    let mut running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let read = |token: &'static str| {
+        let addr = addr.clone();
+        async move {
+            call(&addr, "GET", "/api/topics", Some(token), None)
+                .await
+                .status
+        }
+    };
+    assert_eq!(read(TOKEN).await, 200);
+    let next = "the-next-token-0123456789";
+    let topics = TOPICS
+        .replace(TOKEN, next)
+        .replace("127.0.0.1:0", "127.0.0.1:1");
+    project.write_config("concurrency = 2", &format!("{topics}public_read = true\n"));
+    running
+        .notice(Duration::from_secs(20), |n| {
+            matches!(n, hourglass::Notice::ConfigApplied)
+        })
+        .await;
+    assert_eq!(read(TOKEN).await, 401, "the old token is refused");
+    assert_eq!(read(next).await, 200);
+    // public_read: reads without a token, changes still need one
+    assert_eq!(
+        call(&addr, "GET", "/api/topics", None, None).await.status,
+        200
+    );
+    let change = call(&addr, "POST", "/api/topics/echo/pause", None, Some("")).await;
+    assert_eq!(change.status, 401);
+    // the address is restart-only: still served where it was
+    assert_eq!(call(&addr, "GET", "/healthz", None, None).await.status, 200);
+    running.stop().await;
+}

@@ -137,7 +137,8 @@ fn is_open(path: &str) -> bool {
 }
 
 /// Bearer-token check: every change needs the token; reads too unless
-/// `public_read`. No token configured (loopback only) means open.
+/// `public_read`; a wrong token is refused wherever it is given. No token
+/// configured (loopback only) means open.
 async fn auth(State(app): Shared, request: Request, next: Next) -> Response {
     let serving = app.ops.serving();
     let Some(http) = &serving.config.http else {
@@ -147,25 +148,26 @@ async fn auth(State(app): Shared, request: Request, next: Next) -> Response {
         return next.run(request).await;
     };
     let read = matches!(*request.method(), Method::GET | Method::HEAD);
-    if is_open(request.uri().path()) || (read && http.public_read) {
-        return next.run(request).await;
-    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(""));
+    // hashed first: the comparison takes the same time whatever the length
+    let right = |given: &str| -> bool {
+        Sha256::digest(given.as_bytes())
+            .ct_eq(&Sha256::digest(token.expose()))
+            .into()
+    };
     match given {
-        // hashed first: the comparison takes the same time whatever the length
-        Some(given)
-            if bool::from(
-                Sha256::digest(given.as_bytes()).ct_eq(&Sha256::digest(token.expose())),
-            ) =>
-        {
-            next.run(request).await
+        Some(given) if right(given) => next.run(request).await,
+        // a token given is checked even where none is needed: a wrong one is
+        // a mistake worth telling
+        Some(_) if !is_open(request.uri().path()) => {
+            ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response()
         }
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response(),
-        None => ApiError::new(
+        _ if is_open(request.uri().path()) || (read && http.public_read) => next.run(request).await,
+        _ => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "this server needs `Authorization: Bearer <token>` ([http] token in queues.toml)",
         )
