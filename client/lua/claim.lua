@@ -1,14 +1,31 @@
 -- Claim due jobs of one topic: move up to ARGV[3] jobs due by ARGV[1] from pending to lease,
 -- counting an attempt for each. Batched: a handful of calls per claim, not per job.
 -- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
--- KEYS[6]: paused flag
+-- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
--- Returns: { due ms of the first job still pending, -1 if none, -2 if the topic is paused,
+-- ARGV[4]: the rate's interval between starts in ms (0: no rate limit)   ARGV[5]: burst (extra starts at once)
+-- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
+--            allows no start before; -1 if none, -2 if the topic is paused,
 --            then per job: id, due ms, attempt (the lease's fencing token), record, last failure or false }
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local now = tonumber(ARGV[1])
+local most = tonumber(ARGV[3])
+local interval = tonumber(ARGV[4])
+local tau, tat = 0, now
+if interval > 0 then
+  -- GCRA: a start is allowed while the theoretical arrival time is at most tau ahead of now
+  tau = tonumber(ARGV[5]) * interval
+  tat = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), now)
+  most = math.min(most, math.floor((now + tau - tat) / interval) + 1)
+  if most <= 0 then
+    local head = head_due(KEYS[1])
+    if head == nil then return { -1 } end
+    return { string.format('%d', math.max(head, math.ceil(tat - tau))) }
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, most)
 local out = { -1 }
 if #due > 0 then
   local ids, scores = {}, {}
@@ -42,7 +59,16 @@ if #due > 0 then
     redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
   end
 end
--- as a string: an integer reply means "none" (-1) or "paused" (-2)
 local head = head_due(KEYS[1])
+if interval > 0 then
+  local started = (#out - 1) / 5
+  if started > 0 then
+    tat = tat + started * interval
+    redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
+  end
+  -- the next start the rate allows
+  if head ~= nil then head = math.max(head, math.ceil(tat - tau)) end
+end
+-- as a string: an integer reply means "none" (-1) or "paused" (-2)
 if head ~= nil then out[1] = string.format('%d', head) end
 return out

@@ -30,6 +30,8 @@ pub struct TopicKeys {
     pub outbox_due: String,
     /// Set while the topic is paused: it accepts jobs and claims none.
     pub paused: String,
+    /// The topic's rate limiter (GCRA state), when it has a rate.
+    pub rate: String,
 }
 
 impl TopicKeys {
@@ -49,6 +51,7 @@ impl TopicKeys {
             outbox: key("outbox"),
             outbox_due: key("outbox_due"),
             paused: key("paused"),
+            rate: key("rate"),
         }
     }
 }

@@ -111,6 +111,15 @@ fn is_misconfigured(e: &redis::RedisError) -> bool {
         || text.contains("certificate")
 }
 
+/// A topic's rate, as the claim script enforces it (GCRA) across runners.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// The steady spacing between starts, in ms (fractional).
+    pub interval_ms: f64,
+    /// Starts allowed at once beyond the steady rate.
+    pub burst: u32,
+}
+
 /// The largest payload a job may carry unless configured otherwise: 1 MiB.
 pub const DEFAULT_PAYLOAD: u64 = 1 << 20;
 
@@ -269,6 +278,25 @@ impl Queue {
         lease_until_ms: u64,
         limit: usize,
     ) -> Result<Claimed, QueueError> {
+        self.claim_limited(keys, now_ms, lease_until_ms, limit, None)
+            .await
+    }
+
+    /// [`Queue::claim`] under a rate shared by every runner: at most as many
+    /// as `rate` allows now; `next_due_ms` is then when the rate allows the
+    /// next start (if a job is due by then).
+    pub async fn claim_limited(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+        rate: Option<RateLimit>,
+    ) -> Result<Claimed, QueueError> {
+        let rate = rate.unwrap_or(RateLimit {
+            interval_ms: 0.0,
+            burst: 0,
+        });
         let reply: Vec<Value> = scripts::CLAIM
             .key(&keys.pending)
             .key(&keys.lease)
@@ -276,9 +304,12 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error)
             .key(&keys.paused)
+            .key(&keys.rate)
             .arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)
+            .arg(rate.interval_ms)
+            .arg(rate.burst)
             .invoke_async(&mut self.conn.clone())
             .await?;
         let (head, rest) = reply

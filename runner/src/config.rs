@@ -113,6 +113,31 @@ pub struct TopicConfig {
     pub grants: Grants,
     /// Limits on the handler's outbound HTTP requests.
     pub http: HttpLimits,
+    /// Share of capacity among topics of the same priority (`None`: strict
+    /// file order inside the class unless another topic of it has a weight,
+    /// then 1).
+    pub weight: Option<u32>,
+    /// How many attempts may start per period, across every runner.
+    pub rate: Option<Rate>,
+}
+
+/// `rate = { limit, per, burst }`: at most `limit` starts per `per` on
+/// average across all runners, `burst` more at once after a quiet spell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts per period.
+    pub limit: u32,
+    /// The period.
+    pub per: Duration,
+    /// Extra starts allowed at once.
+    pub burst: u32,
+}
+
+impl Rate {
+    /// The steady spacing between starts, in ms (fractional).
+    pub fn interval_ms(&self) -> f64 {
+        self.per.as_secs_f64() * 1000.0 / f64::from(self.limit)
+    }
 }
 
 /// Capabilities `queues.toml` grants one topic's handler.

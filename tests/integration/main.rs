@@ -41,5 +41,6 @@ mod pipeline;
 mod priority;
 mod reload;
 mod runners;
+mod scheduling;
 mod security;
 mod util;

@@ -12,8 +12,8 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, HttpServer, RedisConfig, RedisTarget, RunnerConfig,
-    TlsFiles, Token, TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, HttpServer, Rate, RedisConfig, RedisTarget,
+    RunnerConfig, TlsFiles, Token, TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
@@ -198,6 +198,18 @@ pub(super) struct Topic {
     pub may_enqueue: Option<Vec<Spanned<String>>>,
     pub grants: Option<RawGrants>,
     pub http: Option<Spanned<RawHttp>>,
+    pub weight: Option<Positive>,
+    pub rate: Option<RawRate>,
+}
+
+/// `rate = { limit = 100, per = "1s", burst = 10 }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRate {
+    pub limit: Positive,
+    pub per: NonZeroDur,
+    #[serde(default)]
+    pub burst: u32,
 }
 
 type Invalid = (Range<usize>, String);
@@ -409,6 +421,12 @@ impl Topic {
                 .collect(),
             grants: Grants::default(),
             http: HttpLimits::default(),
+            weight: self.weight.map(|w| w.0),
+            rate: self.rate.as_ref().map(|r| Rate {
+                limit: r.limit.0,
+                per: r.per.0,
+                burst: r.burst,
+            }),
         }
     }
 }

@@ -43,6 +43,8 @@ pub(super) struct Scheduler {
     topics: Vec<Arc<Topic>>,
     /// When each topic (same index) next has a due job, as far as we know.
     next_due: Vec<u64>,
+    /// Weighted topics: the starts each is owed (deficit round robin).
+    credit: Vec<f64>,
     global: Arc<tokio::sync::Semaphore>,
     commits: mpsc::UnboundedSender<Completion>,
     /// Running attempts; each returns its guard, dropped (freeing its slot)
@@ -68,6 +70,7 @@ impl Scheduler {
             config: snapshot.config.clone(),
             topics: Vec::new(),
             next_due: Vec::new(),
+            credit: Vec::new(),
             global,
             commits,
             tasks: JoinSet::new(),
@@ -82,7 +85,7 @@ impl Scheduler {
     /// topic version (settings and handler) they started with.
     fn apply(&mut self, snapshot: Snapshot) {
         let max_payload = self.config.runner.max_payload;
-        let mut next: Vec<(Arc<Topic>, u64)> = snapshot
+        let mut next: Vec<(Arc<Topic>, (u64, f64))> = snapshot
             .config
             .topics
             .iter()
@@ -103,12 +106,15 @@ impl Scheduler {
                     sandbox: Sandbox::for_topic(cfg, max_payload),
                     capacity,
                 };
-                (Arc::new(topic), old.map_or(0, |i| self.next_due[i]))
+                let kept = old.map_or((0, 0.0), |i| (self.next_due[i], self.credit[i]));
+                (Arc::new(topic), kept)
             })
             .collect();
         // strict priority: claim rounds walk topics in this order
         next.sort_by_key(|(t, _)| std::cmp::Reverse(t.cfg.priority));
-        (self.topics, self.next_due) = next.into_iter().unzip();
+        let (topics, kept): (Vec<_>, Vec<_>) = next.into_iter().unzip();
+        self.topics = topics;
+        (self.next_due, self.credit) = kept.into_iter().unzip();
         self.shared
             .serving
             .send_replace(Arc::new(super::serving(&snapshot)));
@@ -230,47 +236,135 @@ impl Scheduler {
     }
 
     /// Claim from due topics, highest priority first, while capacity lasts.
+    /// Inside a priority class where a topic has a `weight`, capacity is
+    /// shared in proportion to the weights instead (`claim_weighted`).
     async fn claim_round(&mut self, now: u64) -> Result<(), crate::redis::QueueError> {
-        for i in 0..self.topics.len() {
-            if self.next_due[i] > now {
-                continue;
+        let mut start = 0;
+        while start < self.topics.len() && self.global.available_permits() > 0 {
+            let priority = self.topics[start].cfg.priority;
+            let end = start
+                + self.topics[start..]
+                    .iter()
+                    .take_while(|t| t.cfg.priority == priority)
+                    .count();
+            let weighted = end - start > 1
+                && self.topics[start..end]
+                    .iter()
+                    .any(|t| t.cfg.weight.is_some());
+            if weighted {
+                self.claim_weighted(start..end, now).await?;
+            } else {
+                for i in start..end {
+                    if self.global.available_permits() == 0 {
+                        break;
+                    }
+                    let most = self.free(i, now);
+                    if most > 0 {
+                        self.claim_from(i, now, most).await?;
+                    }
+                }
             }
-            let global = self.global.available_permits();
-            if global == 0 {
-                break;
-            }
-            let topic = self.topics[i].clone();
-            let Some(handler) = &topic.handler else {
-                continue;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// How many jobs topic `i` could start now: 0 unless it is due, has a
+    /// handler and has capacity.
+    fn free(&self, i: usize, now: u64) -> usize {
+        let topic = &self.topics[i];
+        if self.next_due[i] > now || topic.handler.is_none() {
+            return 0;
+        }
+        self.global
+            .available_permits()
+            .min(topic.capacity.available())
+            .min(CLAIM_BATCH)
+    }
+
+    /// Deficit round robin over one priority class: the free capacity is
+    /// credited to the due topics in proportion to their weights (1 when
+    /// unset), and the topic owed most claims next, until capacity runs out
+    /// or no topic has due jobs. A topic that runs dry keeps no credit, so
+    /// shares hold between backlogged topics and nobody saves up.
+    async fn claim_weighted(
+        &mut self,
+        class: std::ops::Range<usize>,
+        now: u64,
+    ) -> Result<(), crate::redis::QueueError> {
+        let mut live: Vec<usize> = class.filter(|&i| self.free(i, now) > 0).collect();
+        let weight = |t: &Topic| f64::from(t.cfg.weight.unwrap_or(1));
+        let total: f64 = live.iter().map(|&i| weight(&self.topics[i])).sum();
+        let free = self.global.available_permits() as f64;
+        // bounded, so a topic held back by its own capacity cannot hoard
+        let cap = f64::from(self.config.runner.concurrency);
+        for &i in &live {
+            let owed = self.credit[i] + free * weight(&self.topics[i]) / total;
+            self.credit[i] = owed.clamp(-cap, cap);
+        }
+        while !live.is_empty() && self.global.available_permits() > 0 {
+            let (at, &i) = live
+                .iter()
+                .enumerate()
+                .max_by(|a, b| self.credit[*a.1].total_cmp(&self.credit[*b.1]))
+                .expect("live is not empty");
+            let want = (self.credit[i].floor().max(1.0) as usize).min(self.free(i, now));
+            let got = if want == 0 {
+                0
+            } else {
+                self.claim_from(i, now, want).await?
             };
-            let free = global.min(topic.capacity.available()).min(CLAIM_BATCH);
-            if free == 0 {
-                continue;
+            self.credit[i] -= got as f64;
+            if got < want {
+                // ran dry: no credit saved for later
+                self.credit[i] = self.credit[i].min(0.0);
             }
-            let lease_until = now + millis(topic.cfg.timeout + self.config.runner.lease_margin);
-            let claimed = self
-                .shared
-                .queue
-                .claim(&topic.keys, now, lease_until, free)
-                .await?;
-            self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
-            for job in claimed.jobs {
-                let slot = topic
-                    .capacity
-                    .slot(&self.global)
-                    .expect("checked free capacity");
-                let guard = Attempt::new(
-                    topic.clone(),
-                    job.id.clone(),
-                    job.attempt,
-                    slot,
-                    self.commits.clone(),
-                );
-                let run = attempt::run(self.shared.clone(), handler.clone(), job, guard);
-                self.tasks.spawn(run);
+            if got < want || self.free(i, now) == 0 {
+                live.swap_remove(at);
             }
         }
         Ok(())
+    }
+
+    /// Claim up to `most` jobs of topic `i` and start them; how many.
+    async fn claim_from(
+        &mut self,
+        i: usize,
+        now: u64,
+        most: usize,
+    ) -> Result<usize, crate::redis::QueueError> {
+        let topic = self.topics[i].clone();
+        let Some(handler) = &topic.handler else {
+            return Ok(0);
+        };
+        let lease_until = now + millis(topic.cfg.timeout + self.config.runner.lease_margin);
+        let rate = topic.cfg.rate.map(|r| crate::redis::RateLimit {
+            interval_ms: r.interval_ms(),
+            burst: r.burst,
+        });
+        let claimed = self
+            .shared
+            .queue
+            .claim_limited(&topic.keys, now, lease_until, most, rate)
+            .await?;
+        self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
+        let n = claimed.jobs.len();
+        for job in claimed.jobs {
+            let slot = topic
+                .capacity
+                .slot(&self.global)
+                .expect("checked free capacity");
+            let guard = Attempt::new(
+                topic.clone(),
+                job.id.clone(),
+                job.attempt,
+                slot,
+                self.commits.clone(),
+            );
+            let run = attempt::run(self.shared.clone(), handler.clone(), job, guard);
+            self.tasks.spawn(run);
+        }
+        Ok(n)
     }
 
     /// Stop claiming; give running attempts the grace period, then stop them

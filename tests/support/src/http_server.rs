@@ -66,6 +66,8 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
+    /// When it was read.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -340,6 +342,7 @@ fn read_request<S: Read>(reader: &mut BufReader<S>) -> Option<Received> {
         path,
         headers,
         body,
+        at: std::time::Instant::now(),
     })
 }
 

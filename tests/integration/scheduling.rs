@@ -1,0 +1,164 @@
+//! Scheduling beyond strict priority: weighted shares inside a priority
+//! class, and a rate limit that holds across runner processes.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hourglass::clock::now_ms;
+use hourglass::events::EventKind;
+use hourglass::redis::NewJob;
+use test_support::{HttpServer, Reply};
+
+use crate::util::{Project, Running, backlog, hourglass_bin, start_order};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_share_starts_three_to_one_below_a_strict_priority_topic() {
+    let topics = r#"
+[[topic]]
+name = "a"
+handler = "echo.wasm"
+weight = 3
+
+[[topic]]
+name = "b"
+handler = "echo.wasm"
+weight = 1
+
+[[topic]]
+name = "high"
+handler = "echo.wasm"
+priority = 10
+"#;
+    let project = Project::new("concurrency = 4", topics);
+    let queue = project.queue().await;
+    let now = now_ms();
+    // b's jobs are older: FIFO alone would favour it
+    backlog(&queue, &["b"], 2_000, now - 1_000).await;
+    backlog(&queue, &["a"], 2_000, now).await;
+    backlog(&queue, &["high"], 300, now).await;
+    let mut runner = Running::start(project.config()).await;
+    let events = runner
+        .until(Duration::from_secs(120), |seen| {
+            seen.iter()
+                .filter(|e| matches!(e.kind, EventKind::Started { .. }))
+                .count()
+                >= 2_300 + 8
+        })
+        .await;
+    let starts = start_order(&events);
+    let last_high = starts.iter().rposition(|t| *t == "high").unwrap();
+    assert!(
+        last_high < 300 + 4,
+        "the strict-priority topic drains first; its last start was #{last_high}"
+    );
+    let shared: Vec<&str> = starts
+        .iter()
+        .copied()
+        .filter(|t| *t != "high")
+        .take(2_000)
+        .collect();
+    let a = shared.iter().filter(|t| **t == "a").count();
+    let b = shared.len() - a;
+    let ratio = a as f64 / b as f64;
+    eprintln!(
+        "weights 3:1 over {} starts: a {a}, b {b}, ratio {ratio:.2}",
+        shared.len()
+    );
+    assert!(
+        (2.7..=3.3).contains(&ratio),
+        "3:1 within 10%: a {a}, b {b} ({ratio:.2})"
+    );
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_two_runner_processes() {
+    rate_limit_across_two_runners(Project::new).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_on_a_three_master_cluster() {
+    let cluster = test_support::RedisCluster::start();
+    rate_limit_across_two_runners(|runner, topics| {
+        Project::on_cluster(cluster.urls(), runner, topics)
+    })
+    .await;
+}
+
+/// 500 jobs at 50/s (burst 5) across an in-process runner and an `hourglass
+/// run` process: each job's handler calls a local HTTP server, which notes
+/// when. They take 10 s ± 10% and no one-second window holds more than 55.
+async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Project) {
+    let server = HttpServer::start(vec![Reply::status(200, "ok")]);
+    let topics = format!(
+        "[[topic]]\nname = \"limited\"\nhandler = \"probe.wasm\"\n\
+         rate = {{ limit = 50, per = \"1s\", burst = 5 }}\n\
+         grants = {{ http = [\"{}\"] }}\n",
+        server.url()
+    );
+    let project = project("concurrency = 8", &topics);
+    let queue = project.queue().await;
+    let payload = format!(r#"{{"fetch":"{}/tick"}}"#, server.url());
+    let jobs: Vec<NewJob> = (0..500)
+        .map(|i| NewJob {
+            id: Some(format!("r{i}")),
+            payload: payload.clone().into_bytes(),
+            due_at_ms: 0,
+            max_attempts: 0,
+        })
+        .collect();
+    let here = Running::start(project.config()).await;
+    let mut there = Command::new(hourglass_bin())
+        .args(["run", "--config"])
+        .arg(project.config_path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // both runners up (each has said so) before the jobs arrive
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while queue.runners(now_ms()).await.unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "the second runner did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    queue
+        .enqueue(&queue.keys("limited"), &jobs, now_ms())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.received().len() < 500 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} calls",
+            server.received().len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = there.kill();
+    let _ = there.wait();
+    here.stop().await;
+    let mut at: Vec<Instant> = server.received().iter().map(|r| r.at).collect();
+    at.sort();
+    let took = at[at.len() - 1] - at[0];
+    // 500 starts at 50/s after a burst of 6: 494 / 50 = 9.9 s
+    eprintln!("rate 50/s: 500 calls over {took:?}");
+    assert!(
+        (Duration::from_millis(9_000)..=Duration::from_millis(11_000)).contains(&took),
+        "500 jobs at 50/s took {took:?}"
+    );
+    let busiest = (0..at.len())
+        .map(|i| {
+            at[i..]
+                .iter()
+                .take_while(|t| **t - at[i] < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap();
+    eprintln!("busiest one-second window: {busiest} calls");
+    // the calls follow the starts by a few ms of jitter: allow one more
+    assert!(
+        busiest <= 55 + 1,
+        "a one-second window held {busiest} calls"
+    );
+}
