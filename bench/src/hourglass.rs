@@ -96,6 +96,7 @@ fn jobs(n: usize, due_at_ms: impl Fn(usize) -> u64, payload: &[u8]) -> Vec<NewJo
             payload: payload.to_vec(),
             due_at_ms: due_at_ms(i),
             max_attempts: 0,
+            ..Default::default()
         })
         .collect()
 }

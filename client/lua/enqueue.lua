@@ -1,13 +1,21 @@
 -- Enqueue jobs into one topic. A caller id that is live (stored and not dead) is left
--- unchanged; so is a repeat of an id earlier in the same call. Batched: a handful of
--- calls per enqueue, not per job.
--- KEYS[1]: pending zset   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash   KEYS[5]: seq counter
+-- unchanged, and so is a repeat of an id earlier in the same call, unless the job asks to
+-- replace a waiting one. An id reserved by an earlier unique-for enqueue is a duplicate
+-- until the reservation expires, even after that job is gone. Batched: a handful of calls
+-- per enqueue, not per job.
+-- KEYS[1]: pending zset   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
+-- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
+-- KEYS[8 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic
--- ARGV[3..]: triples of id ("" to generate one), due ms, encoded record
--- Returns: flat array of id, status per job: 1 = enqueued, 0 = already live (duplicate, not enqueued)
+-- ARGV[3..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
+--            replace (1: replace the waiting job with this id)
+-- Returns: flat array of id, status per job: 1 = enqueued, 0 = duplicate (already live or
+--          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
+--          3 = not replaced: that job is running
+local STRIDE = 5
 local before = head_due(KEYS[1])
 local ids, blanks = {}, 0
-for i = 3, #ARGV, 3 do
+for i = 3, #ARGV, STRIDE do
   ids[#ids + 1] = ARGV[i]
   if ARGV[i] == '' then blanks = blanks + 1 end
 end
@@ -25,37 +33,55 @@ local stored = hmget_all(KEYS[2], ids)
 local earliest = nil
 local seen, fields, scores, out = {}, {}, {}, {}
 for j, id in ipairs(ids) do
-  local i = 3 + (j - 1) * 3
-  local fresh = true
+  local i = 3 + (j - 1) * STRIDE
+  local unique_for = tonumber(ARGV[i + 3])
+  local replace = ARGV[i + 4] == '1'
+  local status = 1
   if ARGV[i] == '' then
     -- a generated id that a caller already chose: take the next free one
     while stored[j] or seen[id] do
       id = tostring(redis.call('INCR', KEYS[5]))
       stored[j] = redis.call('HEXISTS', KEYS[2], id) == 1
     end
+  elseif replace and (stored[j] or seen[id]) then
+    if redis.call('ZSCORE', KEYS[6], id) then
+      status = 3
+    elseif redis.call('ZSCORE', KEYS[1], id) or seen[id] then
+      -- waiting: new payload and due time, attempts start over
+      status = 2
+      redis.call('HDEL', KEYS[7], id)
+      redis.call('HDEL', KEYS[8], id)
+    else
+      -- dead: enqueued afresh
+      redis.call('ZREM', KEYS[3], id)
+      redis.call('HDEL', KEYS[4], id)
+    end
   elseif seen[id] then
-    fresh = false
+    status = 0
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[8 + j]) == 1 then
+    status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
       -- a dead-lettered id may be enqueued afresh
       redis.call('ZREM', KEYS[3], id)
       redis.call('HDEL', KEYS[4], id)
     else
-      fresh = false
+      status = 0
     end
   end
   out[#out + 1] = id
-  if fresh then
+  out[#out + 1] = status
+  if status == 1 or status == 2 then
     seen[id] = true
+    if unique_for > 0 then
+      redis.call('SET', KEYS[8 + j], '1', 'PX', unique_for)
+    end
     fields[#fields + 1] = id
     fields[#fields + 1] = ARGV[i + 2]
     scores[#scores + 1] = ARGV[i + 1]
     scores[#scores + 1] = id
     local d = tonumber(ARGV[i + 1])
     if earliest == nil or d < earliest then earliest = d end
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
   end
 end
 for i = 1, #fields, 2 * CHUNK do

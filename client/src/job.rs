@@ -16,8 +16,9 @@ pub fn check_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A job to enqueue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A job to enqueue. `NewJob { payload, due_at_ms, ..Default::default() }`
+/// leaves the rest at "no id, the topic's attempts, no reservation".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NewJob {
     /// The caller's id, or `None` for a generated one.
     pub id: Option<String>,
@@ -27,6 +28,14 @@ pub struct NewJob {
     pub due_at_ms: u64,
     /// Attempts; 0 for the topic's default.
     pub max_attempts: u32,
+    /// Keep the id taken this long (ms) from the enqueue, even after the job
+    /// is done: a repeat within the window is a duplicate. 0: only while live.
+    /// Needs an `id`.
+    pub unique_for_ms: u64,
+    /// If a job with this id is waiting (scheduled or ready), replace its
+    /// payload and due time (attempts start over); a running one is left
+    /// alone and reported. Needs an `id`.
+    pub replace: bool,
 }
 
 /// What happened to one [`NewJob`].
@@ -34,15 +43,23 @@ pub struct NewJob {
 pub enum Enqueued {
     /// Accepted under this id.
     New(String),
-    /// A live job already has this id: nothing was changed.
+    /// A live job already has this id (or it is reserved by a unique-for
+    /// enqueue): nothing was changed.
     Duplicate(String),
+    /// A waiting job with this id got the new payload and due time.
+    Replaced(String),
+    /// `replace` found this job running: nothing was changed.
+    Running(String),
 }
 
 impl Enqueued {
     /// The job's id.
     pub fn id(&self) -> &str {
         match self {
-            Enqueued::New(id) | Enqueued::Duplicate(id) => id,
+            Enqueued::New(id)
+            | Enqueued::Duplicate(id)
+            | Enqueued::Replaced(id)
+            | Enqueued::Running(id) => id,
         }
     }
 }

@@ -35,6 +35,11 @@ pub struct TopicKeys {
 }
 
 impl TopicKeys {
+    /// The unique-for reservation of job `id` (same hash tag as the topic).
+    pub fn unique(&self, id: &str) -> String {
+        format!("{}:unique:{id}", self.pending.trim_end_matches(":pending"))
+    }
+
     /// The keys of `topic` under `namespace`.
     pub fn new(namespace: &str, topic: &str) -> TopicKeys {
         let key = |name: &str| format!("{namespace}:{{{topic}}}:{name}");

@@ -14,12 +14,13 @@
 //!     id: Some("order-1042".into()),
 //!     payload: br#"{"order_id":1042}"#.to_vec(),
 //!     due_at_ms: now_ms() + 30 * 60 * 1000,
-//!     max_attempts: 0,
+//!     ..Default::default()
 //! };
 //! for answer in queue.enqueue(&queue.keys("order_cancel"), &[job], now_ms()).await? {
 //!     match answer {
 //!         Enqueued::New(id) => println!("enqueued {id}"),
 //!         Enqueued::Duplicate(id) => println!("{id} is already live"),
+//!         other => println!("{other:?}"), // Replaced / Running: only with `replace`
 //!     }
 //! }
 //! # Ok(()) }
@@ -182,6 +183,11 @@ impl Queue {
             };
             if let Some(id) = &job.id {
                 check_id(id).map_err(QueueError::Invalid)?;
+            } else if job.unique_for_ms > 0 || job.replace {
+                return Err(QueueError::Invalid(format!(
+                    "{}: unique-for and replace need the job's id",
+                    which()
+                )));
             }
             if job.payload.len() as u64 > self.max_payload {
                 return Err(QueueError::Invalid(format!(
@@ -244,7 +250,16 @@ impl Queue {
                 .key(&keys.job)
                 .key(&keys.dead)
                 .key(&keys.dead_info)
-                .key(&keys.seq);
+                .key(&keys.seq)
+                .key(&keys.lease)
+                .key(&keys.attempt)
+                .key(&keys.error);
+            // reservation keys only when a job asks for one: none on the common path
+            if chunk.iter().any(|j| j.unique_for_ms > 0) {
+                for job in chunk {
+                    inv.key(keys.unique(job.id.as_deref().unwrap_or("")));
+                }
+            }
             self.wake_args(&mut inv, keys);
             for job in chunk {
                 let record = Record {
@@ -254,13 +269,17 @@ impl Queue {
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)
-                    .arg(record.encode());
+                    .arg(record.encode())
+                    .arg(job.unique_for_ms)
+                    .arg(if job.replace { "1" } else { "0" });
             }
             let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
             for pair in reply.chunks(2) {
                 match pair {
                     [id, Value::Int(1)] => out.push(Enqueued::New(string(id)?)),
                     [id, Value::Int(0)] => out.push(Enqueued::Duplicate(string(id)?)),
+                    [id, Value::Int(2)] => out.push(Enqueued::Replaced(string(id)?)),
+                    [id, Value::Int(3)] => out.push(Enqueued::Running(string(id)?)),
                     other => {
                         return Err(QueueError::Protocol(format!("enqueue answered {other:?}")));
                     }

@@ -71,6 +71,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 payload,
                 due_at_ms,
                 max_attempts: 0,
+                ..Default::default()
             },
         });
     }
@@ -178,6 +179,7 @@ mod tests {
                 payload: payload.to_vec(),
                 due_at_ms: 1_700_000_000_000,
                 max_attempts: 0,
+                ..Default::default()
             },
         }
     }
@@ -224,6 +226,7 @@ mod fuzz {
                     payload,
                     due_at_ms,
                     max_attempts: 0,
+                    ..Default::default()
                 },
             })
     }

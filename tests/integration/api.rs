@@ -190,6 +190,33 @@ async fn every_route_with_a_valid_and_an_invalid_request() {
         (Some("scheduled"), Some(r#"{"n":1}"#))
     );
     assert_eq!(api.get("/api/topics/echo/jobs/missing").await.status, 404);
+    let replaced = api
+        .post(
+            "/api/topics/echo/jobs",
+            r#"{"id":"later","payload":"v2","delay":"2h","replace":true}"#,
+        )
+        .await;
+    assert_eq!(
+        (replaced.status, replaced.json()["status"].clone()),
+        (200, json!("replaced"))
+    );
+    let job = api.get("/api/topics/echo/jobs/later").await.json();
+    assert_eq!(job["payload"], "v2");
+    refused(
+        &api.post("/api/topics/echo/jobs", r#"{"payload":"x","replace":true}"#)
+            .await,
+        400,
+        "replace",
+    );
+    refused(
+        &api.post(
+            "/api/topics/echo/jobs",
+            r#"{"id":"u","payload":"x","unique_for":"ever"}"#,
+        )
+        .await,
+        400,
+        "unique_for",
+    );
     let cancelled = api.delete("/api/topics/echo/jobs/later").await;
     assert_eq!(
         (cancelled.status, cancelled.json()["was"].clone()),

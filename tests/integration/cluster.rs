@@ -218,6 +218,7 @@ async fn two_runners_share_topics_on_a_cluster_and_run_every_job_once() {
                 payload: br#"{"touch":"/data","spin_ms":5}"#.to_vec(),
                 due_at_ms: 0,
                 max_attempts: 0,
+                ..Default::default()
             })
             .collect();
         queue

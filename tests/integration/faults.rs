@@ -35,6 +35,7 @@ fn job(id: String, due_at_ms: u64) -> NewJob {
         payload: TOUCH.into(),
         due_at_ms,
         max_attempts: 0,
+        ..Default::default()
     }
 }
 
@@ -337,12 +338,14 @@ async fn sigterm_with_jobs_in_flight_finishes_what_it_can_and_releases_the_rest_
         payload: r#"{"spin_ms":300,"touch":"/data"}"#.into(),
         due_at_ms: 0,
         max_attempts: 0,
+        ..Default::default()
     };
     let long = NewJob {
         id: Some("long".into()),
         payload: r#"{"spin_ms":20000}"#.into(),
         due_at_ms: 0,
         max_attempts: 0,
+        ..Default::default()
     };
     let log = project.dir.path().join("runner.log");
     let mut runner = spawn_runner(&project, &log);

@@ -153,6 +153,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
         payload: b"p".to_vec(),
         due_at_ms: 0,
         max_attempts: 0,
+        ..Default::default()
     };
     q.enqueue(&parent, &[job("p1")], 0).await.unwrap();
     let claimed = q.claim(&parent, 10, 1_000, 1).await.unwrap();

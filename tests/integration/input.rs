@@ -124,6 +124,7 @@ async fn payloads_arrive_byte_for_byte_and_one_over_the_limit_is_refused() {
                 payload: vec![0; 1025],
                 due_at_ms: 0,
                 max_attempts: 0,
+                ..Default::default()
             }],
             now_ms(),
         )
@@ -182,6 +183,7 @@ async fn bad_ids_are_refused_with_a_reason_and_unicode_ids_are_fine() {
                 payload: vec![],
                 due_at_ms: 0,
                 max_attempts: 0,
+                ..Default::default()
             }],
             now_ms(),
         )

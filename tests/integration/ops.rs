@@ -177,6 +177,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         payload: b"p".to_vec(),
         due_at_ms: 0,
         max_attempts: 0,
+        ..Default::default()
     };
     q.enqueue(&k, &[job], 0).await.unwrap();
     let claimed = q.claim(&k, 1, 1_000, 1).await.unwrap();

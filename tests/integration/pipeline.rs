@@ -14,6 +14,7 @@ fn job(id: Option<&str>, due: u64) -> NewJob {
         payload: b"p".to_vec(),
         due_at_ms: due,
         max_attempts: 0,
+        ..Default::default()
     }
 }
 

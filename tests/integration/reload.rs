@@ -291,6 +291,7 @@ async fn a_configuration_reloaded_under_load_loses_and_repeats_no_job() {
             payload: br#"{"spin_ms":2}"#.to_vec(),
             due_at_ms: 0,
             max_attempts: 0,
+            ..Default::default()
         })
         .collect();
     queue

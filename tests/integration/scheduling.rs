@@ -9,7 +9,7 @@ use hourglass::events::EventKind;
 use hourglass::redis::NewJob;
 use test_support::{HttpServer, Reply};
 
-use crate::util::{Project, Running, backlog, hourglass_bin, start_order};
+use crate::util::{Project, RedisServer, Running, backlog, hourglass_bin, start_order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weights_share_starts_three_to_one_below_a_strict_priority_topic() {
@@ -105,6 +105,7 @@ async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Proje
             payload: payload.clone().into_bytes(),
             due_at_ms: 0,
             max_attempts: 0,
+            ..Default::default()
         })
         .collect();
     let here = Running::start(project.config()).await;
@@ -161,4 +162,131 @@ async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Proje
         busiest <= 55 + 1,
         "a one-second window held {busiest} calls"
     );
+}
+
+fn keyed(id: &str, payload: &str, due_at_ms: u64) -> NewJob {
+    NewJob {
+        id: Some(id.into()),
+        payload: payload.as_bytes().to_vec(),
+        due_at_ms,
+        ..Default::default()
+    }
+}
+
+/// How many unique-for reservations the server holds.
+async fn reservations(url: &str) -> usize {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*:unique:*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_for_keeps_an_id_taken_after_the_ack_until_it_expires() {
+    use hourglass::redis::Enqueued;
+    let redis = RedisServer::start();
+    let project = Project::with_redis(
+        redis.url(),
+        "concurrency = 4",
+        "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n",
+    );
+    let queue = project.queue().await;
+    let k = queue.keys("echo");
+    let mut runner = Running::start(project.config()).await;
+    let jobs: Vec<NewJob> = (0..500)
+        .map(|i| NewJob {
+            unique_for_ms: 2_000,
+            ..keyed(&format!("u{i}"), "{}", 0)
+        })
+        .collect();
+    let first = queue.enqueue(&k, &jobs, now_ms()).await.unwrap();
+    assert!(first.iter().all(|e| matches!(e, Enqueued::New(_))));
+    runner
+        .until(Duration::from_secs(30), |seen| {
+            seen.iter().filter(|e| e.kind == EventKind::Acked).count() == 500
+        })
+        .await;
+    // done and deleted, yet still taken
+    assert_eq!(queue.stats(&k, now_ms()).await.unwrap().ready, 0);
+    let again = queue.enqueue(&k, &jobs[..1], now_ms()).await.unwrap();
+    assert_eq!(again, [Enqueued::Duplicate("u0".into())]);
+    assert_eq!(
+        reservations(&redis.url()).await,
+        500,
+        "one reservation per id"
+    );
+    // the reservations expire by themselves
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reservations(&redis.url()).await > 0 {
+        assert!(Instant::now() < deadline, "reservations did not expire");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = queue.enqueue(&k, &jobs[..1], now_ms()).await.unwrap();
+    assert_eq!(after, [Enqueued::New("u0".into())]);
+    // without an id there is nothing to reserve
+    let anonymous = NewJob {
+        id: None,
+        unique_for_ms: 1_000,
+        ..keyed("x", "{}", 0)
+    };
+    assert!(queue.enqueue(&k, &[anonymous], now_ms()).await.is_err());
+    runner.stop().await;
+}
+
+#[tokio::test]
+async fn replace_changes_a_waiting_job_and_leaves_a_running_one_alone() {
+    use hourglass::redis::{Enqueued, JobState};
+    let redis = RedisServer::start();
+    let q = hourglass::redis::Queue::connect(&redis.url(), "t")
+        .await
+        .unwrap();
+    let k = q.keys("summary");
+    let replace = |payload: &str, due: u64| NewJob {
+        replace: true,
+        ..keyed("doc-9", payload, due)
+    };
+    // nothing to replace: a new job
+    assert_eq!(
+        q.enqueue(&k, &[replace("v1", 600_000)], 1_000)
+            .await
+            .unwrap(),
+        [Enqueued::New("doc-9".into())]
+    );
+    // a plain enqueue of the same id is a duplicate; a replace is not
+    assert_eq!(
+        q.enqueue(&k, &[keyed("doc-9", "v0", 1)], 2_000)
+            .await
+            .unwrap(),
+        [Enqueued::Duplicate("doc-9".into())]
+    );
+    assert_eq!(
+        q.enqueue(&k, &[replace("v2", 900_000)], 3_000)
+            .await
+            .unwrap(),
+        [Enqueued::Replaced("doc-9".into())]
+    );
+    let view = q.inspect(&k, "doc-9", 3_000).await.unwrap().unwrap();
+    assert_eq!(view.state, JobState::Scheduled(900_000));
+    assert_eq!(view.record.unwrap().unwrap().payload, b"v2");
+    let stats = q.stats(&k, 3_000).await.unwrap();
+    assert_eq!(
+        (stats.scheduled, stats.ready, stats.running),
+        (1, 0, 0),
+        "never two copies"
+    );
+    // running: left alone, and said so
+    let claimed = q.claim(&k, 900_000, 990_000, 10).await.unwrap();
+    assert_eq!(claimed.jobs.len(), 1);
+    assert_eq!(
+        q.enqueue(&k, &[replace("v3", 1)], 900_001).await.unwrap(),
+        [Enqueued::Running("doc-9".into())]
+    );
+    let stats = q.stats(&k, 900_001).await.unwrap();
+    assert_eq!((stats.scheduled + stats.ready, stats.running), (0, 1));
+    let view = q.inspect(&k, "doc-9", 900_001).await.unwrap().unwrap();
+    assert_eq!(view.record.unwrap().unwrap().payload, b"v2");
 }

@@ -286,6 +286,7 @@ pub async fn enqueue(
         payload: payload.as_bytes().to_vec(),
         due_at_ms: now + delay_ms,
         max_attempts,
+        ..Default::default()
     };
     match &queue
         .enqueue(&queue.keys(topic), &[job], now)
@@ -339,6 +340,7 @@ pub async fn backlog(queue: &Queue, topics: &[&str], n: usize, due: u64) {
                 payload: b"{}".to_vec(),
                 due_at_ms: due,
                 max_attempts: 0,
+                ..Default::default()
             })
             .collect();
         queue

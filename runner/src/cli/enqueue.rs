@@ -15,7 +15,9 @@ use crate::redis::{Enqueued, NewJob, QueueError, check_id};
 #[command(after_help = "Examples:\n  \
     hourglass enqueue order_cancel '{\"order_id\":42}' --delay 30m\n  \
     hourglass enqueue notify @message.json --at 2026-12-01T09:00:00+01:00 --id user-7-day-23\n  \
-    echo -n hello | hourglass enqueue echo -")]
+    echo -n hello | hourglass enqueue echo -\n  \
+    hourglass enqueue report '{\"user\":7}' --id daily-7 --unique-for 24h\n  \
+    hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace")]
 pub(super) struct Args {
     /// The topic, as named in queues.toml.
     topic: String,
@@ -33,6 +35,14 @@ pub(super) struct Args {
     /// Attempts before the job is dead-lettered (default: the topic's max_attempts).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_attempts: Option<u32>,
+    /// Keep --id taken this long (e.g. 1h) even after the job is done: a
+    /// repeat within the window is a duplicate.
+    #[arg(long, requires = "id")]
+    unique_for: Option<String>,
+    /// If the job --id is waiting (scheduled or ready), replace its payload
+    /// and due time (debounce); a running one is left alone (exit status 1).
+    #[arg(long, requires = "id")]
+    replace: bool,
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
@@ -58,12 +68,20 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         }
         (None, None) => now,
     };
+    let unique_for_ms = match &args.unique_for {
+        Some(d) => {
+            millis(parse_duration(d).map_err(|e| Failure::input(anyhow!("--unique-for: {e}")))?)
+        }
+        None => 0,
+    };
     let (queue, _embedded) = connect(&config).await?;
     let job = NewJob {
         id: args.id,
         payload,
         due_at_ms,
         max_attempts: args.max_attempts.unwrap_or(0),
+        unique_for_ms,
+        replace: args.replace,
     };
     let answer = queue
         .enqueue(&queue.keys(&args.topic), &[job], now)
@@ -78,9 +96,20 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     match answer.first() {
         Some(Enqueued::New(id)) => println!("enqueued {}/{id}, due {due}", args.topic),
         Some(Enqueued::Duplicate(id)) => println!(
-            "duplicate: {}/{id} is already live; not enqueued again",
+            "duplicate: {}/{id} is already live (or reserved by --unique-for); not enqueued again",
             args.topic
         ),
+        Some(Enqueued::Replaced(id)) => println!(
+            "replaced: {}/{id} was waiting; it now has this payload, due {due}",
+            args.topic
+        ),
+        Some(Enqueued::Running(id)) => {
+            return Err(anyhow!(
+                "not replaced: {}/{id} is running now; enqueue again once it is done",
+                args.topic
+            )
+            .into());
+        }
         None => return Err(anyhow!("redis did not answer the enqueue").into()),
     }
     Ok(())

@@ -36,6 +36,11 @@ struct JobIn {
     due_at_ms: Option<u64>,
     /// Attempts before dead-lettering (default: the topic's).
     max_attempts: Option<u32>,
+    /// Keep the id taken this long ("1h") even after the job is done.
+    unique_for: Option<String>,
+    /// Replace the waiting job with this id (payload and due time).
+    #[serde(default)]
+    replace: bool,
 }
 
 impl JobIn {
@@ -91,11 +96,25 @@ impl JobIn {
         if self.max_attempts == Some(0) {
             return Err(bad("max_attempts", "at least 1".into()));
         }
+        let unique_for_ms = match &self.unique_for {
+            Some(d) => millis(parse_duration(d).map_err(|e| bad("unique_for", e.to_string()))?),
+            None => 0,
+        };
+        if self.id.is_none() && (unique_for_ms > 0 || self.replace) {
+            let field = if self.replace {
+                "replace"
+            } else {
+                "unique_for"
+            };
+            return Err(bad(field, "needs the job's `id`".into()));
+        }
         Ok(NewJob {
             id: self.id,
             payload,
             due_at_ms,
             max_attempts: self.max_attempts.unwrap_or(0),
+            unique_for_ms,
+            replace: self.replace,
         })
     }
 }
@@ -121,6 +140,8 @@ fn status(e: &Enqueued) -> Value {
     match e {
         Enqueued::New(id) => json!({ "id": id, "status": "new" }),
         Enqueued::Duplicate(id) => json!({ "id": id, "status": "duplicate" }),
+        Enqueued::Replaced(id) => json!({ "id": id, "status": "replaced" }),
+        Enqueued::Running(id) => json!({ "id": id, "status": "running", "replaced": false }),
     }
 }
 

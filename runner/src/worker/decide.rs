@@ -143,6 +143,7 @@ fn park(f: FollowUp, now: u64) -> Parked {
             payload: f.payload,
             due_at_ms: now.saturating_add(crate::clock::millis(f.delay)),
             max_attempts: 0,
+            ..Default::default()
         },
     }
 }
