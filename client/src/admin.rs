@@ -148,4 +148,32 @@ impl Queue {
             .await?;
         Ok(number(&v)? == 1)
     }
+
+    /// The last fire time schedule `name` enqueued or passed over (ms), if it ever ran.
+    pub async fn schedule_cursor(
+        &self,
+        keys: &TopicKeys,
+        name: &str,
+    ) -> Result<Option<u64>, QueueError> {
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(keys.schedule(name))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(v)
+    }
+
+    /// Move schedule `name`'s cursor forward to `tick_ms` (never back).
+    pub async fn advance_schedule(
+        &self,
+        keys: &TopicKeys,
+        name: &str,
+        tick_ms: u64,
+    ) -> Result<(), QueueError> {
+        let _: Value = scripts::SCHEDULE_ADVANCE
+            .key(keys.schedule(name))
+            .arg(tick_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
 }

@@ -35,6 +35,14 @@ pub struct TopicKeys {
 }
 
 impl TopicKeys {
+    /// The cursor of schedule `name` enqueueing into this topic.
+    pub fn schedule(&self, name: &str) -> String {
+        format!(
+            "{}:schedule:{name}",
+            self.pending.trim_end_matches(":pending")
+        )
+    }
+
     /// The unique-for reservation of job `id` (same hash tag as the topic).
     pub fn unique(&self, id: &str) -> String {
         format!("{}:unique:{id}", self.pending.trim_end_matches(":pending"))

@@ -30,3 +30,4 @@ script!(DEAD_RETRY, "dead_retry.lua");
 script!(DEAD_PURGE, "dead_purge.lua");
 script!(PAUSE, "pause.lua");
 script!(HEARTBEAT, "heartbeat.lua");
+script!(SCHEDULE_ADVANCE, "schedule_advance.lua");

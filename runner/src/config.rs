@@ -7,6 +7,7 @@ mod grants;
 mod http;
 mod place;
 mod raw;
+mod schedule;
 mod units;
 
 use grants::{resolve_grants, resolve_http};
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 pub use hourglass_client::{DeadLetter, redact};
 pub use http::{Access, Host, HttpGrant, HttpLimits, MAX_RESPONSE, Scheme, Target};
+pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// Where the jobs live.
@@ -175,6 +177,8 @@ pub struct Config {
     pub topics: Vec<TopicConfig>,
     /// `[http]`: the API, dashboard and metrics, if served.
     pub http: Option<HttpServer>,
+    /// `[[schedule]]`: jobs enqueued on a cron expression or period.
+    pub schedules: Vec<ScheduleConfig>,
 }
 
 /// The `[http]` section: where the API, dashboard and `/metrics` are served.
@@ -385,12 +389,38 @@ impl Config {
                 )
             }
         };
+        let mut schedules: Vec<ScheduleConfig> = Vec::with_capacity(raw.schedules.len());
+        for raw_schedule in raw.schedules {
+            let (name_span, topic_span) = (raw_schedule.name.span(), raw_schedule.topic.span());
+            let schedule = raw_schedule
+                .resolve()
+                .map_err(|(span, m)| invalid(Some(span), m))?;
+            if schedules.iter().any(|s| s.name == schedule.name) {
+                return Err(invalid(
+                    Some(name_span),
+                    format!(
+                        "field `name`: schedule {:?} is defined twice",
+                        schedule.name
+                    ),
+                ));
+            }
+            let known = topics.is_empty() || names.contains(&schedule.topic);
+            if let Err(why) = check_topic_name(&schedule.topic).and(if known {
+                Ok(())
+            } else {
+                Err(format!("{:?} is not a topic here", schedule.topic))
+            }) {
+                return Err(invalid(Some(topic_span), format!("field `topic`: {why}")));
+            }
+            schedules.push(schedule);
+        }
         Ok(Config {
             path: path.to_owned(),
             redis,
             runner,
             topics,
             http,
+            schedules,
         })
     }
 

@@ -233,3 +233,51 @@ async fn a_producer_needs_only_the_redis_table() {
     let out = hourglass(&project, &["enqueue", "no spaces", "{}"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn schedules_list_their_next_fire_times_and_bad_ones_name_the_field() {
+    let topic = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n";
+    let project = Project::new(
+        "",
+        &format!(
+            "{topic}[[schedule]]\nname = \"nightly\"\ntopic = \"echo\"\ncron = \"0 3 * * *\"\ntimezone = \"Europe/Berlin\"\n"
+        ),
+    );
+    let out = hourglass(&project, &["schedules", "--next", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("nightly -> topic echo"), "{stdout}");
+    assert_eq!(stdout.matches("03:00:00 CE").count(), 2, "{stdout}");
+    for (bad, field) in [
+        ("cron = \"0 3 * *\"", "field `cron`"),
+        ("cron = \"0 25 * * *\"", "field `cron`"),
+        (
+            "cron = \"0 3 * * *\"\ntimezone = \"Mars/Olympus\"",
+            "field `timezone`",
+        ),
+        ("every = \"soon\"", "field `every`"),
+        ("every = \"1s\"\ncron = \"* * * * *\"", "exactly one of"),
+    ] {
+        project.write_config(
+            "",
+            &format!("{topic}[[schedule]]\nname = \"s\"\ntopic = \"echo\"\n{bad}\n"),
+        );
+        let out = hourglass(&project, &["check"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(field) && stderr.contains("queues.toml:1"),
+            "{bad}: {stderr}"
+        );
+    }
+    project.write_config(
+        "",
+        &format!("{topic}[[schedule]]\nname = \"s\"\ntopic = \"nope\"\nevery = \"1m\"\n"),
+    );
+    let stderr = String::from_utf8_lossy(&hourglass(&project, &["check"]).stderr).into_owned();
+    assert!(stderr.contains("field `topic`"), "{stderr}");
+}

@@ -290,3 +290,111 @@ async fn replace_changes_a_waiting_job_and_leaves_a_running_one_alone() {
     let view = q.inspect(&k, "doc-9", 900_001).await.unwrap().unwrap();
     assert_eq!(view.record.unwrap().unwrap().payload, b"v2");
 }
+
+fn schedule_config(missed: &str) -> String {
+    format!(
+        "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
+         [[schedule]]\nname = \"tick\"\ntopic = \"echo\"\nevery = \"1s\"\npayload = '{{\"kind\":\"tick\"}}'\nmissed = \"{missed}\"\n"
+    )
+}
+
+/// Every event the runner has sent so far (without waiting).
+fn drain(runner: &mut Running) -> Vec<hourglass::events::Event> {
+    let mut seen = Vec::new();
+    while let Ok(e) = runner.events.try_recv() {
+        seen.push(e);
+    }
+    seen
+}
+
+/// The fire time in a schedule job's id (`tick@<ms>`).
+fn tick_of(id: &str) -> u64 {
+    id.strip_prefix("tick@")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("not a tick id: {id}"))
+}
+
+/// The fire times started (by tick id) among `events`.
+fn started_ticks(events: &[hourglass::events::Event]) -> Vec<u64> {
+    let mut ticks: Vec<u64> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
+        .map(|e| tick_of(&e.id))
+        .collect();
+    ticks.sort_unstable();
+    ticks
+}
+
+/// Stop the runners, then restart one when the schedule has missed exactly
+/// five fire times; the fire times it ran that had passed before it started.
+async fn missed_while_down(project: &Project, missed: &str) -> Vec<u64> {
+    project.write_config("concurrency = 4", &schedule_config(missed));
+    let queue = project.queue().await;
+    let cursor = queue
+        .schedule_cursor(&queue.keys("echo"), "tick")
+        .await
+        .unwrap()
+        .unwrap();
+    // the fifth whole second after the cursor has passed, the sixth has not
+    let fifth = (cursor / 1_000 + 5) * 1_000;
+    let now = now_ms();
+    assert!(now < fifth, "stopping took too long");
+    tokio::time::sleep(Duration::from_millis(fifth + 100 - now)).await;
+    let mut runner = Running::start(project.config()).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let events = drain(&mut runner);
+    runner.stop().await;
+    started_ticks(&events)
+        .into_iter()
+        .filter(|t| *t > cursor && *t <= fifth)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_fires_once_per_tick_across_three_runners_and_catches_up_as_told() {
+    let project = Project::new("concurrency = 4", &schedule_config("latest"));
+    let mut runners = Vec::new();
+    for _ in 0..3 {
+        runners.push(Running::start(project.config()).await);
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let mut events = Vec::new();
+    for r in &mut runners {
+        events.extend(drain(r));
+    }
+    for r in runners {
+        r.stop().await;
+    }
+    let ticks = started_ticks(&events);
+    let mut unique = ticks.clone();
+    unique.dedup();
+    assert_eq!(unique, ticks, "a fire time ran twice");
+    assert!(ticks.len() >= 9, "10 s of a per-second schedule: {ticks:?}");
+    assert!(
+        ticks.windows(2).all(|w| w[1] - w[0] == 1_000),
+        "every second, none skipped: {ticks:?}"
+    );
+    let late: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Started {
+                due_at_ms,
+                started_at_ms,
+                ..
+            } => Some(started_at_ms - due_at_ms),
+            _ => None,
+        })
+        .collect();
+    eprintln!(
+        "schedule lateness (tick -> start) over {} ticks: max {} ms",
+        late.len(),
+        late.iter().max().unwrap()
+    );
+
+    // down for five fire times: "latest" runs the last of them, "all" each
+    let latest = missed_while_down(&project, "latest").await;
+    assert_eq!(latest.len(), 1, "missed = latest: {latest:?}");
+    let all = missed_while_down(&project, "all").await;
+    assert_eq!(all.len(), 5, "missed = all: {all:?}");
+    assert!(all.windows(2).all(|w| w[1] - w[0] == 1_000), "{all:?}");
+}

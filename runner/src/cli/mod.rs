@@ -12,6 +12,7 @@ mod inspect;
 mod pause;
 mod run;
 mod runners;
+mod schedules;
 mod stats;
 
 use std::path::PathBuf;
@@ -69,6 +70,8 @@ enum Command {
     Resume(pause::Args),
     /// List the runners alive now: host, pid, version, topics, what they run.
     Runners(runners::Args),
+    /// List the [[schedule]]s: what they enqueue, their next fire times, how far they got.
+    Schedules(schedules::Args),
     /// Validate queues.toml and every handler; run nothing.
     Check,
     /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
@@ -128,6 +131,7 @@ pub fn main() -> ExitCode {
             Command::Pause(args) => pause::run(&cli.config, args, true).await,
             Command::Resume(args) => pause::run(&cli.config, args, false).await,
             Command::Runners(args) => runners::run(&cli.config, args).await,
+            Command::Schedules(args) => schedules::run(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
             Command::Build(args) => build::run(&cli.config, args).await,
         }

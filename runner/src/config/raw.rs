@@ -28,6 +28,8 @@ pub(super) struct File {
     #[serde(default, rename = "topic")]
     pub topics: Vec<Topic>,
     pub http: Option<Spanned<Http>>,
+    #[serde(default, rename = "schedule")]
+    pub schedules: Vec<super::schedule::RawSchedule>,
 }
 
 /// `[http]`: the API, dashboard and metrics server.

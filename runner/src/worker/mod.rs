@@ -17,6 +17,7 @@
 mod attempt;
 mod capacity;
 mod commit;
+mod cron;
 mod decide;
 mod heartbeat;
 mod housekeeping;
@@ -257,6 +258,7 @@ impl Runner {
             shared.queue.clone(),
             wake_tx,
         ));
+        let schedules = tokio::spawn(cron::run(shared.clone()));
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let watcher = tokio::spawn(crate::reload::watch(loader, snapshot.clone(), reload_tx));
         tracing::info!(
@@ -270,6 +272,7 @@ impl Runner {
             .await;
         listener.abort();
         watcher.abort();
+        schedules.abort();
         let released = committer.await.unwrap_or(0);
         tracing::info!(released, "hourglass stopped");
         Ok(())
