@@ -17,7 +17,9 @@ use redis::Value;
 use super::reply::{bytes, string};
 use super::{CorruptRecord, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, millis, scripts};
 
-const VERSION: u8 = 1;
+/// 2 adds each job's unique-for window; entries of version 1 (parked by an
+/// older runner) are still read.
+const VERSION: u8 = 2;
 
 /// A follow-up job for `topic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +46,7 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
         out.extend_from_slice(&(id.len() as u16).to_le_bytes());
         out.extend_from_slice(id.as_bytes());
         out.extend_from_slice(&p.job.due_at_ms.to_le_bytes());
+        out.extend_from_slice(&p.job.unique_for_ms.to_le_bytes());
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&p.job.payload);
     }
@@ -53,7 +56,8 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
 /// Read back what [`encode`] wrote.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
     let mut r = Reader(bytes);
-    if r.take(1)? != [VERSION] {
+    let version = r.take(1)?[0];
+    if !(1..=VERSION).contains(&version) {
         return Err(CorruptRecord("unknown outbox version"));
     }
     let count = u32::from_le_bytes(r.array()?);
@@ -62,6 +66,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
         let topic = r.short_text()?;
         let id = r.short_text()?;
         let due_at_ms = u64::from_le_bytes(r.array()?);
+        let unique_for_ms = match version {
+            1 => 0,
+            _ => u64::from_le_bytes(r.array()?),
+        };
         let len = u32::from_le_bytes(r.array()?) as usize;
         let payload = r.take(len)?.to_vec();
         jobs.push(Parked {
@@ -71,7 +79,8 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 payload,
                 due_at_ms,
                 max_attempts: 0,
-                ..Default::default()
+                unique_for_ms,
+                replace: false,
             },
         });
     }
@@ -185,8 +194,25 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_parked_by_an_older_runner_is_still_read() {
+        // version 1: no unique-for window
+        let mut v1 = vec![1, 1, 0, 0, 0];
+        v1.extend_from_slice(&1u16.to_le_bytes());
+        v1.extend_from_slice(b"t");
+        v1.extend_from_slice(&2u16.to_le_bytes());
+        v1.extend_from_slice(b"id");
+        v1.extend_from_slice(&1_700_000_000_000u64.to_le_bytes());
+        v1.extend_from_slice(&2u32.to_le_bytes());
+        v1.extend_from_slice(b"{}");
+        assert_eq!(decode(&v1).unwrap(), [parked("t", "id", b"{}")]);
+    }
+
+    #[test]
     fn round_trips_and_rejects_damage() {
+        let mut unique = parked("notify", "u", b"1");
+        unique.job.unique_for_ms = 3_600_000;
         let jobs = vec![
+            unique,
             parked("notify", "a", b"{}"),
             parked("x", "0123456789abcdef", &[0, 255, 10]),
             parked("t", "e", b""),

@@ -1,8 +1,9 @@
 //! Follow-up jobs: work a handler starts in other topics.
 //!
-//! A follow-up is committed in the same atomic step as this attempt's ack.
-//! If the attempt retries, fails or panics, none of its follow-ups are
-//! enqueued; if it acks, all of them are. The target topic must be listed in
+//! A follow-up is parked with this attempt's ack, in the same atomic step,
+//! and enqueued into its topic right after (by a sweep if the runner died in
+//! between). If the attempt retries, fails or panics, none of its follow-ups
+//! are enqueued; if it acks, all of them are. The target topic must be listed in
 //! the handler's `may_enqueue` in `queues.toml`.
 
 use alloc::string::String;
@@ -32,6 +33,7 @@ pub struct FollowUp {
     payload: Vec<u8>,
     delay: Option<Duration>,
     id: Option<String>,
+    unique_for: Option<Duration>,
 }
 
 impl FollowUp {
@@ -42,6 +44,7 @@ impl FollowUp {
             payload: payload.into(),
             delay: None,
             id: None,
+            unique_for: None,
         }
     }
 
@@ -67,6 +70,14 @@ impl FollowUp {
         self
     }
 
+    /// Keep its id (set one with [`FollowUp::id`]) taken in the target topic
+    /// this long from its enqueue, even after that job is done: a repeat
+    /// within the window (from this or any other attempt) is not enqueued.
+    pub fn unique_for(mut self, window: Duration) -> FollowUp {
+        self.unique_for = Some(window);
+        self
+    }
+
     /// Queue it for when this attempt acks; returns its id.
     ///
     /// A refusal (a topic not in `may_enqueue`, a bad id, a payload over the
@@ -80,6 +91,12 @@ impl FollowUp {
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             id: self.id,
         };
-        wit::enqueue(&job).map_err(Error::fail)
+        match self.unique_for {
+            Some(window) => {
+                let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+                wit::enqueue_unique(&job, ms).map_err(Error::fail)
+            }
+            None => wit::enqueue(&job).map_err(Error::fail),
+        }
     }
 }

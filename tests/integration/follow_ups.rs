@@ -204,3 +204,42 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
         "cleared once delivered"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unique_follow_up_is_not_enqueued_again_within_its_window() {
+    let project = Project::new("concurrency = 4", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let unique = plan(
+        r#"{"topic":"child","payload":"once","id":"daily-7","unique_for_ms":60000}"#,
+        "ack",
+    );
+    enqueue(&queue, "parent", &unique, 0, 0).await;
+    runner.until_settled("child", "daily-7", WAIT).await;
+    // the child is done and gone; a second parent asks for it again
+    let second = enqueue(&queue, "parent", &unique, 0, 0).await;
+    let events = runner.until_settled("parent", &second, WAIT).await;
+    assert_eq!(
+        of(&events, "parent", &second).last(),
+        Some(&&EventKind::Acked)
+    );
+    // delivery follows the ack at once: give a repeat time to show, then look
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut later = Vec::new();
+    while let Ok(e) = runner.events.try_recv() {
+        later.push(e);
+    }
+    assert!(
+        of(&later, "child", "daily-7").is_empty(),
+        "the repeat within the window was enqueued: {later:#?}"
+    );
+    // without an id a unique follow-up is refused: the parent fails with the reason
+    let anonymous = plan(
+        r#"{"topic":"child","payload":"x","unique_for_ms":1000}"#,
+        "ack",
+    );
+    let id = enqueue(&queue, "parent", &anonymous, 0, 0).await;
+    let reason = dead_reason(&mut runner, "parent", &id).await;
+    assert!(reason.contains("needs an id"), "{reason}");
+    runner.stop().await;
+}

@@ -43,6 +43,8 @@ struct Next {
     delay_ms: Option<u64>,
     #[serde(default)]
     id: Option<String>,
+    #[serde(default)]
+    unique_for_ms: Option<u64>,
 }
 
 fn probe(job: Job) -> hourglass_sdk::Result {
@@ -81,6 +83,9 @@ fn probe(job: Job) -> hourglass_sdk::Result {
         }
         if let Some(id) = next.id {
             f = f.id(id);
+        }
+        if let Some(ms) = next.unique_for_ms {
+            f = f.unique_for(std::time::Duration::from_millis(ms));
         }
         let id = f.enqueue()?;
         info!("follow-up {id} queued");

@@ -32,6 +32,8 @@ pub struct FollowUp {
     pub payload: Vec<u8>,
     /// How long after the ack it is due.
     pub delay: Duration,
+    /// How long its id stays taken in the target topic (zero: while live).
+    pub unique_for: Duration,
 }
 
 /// The data of one job's store.
@@ -196,6 +198,28 @@ impl log::Host for Host {
 
 impl follow_up::Host for Host {
     fn enqueue(&mut self, job: follow_up::NewJob) -> Result<String, String> {
+        self.follow_up(job, Duration::ZERO)
+    }
+
+    fn enqueue_unique(
+        &mut self,
+        job: follow_up::NewJob,
+        unique_for_ms: u64,
+    ) -> Result<String, String> {
+        if job.id.is_none() {
+            return Err("a unique follow-up needs an id".into());
+        }
+        self.follow_up(job, Duration::from_millis(unique_for_ms))
+    }
+}
+
+impl Host {
+    /// Check a follow-up and keep it for the ack.
+    fn follow_up(
+        &mut self,
+        job: follow_up::NewJob,
+        unique_for: Duration,
+    ) -> Result<String, String> {
         let parent = &self.ctx.topic;
         if !self.may_enqueue.contains(&job.topic) {
             return Err(format!(
@@ -233,6 +257,7 @@ impl follow_up::Host for Host {
             id: id.clone(),
             payload: job.payload,
             delay: Duration::from_millis(job.delay_ms.unwrap_or(0)),
+            unique_for,
         });
         Ok(id)
     }

@@ -143,7 +143,8 @@ fn park(f: FollowUp, now: u64) -> Parked {
             payload: f.payload,
             due_at_ms: now.saturating_add(crate::clock::millis(f.delay)),
             max_attempts: 0,
-            ..Default::default()
+            unique_for_ms: crate::clock::millis(f.unique_for),
+            replace: false,
         },
     }
 }
