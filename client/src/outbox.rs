@@ -15,7 +15,9 @@
 use redis::Value;
 
 use super::reply::{bytes, string};
-use super::{CorruptRecord, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, millis, scripts};
+use super::{
+    CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, millis, scripts,
+};
 
 /// 2 adds each job's unique-for window; entries of version 1 (parked by an
 /// older runner) are still read.
@@ -101,20 +103,27 @@ impl Queue {
     /// Enqueue parked follow-ups into their topics, then clear them from the
     /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
     /// [`Queue::take_outbox`] returns them, or [`outbox_token`] of an ack.
+    /// Answers how many new jobs each target topic got.
     pub async fn deliver(
         &self,
         parent: &TopicKeys,
         entries: &[(String, Vec<Parked>)],
         now_ms: u64,
-    ) -> Result<(), QueueError> {
+    ) -> Result<std::collections::BTreeMap<String, usize>, QueueError> {
         let mut by_topic: std::collections::BTreeMap<&str, Vec<NewJob>> = Default::default();
         for (_, jobs) in entries {
             for p in jobs {
                 by_topic.entry(&p.topic).or_default().push(p.job.clone());
             }
         }
+        let mut new = std::collections::BTreeMap::new();
         for (topic, jobs) in by_topic {
-            self.enqueue(&self.keys(topic), &jobs, now_ms).await?;
+            let answers = self.enqueue(&self.keys(topic), &jobs, now_ms).await?;
+            let fresh = answers
+                .iter()
+                .filter(|a| matches!(a, Enqueued::New(_)))
+                .count();
+            new.insert(topic.to_owned(), fresh);
         }
         let mut inv = scripts::OUTBOX_CLEAR.prepare_invoke();
         inv.key(&parent.outbox).key(&parent.outbox_due);
@@ -122,7 +131,7 @@ impl Queue {
             inv.arg(token);
         }
         let _: u64 = inv.invoke_async(&mut self.conn.clone()).await?;
-        Ok(())
+        Ok(new)
     }
 
     /// Take up to `limit` outbox entries whose delivery is overdue, holding them

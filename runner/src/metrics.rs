@@ -83,7 +83,7 @@ pub struct Metrics {
     registry: Registry,
     /// Attempts that ended, by topic and outcome.
     pub attempts: Family<OutcomeLabels, Counter>,
-    /// Jobs this process enqueued (API, follow-ups), by topic.
+    /// Jobs this process enqueued (API, follow-ups, schedules), by topic.
     pub enqueued: Family<TopicLabel, Counter>,
     /// Live reloads, by result.
     pub reloads: Family<ResultLabel, Counter>,
@@ -146,7 +146,7 @@ impl Metrics {
         );
         r.register(
             "enqueued",
-            "Jobs enqueued by this process (HTTP API, follow-ups)",
+            "Jobs enqueued by this process (HTTP API, follow-ups, schedules)",
             m.enqueued.clone(),
         );
         r.register(

@@ -652,3 +652,33 @@ async fn a_new_token_applies_live_and_the_address_waits_for_a_restart() {
     assert_eq!(call(&addr, "GET", "/healthz", None, None).await.status, 200);
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueued_counts_follow_ups_this_runner_delivered() {
+    let topics = "[[topic]]\nname = \"parent\"\nhandler = \"probe.wasm\"\nmay_enqueue = [\"child\"]\n\n\
+        [[topic]]\nname = \"child\"\nhandler = \"echo.wasm\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n";
+    let project = Project::new("concurrency = 2", topics);
+    let mut running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let plan = r#"{"payload":{"follow_ups":[{"topic":"child","payload":"a","id":"c1"},{"topic":"child","payload":"b","id":"c2"}]}}"#;
+    let made = call(&addr, "POST", "/api/topics/parent/jobs", None, Some(plan)).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    running
+        .until(Duration::from_secs(20), |seen| {
+            seen.iter()
+                .filter(|e| e.topic == "child" && e.kind == EventKind::Acked)
+                .count()
+                == 2
+        })
+        .await;
+    let text = call(&addr, "GET", "/metrics", None, None).await.body;
+    assert!(
+        text.contains("hourglass_enqueued_total{topic=\"parent\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hourglass_enqueued_total{topic=\"child\"} 2"),
+        "{text}"
+    );
+    running.stop().await;
+}

@@ -96,13 +96,14 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             .map(|d| (crate::redis::outbox_token(d.attempt, &d.id), d.follow_ups))
             .collect();
         // the ack has parked them; if this fails, a sweep delivers them later
-        if !parked.is_empty()
-            && let Err(e) = q.deliver(keys, &parked, now).await
-        {
-            tracing::warn!(
-                topic = name,
-                "follow-ups parked, delivery deferred to the sweep: {e}"
-            );
+        if !parked.is_empty() {
+            match q.deliver(keys, &parked, now).await {
+                Ok(new) => shared.meter.enqueued(&new),
+                Err(e) => tracing::warn!(
+                    topic = name,
+                    "follow-ups parked, delivery deferred to the sweep: {e}"
+                ),
+            }
         }
     }
     if !b.retries.is_empty()

@@ -95,6 +95,13 @@ async fn fire(shared: &Shared, schedule: &ScheduleConfig, now: u64) -> Result<()
             })
             .collect();
         let answers = q.enqueue(&keys, &jobs, now).await?;
+        let new = answers
+            .iter()
+            .filter(|a| matches!(a, Enqueued::New(_)))
+            .count();
+        shared
+            .meter
+            .enqueued(&[(schedule.topic.clone(), new)].into_iter().collect());
         for (answer, (tick, due)) in answers.iter().zip(&plan) {
             if let Enqueued::New(id) = answer {
                 let late = if due > tick {

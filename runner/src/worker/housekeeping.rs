@@ -68,7 +68,8 @@ pub(super) async fn sweep_outboxes(shared: &Shared, topics: &[Arc<Topic>], now: 
             }
         }
         match shared.queue.deliver(&topic.keys, &good, now).await {
-            Ok(()) => {
+            Ok(new) => {
+                shared.meter.enqueued(&new);
                 tracing::info!(topic = %topic.cfg.name, entries = good.len(), "delivered follow-ups a stopped runner had left")
             }
             Err(e) => {

@@ -141,6 +141,18 @@ impl Meter {
         });
     }
 
+    /// New jobs this runner enqueued (follow-ups, schedules), per topic.
+    pub fn enqueued(&self, new: &BTreeMap<String, usize>) {
+        for (topic, n) in new {
+            self.metrics
+                .enqueued
+                .get_or_create(&TopicLabel {
+                    topic: topic.clone(),
+                })
+                .inc_by(*n as u64);
+        }
+    }
+
     /// A Redis call failed.
     pub fn redis_error(&self) {
         self.metrics.redis_errors.inc();
