@@ -15,28 +15,6 @@ use crate::worker::Serving;
 
 type Answer = Result<Json<Value>, ApiError>;
 
-/// The topics to show: the configured ones, or (a file without topics)
-/// those the live runners serve.
-fn topic_names(serving: &Serving, runners: &[RunnerInfo]) -> Vec<String> {
-    let mut names: Vec<String> = serving
-        .config
-        .topics
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    if names.is_empty() {
-        for r in runners {
-            for t in &r.topics {
-                if !names.contains(t) {
-                    names.push(t.clone());
-                }
-            }
-        }
-        names.sort();
-    }
-    names
-}
-
 /// One topic as the dashboard shows it: settings, handler version, counts,
 /// and what the live runners report (totals and recent lateness).
 fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &TopicStats) -> Value {
@@ -79,20 +57,14 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
 
 /// `GET /api/topics`: every topic with its counts.
 pub(super) async fn topics(State(app): Shared) -> Answer {
-    let serving = app.ops.serving();
-    let q = &app.ops.queue;
-    let now = now_ms();
-    let runners = q.runners(now).await?;
-    let names = topic_names(&serving, &runners);
-    let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
-    let stats = futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await?;
-    let list: Vec<Value> = names
+    let o = app.ops.overview().await?;
+    let list: Vec<Value> = o
+        .topics
         .iter()
-        .zip(&stats)
-        .map(|(n, s)| topic_json(&serving, &runners, n, s))
+        .map(|(n, s)| topic_json(&o.serving, &o.runners, n, s))
         .collect();
     Ok(Json(
-        json!({ "topics": list, "runs_jobs": serving.runs_jobs }),
+        json!({ "topics": list, "runs_jobs": o.serving.runs_jobs }),
     ))
 }
 
@@ -176,16 +148,10 @@ pub(super) async fn dead(
 
 /// `GET /api/stats`: counts per topic, as `hourglass stats --json`.
 pub(super) async fn stats(State(app): Shared) -> Answer {
-    let serving = app.ops.serving();
-    let q = &app.ops.queue;
-    let now = now_ms();
-    let runners = q.runners(now).await?;
-    let names = topic_names(&serving, &runners);
-    let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
-    let stats = futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await?;
-    let map: serde_json::Map<String, Value> = names
+    let o = app.ops.overview().await?;
+    let map: serde_json::Map<String, Value> = o
+        .topics
         .into_iter()
-        .zip(stats)
         .map(|(n, s)| (n, serde_json::to_value(s).expect("stats serialize")))
         .collect();
     Ok(Json(Value::Object(map)))

@@ -175,6 +175,48 @@ async fn auth(State(app): Shared, request: Request, next: Next) -> Response {
     }
 }
 
+/// Every topic's counts as of now, with the live runners: what the topic
+/// list, the stats route and the metrics scrape all read.
+struct Overview {
+    serving: Arc<Serving>,
+    runners: Vec<crate::redis::RunnerInfo>,
+    /// (topic, counts) for the configured topics, or (a file without topics)
+    /// those the live runners serve.
+    topics: Vec<(String, crate::redis::TopicStats)>,
+}
+
+impl Ops {
+    /// Read the overview: one call for the runners, one pipeline per topic
+    /// (O(1) commands), all at once.
+    async fn overview(&self) -> Result<Overview, crate::redis::QueueError> {
+        let serving = self.serving();
+        let q = &self.queue;
+        let now = crate::clock::now_ms();
+        let runners = q.runners(now).await?;
+        let mut names: Vec<String> = serving
+            .config
+            .topics
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        if names.is_empty() {
+            names = runners
+                .iter()
+                .flat_map(|r| r.topics.iter().cloned())
+                .collect();
+            names.sort();
+            names.dedup();
+        }
+        let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
+        let stats = futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await?;
+        Ok(Overview {
+            serving,
+            runners,
+            topics: names.into_iter().zip(stats).collect(),
+        })
+    }
+}
+
 /// The topic a path names: one of the configuration's, or (a file with no
 /// topics, `hourglass serve` for producers) any valid name.
 fn topic_named(serving: &Serving, name: &str) -> Result<Option<TopicConfig>, ApiError> {

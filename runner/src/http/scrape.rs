@@ -9,7 +9,6 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::{App, Shared};
-use crate::clock::now_ms;
 use crate::metrics::{StateLabels, StatusLabels, TopicLabel, VersionLabels};
 
 /// How old the Redis gauges may be.
@@ -56,34 +55,8 @@ pub(super) async fn metrics(State(app): Shared) -> impl IntoResponse {
 /// Read the depth of every topic, the paused flags and the live runners.
 async fn refresh(app: &App) {
     let m = &app.ops.metrics;
-    let q = &app.ops.queue;
-    let serving = app.ops.serving();
-    let now = now_ms();
-    let runners = match q.runners(now).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::debug!("metrics: redis unreachable: {e}");
-            m.redis_up.set(0);
-            return;
-        }
-    };
-    let mut names: Vec<String> = serving
-        .config
-        .topics
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    if names.is_empty() {
-        names = runners
-            .iter()
-            .flat_map(|r| r.topics.iter().cloned())
-            .collect();
-        names.sort();
-        names.dedup();
-    }
-    let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
-    let stats = match futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await {
-        Ok(s) => s,
+    let o = match app.ops.overview().await {
+        Ok(o) => o,
         Err(e) => {
             tracing::debug!("metrics: redis unreachable: {e}");
             m.redis_up.set(0);
@@ -91,10 +64,10 @@ async fn refresh(app: &App) {
         }
     };
     m.redis_up.set(1);
-    m.runners.set(runners.len() as i64);
+    m.runners.set(o.runners.len() as i64);
     m.jobs.clear();
     m.paused.clear();
-    for (topic, s) in names.into_iter().zip(stats) {
+    for (topic, s) in o.topics {
         for (state, n) in [
             ("scheduled", s.scheduled),
             ("ready", s.ready),
