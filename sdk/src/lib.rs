@@ -63,7 +63,7 @@ pub use outcome::{Error, IntoOutcome, Outcome, Result};
 #[allow(clippy::too_many_arguments, missing_docs)] // generated code
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "handler",
         pub_export_macro: true,
         export_macro_name: "__export_handler",

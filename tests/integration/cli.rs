@@ -281,3 +281,51 @@ fn schedules_list_their_next_fire_times_and_bad_ones_name_the_field() {
     let stderr = String::from_utf8_lossy(&hourglass(&project, &["check"]).stderr).into_owned();
     assert!(stderr.contains("field `topic`"), "{stderr}");
 }
+
+#[test]
+fn a_new_rust_handler_outside_the_repository_builds_and_passes_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cwd: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(crate::util::hourglass_bin())
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, text) = run(dir.path(), &["new", "resize-image"]);
+    assert_eq!(code, Some(0), "{text}");
+    let project = dir.path().join("resize-image");
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("hourglass-sdk = { path = "), "{manifest}");
+    let (code, text) = run(&project, &["build", "."]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        project.join("handlers/resize_image.wasm").is_file(),
+        "{text}"
+    );
+    let (code, text) = run(&project, &["check"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ok, 1 topic"), "{text}");
+    // a second time is refused, and so is a bad name or a missing SDK
+    assert_eq!(run(dir.path(), &["new", "resize-image"]).0, Some(2));
+    assert_eq!(run(dir.path(), &["new", "Bad Name"]).0, Some(2));
+    let (code, text) = run(dir.path(), &["new", "other", "--sdk", "/nonexistent"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--sdk"), "{text}");
+    let (code, _) = run(
+        dir.path(),
+        &["new", "gitty", "--sdk", "https://example.com/hourglass.git"],
+    );
+    assert_eq!(code, Some(0));
+    let manifest = std::fs::read_to_string(dir.path().join("gitty/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"hourglass-sdk = { git = "https://example.com/hourglass.git" }"#),
+        "{manifest}"
+    );
+}

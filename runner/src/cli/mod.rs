@@ -9,6 +9,7 @@ mod check;
 mod dead;
 mod enqueue;
 mod inspect;
+mod new;
 mod pause;
 mod run;
 mod runners;
@@ -76,6 +77,8 @@ enum Command {
     Check,
     /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
     Build(build::Args),
+    /// Create a handler project (crate, starter handler, queues.toml) anywhere on disk.
+    New(new::Args),
 }
 
 /// An error with the exit code it deserves.
@@ -134,6 +137,7 @@ pub fn main() -> ExitCode {
             Command::Schedules(args) => schedules::run(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
             Command::Build(args) => build::run(&cli.config, args).await,
+            Command::New(args) => new::run(args).await,
         }
     });
     match result {
