@@ -144,34 +144,11 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_names_each_attempts_handler_and_the_files_no_topic_uses() {
     let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
-    let log = project.dir.path().join("runner.log");
-    let mut runner = std::process::Command::new(crate::util::hourglass_bin())
-        .args(["run", "--config"])
-        .arg(project.config_path())
-        .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let read = || std::fs::read_to_string(&log).unwrap_or_default();
-    let wait_for = |text: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !read().contains(text) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{text:?} never logged:\n{}",
-                read()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
-    wait_for("hourglass running");
+    let runner = crate::util::RunnerProcess::start(&project);
     let queue = project.queue().await;
     crate::util::enqueue(&queue, "echo", "hi", 0, 0).await;
-    wait_for("attempt 1/");
-    let _ = runner.kill();
-    let _ = runner.wait();
-    let text = read();
+    runner.wait_for("attempt 1/", std::time::Duration::from_secs(30));
+    let text = runner.kill();
     let hash = crate::util::hash_of(test_support::components::ECHO);
     let line = text.lines().find(|l| l.contains("attempt 1/")).unwrap();
     assert!(line.contains(&format!("handler=\"{hash}\"")), "{line}");
@@ -280,52 +257,4 @@ fn schedules_list_their_next_fire_times_and_bad_ones_name_the_field() {
     );
     let stderr = String::from_utf8_lossy(&hourglass(&project, &["check"]).stderr).into_owned();
     assert!(stderr.contains("field `topic`"), "{stderr}");
-}
-
-#[test]
-fn a_new_rust_handler_outside_the_repository_builds_and_passes_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = |cwd: &std::path::Path, args: &[&str]| {
-        let out = std::process::Command::new(crate::util::hourglass_bin())
-            .args(args)
-            .current_dir(cwd)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
-    };
-    let (code, text) = run(dir.path(), &["new", "resize-image"]);
-    assert_eq!(code, Some(0), "{text}");
-    let project = dir.path().join("resize-image");
-    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
-    assert!(manifest.contains("hourglass-sdk = { path = "), "{manifest}");
-    let (code, text) = run(&project, &["build", "."]);
-    assert_eq!(code, Some(0), "{text}");
-    assert!(
-        project.join("handlers/resize_image.wasm").is_file(),
-        "{text}"
-    );
-    let (code, text) = run(&project, &["check"]);
-    assert_eq!(code, Some(0), "{text}");
-    assert!(text.contains("ok, 1 topic"), "{text}");
-    // a second time is refused, and so is a bad name or a missing SDK
-    assert_eq!(run(dir.path(), &["new", "resize-image"]).0, Some(2));
-    assert_eq!(run(dir.path(), &["new", "Bad Name"]).0, Some(2));
-    let (code, text) = run(dir.path(), &["new", "other", "--sdk", "/nonexistent"]);
-    assert_eq!(code, Some(2), "{text}");
-    assert!(text.contains("--sdk"), "{text}");
-    let (code, _) = run(
-        dir.path(),
-        &["new", "gitty", "--sdk", "https://example.com/hourglass.git"],
-    );
-    assert_eq!(code, Some(0));
-    let manifest = std::fs::read_to_string(dir.path().join("gitty/Cargo.toml")).unwrap();
-    assert!(
-        manifest.contains(r#"hourglass-sdk = { git = "https://example.com/hourglass.git" }"#),
-        "{manifest}"
-    );
 }

@@ -10,29 +10,9 @@ use std::time::Duration;
 use hourglass::events::{Event, EventKind};
 use test_support::{HttpServer, Reply};
 
-use crate::util::{Project, Running, enqueue, of};
+use crate::util::{Project, Running, enqueue, of, retry_reasons, settled};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// The last thing that happened to a job: `Ok(())` acked, `Err(reason)` dead.
-fn settled(events: &[Event], topic: &str, id: &str) -> Result<(), String> {
-    match of(events, topic, id).last() {
-        Some(EventKind::Acked) => Ok(()),
-        Some(EventKind::Dead { reason }) => Err(reason.clone()),
-        other => panic!("{topic}/{id} did not settle: {other:?}"),
-    }
-}
-
-/// The reasons of a job's retries, in order.
-fn retry_reasons(events: &[Event], topic: &str, id: &str) -> Vec<String> {
-    of(events, topic, id)
-        .into_iter()
-        .filter_map(|k| match k {
-            EventKind::Retried { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// A project with one topic `js` served by the JavaScript probe, with these
 /// extra topic lines (grants, limits).

@@ -22,6 +22,8 @@
 //! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
+//! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
+//!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
 
 mod api;
 mod cli;
@@ -35,6 +37,7 @@ mod grants;
 mod http;
 mod input;
 mod jobs;
+mod languages;
 mod limits;
 mod ops;
 mod pipeline;

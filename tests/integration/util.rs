@@ -134,6 +134,8 @@ pub struct Running {
     pub notices: broadcast::Receiver<Notice>,
     /// The handlers' outbound HTTP requests per (topic, status).
     pub outbound: std::sync::Arc<hourglass::wasm::OutboundCounts>,
+    /// Handler instances alive.
+    pub instances: hourglass::wasm::InUse,
     /// Where the API, dashboard and metrics answer, if queues.toml has `[http]`
     /// (`listen = "127.0.0.1:0"` takes a free port).
     pub http: Option<std::net::SocketAddr>,
@@ -150,6 +152,7 @@ impl Running {
         let events = runner.subscribe();
         let notices = runner.subscribe_reloads();
         let outbound = runner.outbound_counts();
+        let instances = runner.instances_in_use();
         let (stop, stopped) = oneshot::channel::<()>();
         // the server stops when its sender drops (with the Running)
         let (http, http_stop) = match config_http {
@@ -171,6 +174,7 @@ impl Running {
             events,
             notices,
             outbound,
+            instances,
             http,
             _http_stop: http_stop,
             stop: Some(stop),
@@ -243,9 +247,17 @@ impl Running {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+        // Redis has every attempt's end; its event follows the commit at once
         let mut events = Vec::new();
         while let Ok(event) = self.events.try_recv() {
             events.push(event);
+        }
+        while let Some(open) = unfinished(&events) {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Ok(event)) => events.push(event),
+                Ok(Err(e)) => panic!("event stream: {e}"),
+                Err(_) => panic!("{open} started and never ended; events: {events:#?}"),
+            }
         }
         events
     }
@@ -266,6 +278,21 @@ impl Drop for Running {
             task.abort();
         }
     }
+}
+
+/// A job with an attempt started and not yet ended in `events`, if any.
+fn unfinished(events: &[Event]) -> Option<String> {
+    let mut open = std::collections::HashMap::<(&str, &str), i64>::new();
+    for e in events {
+        let delta = match e.kind {
+            EventKind::Started { .. } => 1,
+            _ => -1,
+        };
+        *open.entry((&e.topic, &e.id)).or_default() += delta;
+    }
+    open.into_iter()
+        .find(|(_, n)| *n > 0)
+        .map(|((topic, id), _)| format!("{topic}/{id}"))
 }
 
 pub fn is_final(kind: &EventKind) -> bool {
@@ -296,6 +323,26 @@ pub async fn enqueue(
         [Enqueued::New(id)] => id.clone(),
         other => panic!("unexpected enqueue answer {other:?}"),
     }
+}
+
+/// The last thing that happened to a job: `Ok(())` acked, `Err(reason)` dead.
+pub fn settled(events: &[Event], topic: &str, id: &str) -> Result<(), String> {
+    match of(events, topic, id).last() {
+        Some(EventKind::Acked) => Ok(()),
+        Some(EventKind::Dead { reason }) => Err(reason.clone()),
+        other => panic!("{topic}/{id} did not settle: {other:?}"),
+    }
+}
+
+/// The reasons of a job's retries, in order.
+pub fn retry_reasons(events: &[Event], topic: &str, id: &str) -> Vec<String> {
+    of(events, topic, id)
+        .into_iter()
+        .filter_map(|k| match k {
+            EventKind::Retried { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The events of one job, in order.
@@ -357,4 +404,73 @@ pub fn start_order(events: &[Event]) -> Vec<&str> {
         .filter(|e| matches!(e.kind, EventKind::Started { .. }))
         .map(|e| e.topic.as_str())
         .collect()
+}
+
+/// `hourglass run` on a project as a child process, its log in a file of the
+/// project; killed on drop.
+pub struct RunnerProcess {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl RunnerProcess {
+    /// Start it and wait until it says it is running.
+    pub fn start(project: &Project) -> RunnerProcess {
+        let log = project.dir.path().join("runner.log");
+        let child = std::process::Command::new(hourglass_bin())
+            .args(["run", "--config"])
+            .arg(project.config_path())
+            .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let runner = RunnerProcess { child, log };
+        runner.wait_for("hourglass running", Duration::from_secs(60));
+        runner
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until the log holds `text`; the first line that does.
+    pub fn wait_for(&self, text: &str, within: Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(line) = self.log().lines().find(|l| l.contains(text)) {
+                return line.to_owned();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{text:?} never logged:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kill it (SIGKILL); the whole log.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log()
+    }
+}
+
+impl Drop for RunnerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Put `component` into the project's handlers folder as `name` (a hard link
+/// when it can: Python components are 19 MB).
+pub fn add_handler(project: &Project, name: &str, component: &str) {
+    let target = project.handler(name);
+    if std::fs::hard_link(component, &target).is_err() {
+        std::fs::copy(component, &target).unwrap();
+    }
 }

@@ -1,7 +1,8 @@
 //! Builds the example handler crates in `handlers/` for wasm32-wasip2 (as
-//! components), and the JavaScript probe in `js/` with componentize-js, and
-//! exports each artifact's path as a constant, so tests never hard-code
-//! `target/...` paths.
+//! components), and the Python and JavaScript handlers (the probes here, the
+//! examples in `handlers/`) with hourglass-builder, as `hourglass build`
+//! does, and exports each component's path as a constant, so tests never
+//! hard-code `target/...` paths.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,55 +68,92 @@ fn main() {
         ));
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let js = build_js(&manifest_dir.join("js"), &root.join("wit"), &out_dir);
-    consts.push_str(&format!(
-        "/// The JavaScript probe, built by componentize-js with its default features.\npub const JS_PROBE: &str = {:?};\n",
-        js.display().to_string()
-    ));
+    let toolchains = shared_toolchains(&out_dir);
+    for (name, dir, files, doc) in OTHER_LANGUAGES {
+        let dir = root.join(dir);
+        for file in files {
+            println!("cargo:rerun-if-changed={}", dir.join(file).display());
+        }
+        let wasm = build_project(&dir, &toolchains);
+        consts.push_str(&format!(
+            "/// {doc}\npub const {name}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
     std::fs::write(out_dir.join("components.rs"), consts).unwrap();
 }
 
-/// `npm install` (once, the versions in the lockfile, which it leaves as it
-/// is) and `componentize-js` on `js/probe.js`. Not `npm ci`: npm 11 finds the
-/// lockfile "out of sync" over optional packages for other platforms.
-/// `js/package.json` names `@bytecodealliance/preview2-shim` itself because
-/// componentize-js 0.23.0 imports it without declaring it: a fresh install
-/// from the lockfile alone leaves it out.
-fn build_js(js: &Path, wit: &Path, out_dir: &Path) -> PathBuf {
-    for watched in ["probe.js", "package.json", "package-lock.json"] {
-        println!("cargo:rerun-if-changed={}", js.join(watched).display());
-    }
-    let npm_missing = "npm is needed to build the JavaScript test handler: run scripts/setup (it installs Debian's nodejs and npm)";
-    let componentize = js.join("node_modules/.bin/componentize-js");
-    if !componentize.is_file() {
-        let status = Command::new("npm")
-            .args([
-                "install",
-                "--no-save",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-            ])
-            .current_dir(js)
-            .status()
-            .expect(npm_missing);
-        assert!(status.success(), "npm install in {} failed", js.display());
-    }
-    let wasm = out_dir.join("js_probe.wasm");
-    let output = Command::new(&componentize)
-        .arg("--wit")
-        .arg(wit)
-        .args(["--world-name", "handler", "-o"])
-        .arg(&wasm)
-        .arg(js.join("probe.js"))
-        .output()
-        .expect(npm_missing);
-    assert!(
-        output.status.success() && wasm.is_file(),
-        "componentize-js failed on {}: {}{}",
-        js.join("probe.js").display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    wasm
+/// Handlers in other languages: (constant, project folder, its sources, what it is).
+const OTHER_LANGUAGES: [(&str, &str, [&str; 2], &str); 6] = [
+    (
+        "JS_PROBE",
+        "tests/support/js",
+        ["probe.js", "package.json"],
+        "The JavaScript probe without the SDK (componentize-js, default features).",
+    ),
+    (
+        "JS_SDK_PROBE",
+        "tests/support/js-sdk",
+        ["app.js", "package.json"],
+        "The JavaScript probe on the SDK.",
+    ),
+    (
+        "PY_PROBE",
+        "tests/support/py",
+        ["app.py", "pyproject.toml"],
+        "The Python probe on the SDK.",
+    ),
+    (
+        "PY_RAW_PROBE",
+        "tests/support/py-raw",
+        ["app.py", "pyproject.toml"],
+        "The Python probe without the SDK (an uncaught exception traps).",
+    ),
+    (
+        "REFUND",
+        "handlers/refund",
+        ["app.py", "pyproject.toml"],
+        "The refund example handler (Python).",
+    ),
+    (
+        "NOTIFY",
+        "handlers/notify",
+        ["app.js", "package.json"],
+        "The notify example handler (JavaScript).",
+    ),
+];
+
+/// One install of each toolchain for every build of these projects, kept
+/// with the build (`<target>/hourglass-toolchains`), so a rebuild reuses it.
+fn shared_toolchains(out_dir: &Path) -> PathBuf {
+    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out
+    let build = out_dir
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .expect("OUT_DIR is inside the target folder's build/");
+    build
+        .parent()
+        .and_then(Path::parent)
+        .expect("a target folder")
+        .join("hourglass-toolchains")
+}
+
+/// Build one project exactly as `hourglass build` does (hourglass-builder);
+/// its component.
+fn build_project(dir: &Path, toolchains: &Path) -> PathBuf {
+    let mut project =
+        hourglass_builder::Project::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    project.share_toolchains(toolchains);
+    let built = project
+        .build(&mut |note| println!("cargo:warning={note}"))
+        .unwrap_or_else(|e| {
+            panic!(
+                "building {} failed: {e}\n(scripts/setup installs python3-venv, nodejs and npm)",
+                dir.display()
+            )
+        });
+    built
+        .into_iter()
+        .next()
+        .expect("a project builds one component")
 }

@@ -1,27 +1,34 @@
-//! `hourglass build`: compile handler crates for wasm32-wasip2 and place each
-//! component in handlers_dir, written to a temporary name and renamed so a
-//! running runner never sees a half-written file.
+//! `hourglass build`: build handler projects in any language (the
+//! `hourglass-builder` crate) and place each component in handlers_dir,
+//! written to a temporary name and renamed so a running runner never sees a
+//! half-written file.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
+use hourglass_builder::{BuildError, Project};
 
 use super::Failure;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Example: hourglass build handlers/order_cancel\n\
-    Needs the wasm32-wasip2 target: rustup target add wasm32-wasip2")]
+#[command(after_help = "Examples:\n  \
+    hourglass build .                   the project in this folder\n  \
+    hourglass build handlers/resize     a Rust crate or workspace (Cargo.toml)\n  \
+    hourglass build py-mail js-hooks    a Python (pyproject.toml or app.py) and a JavaScript (package.json) project\n\
+    Rust needs the wasm32-wasip2 target (rustup target add wasm32-wasip2). Python and JavaScript \
+    need python3 with venv, or Node.js and npm: the first build installs componentize-py (PyPI) \
+    or componentize-js (npm) into the project's .hourglass/ folder; set HOURGLASS_TOOLCHAINS to \
+    a folder to share one install among projects.")]
 pub(super) struct Args {
-    /// Crate or workspace folders (with a Cargo.toml) to build.
-    #[arg(default_value = "handlers")]
-    crates: Vec<PathBuf>,
+    /// Project folders to build.
+    #[arg(default_value = ".")]
+    projects: Vec<PathBuf>,
     /// Where to put the .wasm files (default: handlers_dir from queues.toml, else ./handlers).
     #[arg(long)]
     out: Option<PathBuf>,
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &std::path::Path, args: Args) -> Result<(), Failure> {
     let out = match args.out {
         Some(out) => out,
         None => match crate::Config::load_for(config, crate::config::Check::Producer) {
@@ -29,69 +36,37 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
             Err(_) => PathBuf::from("handlers"),
         },
     };
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    for krate in &args.crates {
-        let manifest = krate.join("Cargo.toml");
-        if !manifest.is_file() {
-            return Err(Failure::input(anyhow!(
-                "{} has no Cargo.toml",
-                krate.display()
-            )));
+    // building runs compilers for seconds to minutes: off the async runtime
+    tokio::task::spawn_blocking(move || build_all(&args.projects, &out))
+        .await
+        .map_err(|e| anyhow!("the build panicked: {e}"))?
+}
+
+fn build_all(projects: &[PathBuf], out: &std::path::Path) -> Result<(), Failure> {
+    let failure = |e: BuildError| {
+        if e.is_input() {
+            Failure::input(e)
+        } else {
+            Failure::from(e)
         }
-        for wasm in build(&manifest)? {
-            let name = wasm.file_name().expect("artifact has a name");
-            let target = out.join(name);
-            let tmp = out.join(format!(".{}.tmp", name.to_string_lossy()));
-            std::fs::copy(&wasm, &tmp).with_context(|| format!("copying {}", wasm.display()))?;
-            std::fs::rename(&tmp, &target)
-                .with_context(|| format!("placing {}", target.display()))?;
-            println!("built {}", target.display());
+    };
+    for dir in projects {
+        let project = Project::open(dir).map_err(failure)?;
+        let started = std::time::Instant::now();
+        let built = project
+            .build(&mut |note| eprintln!("{note}"))
+            .map_err(failure)?;
+        for component in built {
+            let placed = hourglass_builder::place(&component, out).map_err(failure)?;
+            let size = std::fs::metadata(&placed).map(|m| m.len()).unwrap_or(0);
+            println!(
+                "built {} ({}, {}, {:.1} s)",
+                placed.display(),
+                project.lang(),
+                bytesize::ByteSize(size).display().si(),
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     Ok(())
-}
-
-/// `cargo build --release --target wasm32-wasip2` on `manifest`; the .wasm artifacts.
-fn build(manifest: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let output = Command::new("cargo")
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--message-format=json-render-diagnostics",
-        ])
-        .arg("--manifest-path")
-        .arg(manifest)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running cargo (is the Rust toolchain installed?)")?;
-    if !output.status.success() {
-        return Err(anyhow!("cargo build failed for {}", manifest.display()).into());
-    }
-    let mut wasm = Vec::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if msg["reason"] == "compiler-artifact" {
-            for file in msg["filenames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f.as_str())
-            {
-                if file.ends_with(".wasm") {
-                    wasm.push(PathBuf::from(file));
-                }
-            }
-        }
-    }
-    if wasm.is_empty() {
-        return Err(Failure::input(anyhow!(
-            "{} built no component; a handler crate needs crate-type = [\"cdylib\"]",
-            manifest.display()
-        )));
-    }
-    Ok(wasm)
 }

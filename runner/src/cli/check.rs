@@ -16,9 +16,11 @@ pub(super) async fn run(path: &Path) -> Result<(), Failure> {
             .context("creating the WebAssembly engine")?;
         let mut lines = Vec::new();
         for topic in &config.topics {
+            let unfit = |e: String| Failure::input(anyhow::anyhow!("topic {:?}: {e}", topic.name));
             let handler = runtime
                 .load(&topic.handler)
-                .map_err(|e| Failure::input(anyhow::anyhow!("topic {:?}: {e}", topic.name)))?;
+                .map_err(|e| unfit(e.to_string()))?;
+            handler.fits_memory(topic.memory).map_err(unfit)?;
             lines.push(format!(
                 "  {:<24} {} {} (priority {}, concurrency {}, timeout {}, max attempts {})",
                 topic.name,
@@ -29,6 +31,17 @@ pub(super) async fn run(path: &Path) -> Result<(), Failure> {
                 humantime::format_duration(topic.timeout),
                 topic.max_attempts
             ));
+            if let Some(needs) = handler.needs() {
+                lines.push(format!(
+                    "  {:<24} each instance: {} of {} memor{} at start, {} table{}",
+                    "",
+                    bytesize::ByteSize(needs.initial_memory).display().iec(),
+                    needs.memories,
+                    if needs.memories == 1 { "y" } else { "ies" },
+                    needs.tables,
+                    if needs.tables == 1 { "" } else { "s" }
+                ));
+            }
             if !topic.may_enqueue.is_empty() {
                 lines.push(format!(
                     "  {:<24} may enqueue to {}",

@@ -75,9 +75,9 @@ enum Command {
     Schedules(schedules::Args),
     /// Validate queues.toml and every handler; run nothing.
     Check,
-    /// Build handler crates for wasm32-wasip2 and place the components in handlers_dir.
+    /// Build handler projects (Rust, Python, JavaScript) and place the components in handlers_dir.
     Build(build::Args),
-    /// Create a handler project (crate, starter handler, queues.toml) anywhere on disk.
+    /// Create a handler project (Rust, Python or JavaScript: starter handler, queues.toml) anywhere on disk.
     New(new::Args),
 }
 

@@ -97,6 +97,13 @@ impl Loader {
                 }
             }
         }
+        for topic in &config.topics {
+            if let Some(Some(handler)) = self.files.get(&topic.handler).map(|k| &k.handler)
+                && let Err(why) = handler.fits_memory(topic.memory)
+            {
+                anyhow::bail!("topic {:?}: {why}", topic.name);
+            }
+        }
         let cached = match (before, self.runtime.cache_stats()) {
             (Some((h0, _)), Some((h1, _))) => format!(", {} from the compile cache", h1 - h0),
             _ => String::new(),

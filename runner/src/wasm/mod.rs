@@ -32,7 +32,7 @@ use crate::config::{Grants, MAX_MEMORY, TopicConfig};
 pub use cache::CacheError;
 pub use context::JobContext;
 pub use host::FollowUp;
-use host::Host;
+use host::{Host, Said};
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
 
 /// Bindings generated from `wit/handler.wit`.
@@ -69,6 +69,14 @@ pub enum LoadError {
     /// The engine could not be created (bad limits, no virtual memory).
     #[error("cannot create the WebAssembly engine: {0}")]
     Engine(String),
+    /// A component that needs more per instance than the pool gives one.
+    #[error("{path} needs more per instance than the runner's instance pool allows: {reason}")]
+    Unfit {
+        /// The file.
+        path: String,
+        /// What wasmtime said (what, how many, the limit).
+        reason: String,
+    },
     /// A component that does not implement the handler world.
     #[error("{path} does not implement the hourglass handler contract (wit/handler.wit): {reason}")]
     Incompatible {
@@ -148,6 +156,45 @@ pub struct JobInput {
     pub due_at_ms: u64,
 }
 
+/// The most one instance of a handler may hold. Every component that loads
+/// fits it (a bigger one is refused at load, with wasmtime's message naming
+/// the limit), so the pool, `slots` times this, always has room for `slots`
+/// instances of any handlers at once: no job waits or is released for want
+/// of an instance. Core instances cost nothing until used (the pool only
+/// counts them): a Python handler (componentize-py) makes 14, JavaScript
+/// (componentize-js) 4, Rust 1 to 3. Memories and tables are pool slots,
+/// address space until used: each of those needs 1 memory and 2 tables.
+pub const PER_INSTANCE: PerInstance = PerInstance {
+    core_instances: 64,
+    memories: 4,
+    tables: 8,
+};
+
+/// Limits of one instance in the pool.
+#[derive(Debug, Clone, Copy)]
+pub struct PerInstance {
+    /// Core module instances.
+    pub core_instances: u32,
+    /// Linear memories.
+    pub memories: u32,
+    /// Tables.
+    pub tables: u32,
+}
+
+/// What a handler asks of each instance, as far as the component says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// Linear memories it defines.
+    pub memories: u32,
+    /// Its largest memory at start, in bytes.
+    pub initial_memory: u64,
+    /// Tables it defines.
+    pub tables: u32,
+}
+
+/// A WebAssembly page, the unit of memory sizes.
+const WASM_PAGE: u64 = 64 << 10;
+
 /// Linear memory kept resident per pool slot between instances: a Rust
 /// handler's initial memory (about 1.1 MiB: its stack and data) fits.
 const KEEP_RESIDENT: usize = 2 << 20;
@@ -157,12 +204,33 @@ const KEEP_RESIDENT: usize = 2 << 20;
 pub struct LoadedHandler {
     pre: bindings::HandlerPre<Host>,
     hash: Arc<str>,
+    needs: Option<Needs>,
 }
 
 impl LoadedHandler {
     /// The content hash of the file it was compiled from (see [`content_hash`]).
     pub fn hash(&self) -> &str {
         &self.hash
+    }
+
+    /// What each instance needs; `None` when the component does not say (it
+    /// instantiates modules it imports).
+    pub fn needs(&self) -> Option<Needs> {
+        self.needs
+    }
+
+    /// Whether an instance can start within a memory limit of `limit` bytes:
+    /// why not, if it cannot (every attempt would fail at once).
+    pub fn fits_memory(&self, limit: u64) -> Result<(), String> {
+        match self.needs {
+            Some(needs) if needs.initial_memory > limit => Err(format!(
+                "handler {} starts with {} of linear memory, more than the topic's memory limit of {}: raise the topic's `memory`",
+                self.hash,
+                size(needs.initial_memory),
+                size(limit)
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -173,12 +241,38 @@ pub fn content_hash(bytes: &[u8]) -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// How many handler instances are alive now (a shared count).
+#[derive(Debug, Clone, Default)]
+pub struct InUse(Arc<std::sync::atomic::AtomicU32>);
+
+impl InUse {
+    /// Instances alive now.
+    pub fn now(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Count one instance until the guard drops.
+    fn enter(&self) -> InUseGuard {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InUseGuard(self.clone())
+    }
+}
+
+struct InUseGuard(InUse);
+
+impl Drop for InUseGuard {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The engine, linker and epoch ticker shared by all handlers.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<Host>,
     cache: Option<Cache>,
     outbound: Arc<OutboundCounts>,
+    in_use: InUse,
     _ticker: epoch::EpochTicker,
 }
 
@@ -187,13 +281,26 @@ impl Runtime {
     /// caching compiled handlers in `cache_dir` when given. A cache that cannot
     /// be used is logged and skipped: handlers are then compiled every start.
     pub fn new(slots: u32, cache_dir: Option<&Path>) -> Result<Runtime, LoadError> {
+        Runtime::with_limits(slots, PER_INSTANCE, cache_dir)
+    }
+
+    /// Like [`Runtime::new`] with other per-instance limits (tests).
+    pub fn with_limits(
+        slots: u32,
+        per_instance: PerInstance,
+        cache_dir: Option<&Path>,
+    ) -> Result<Runtime, LoadError> {
         let engine_error = |e: wasmtime::Error| LoadError::Engine(format!("{e:#}"));
         let mut pool = PoolingAllocationConfig::default();
-        // A Rust component is a few core instances, memories and tables; leave room.
+        // Every handler that loads fits PER_INSTANCE (a bigger one is refused
+        // at load), so `slots` instances of any handlers at once always fit.
         pool.total_component_instances(slots)
-            .total_core_instances(slots.saturating_mul(8))
-            .total_memories(slots.saturating_mul(2))
-            .total_tables(slots.saturating_mul(4))
+            .total_core_instances(slots.saturating_mul(per_instance.core_instances))
+            .max_core_instances_per_component(per_instance.core_instances)
+            .total_memories(slots.saturating_mul(per_instance.memories))
+            .max_memories_per_component(per_instance.memories)
+            .total_tables(slots.saturating_mul(per_instance.tables))
+            .max_tables_per_component(per_instance.tables)
             .total_stacks(slots)
             // Every slot reserves 4 GiB of address space anyway (no bounds checks
             // needed); allowing it all lets a reload raise a topic's `memory`
@@ -234,6 +341,7 @@ impl Runtime {
             linker,
             cache,
             outbound: Arc::default(),
+            in_use: InUse::default(),
             _ticker: ticker,
         })
     }
@@ -241,6 +349,11 @@ impl Runtime {
     /// Outbound HTTP requests so far, per (topic, status).
     pub fn outbound_counts(&self) -> Arc<OutboundCounts> {
         self.outbound.clone()
+    }
+
+    /// The count of instances alive now.
+    pub fn in_use(&self) -> InUse {
+        self.in_use.clone()
     }
 
     /// Compile-cache (hits, misses) so far, if there is a cache.
@@ -263,11 +376,21 @@ impl Runtime {
 
     /// Compile `bytes` (read from `name`) and check them against the contract.
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedHandler, LoadError> {
-        let component =
-            Component::from_binary(&self.engine, bytes).map_err(|e| LoadError::Invalid {
-                path: name.to_owned(),
-                reason: format!("{e:#}"),
-            })?;
+        let component = Component::from_binary(&self.engine, bytes).map_err(|e| {
+            let reason = format!("{e:#}");
+            // the pool's per-instance limits are checked as the component is made
+            if reason.contains("in the pooling allocator") {
+                LoadError::Unfit {
+                    path: name.to_owned(),
+                    reason,
+                }
+            } else {
+                LoadError::Invalid {
+                    path: name.to_owned(),
+                    reason,
+                }
+            }
+        })?;
         let incompatible = |e: wasmtime::Error| LoadError::Incompatible {
             path: name.to_owned(),
             reason: format!("{e:#}"),
@@ -277,9 +400,18 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(incompatible)?;
         let pre = bindings::HandlerPre::new(pre).map_err(incompatible)?;
+        let needs = component.resources_required().map(|r| Needs {
+            memories: r.num_memories,
+            initial_memory: r
+                .max_initial_memory_size
+                .unwrap_or(0)
+                .saturating_mul(WASM_PAGE),
+            tables: r.num_tables,
+        });
         Ok(LoadedHandler {
             pre,
             hash: content_hash(bytes).into(),
+            needs,
         })
     }
 
@@ -322,6 +454,7 @@ impl Runtime {
                 }
                 Err(e) => return Err(Stop::Trap(e)),
             };
+            let _alive = self.in_use.enter();
             instance
                 .call_handle(&mut store, &input)
                 .await
@@ -352,7 +485,8 @@ impl Runtime {
                 size(host.limits.exceeded.unwrap_or_default() as u64)
             )),
             Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.stderr_summary() {
-                Some(line) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
+                Some(Said::Exception(message)) => format!("uncaught exception: {message}"),
+                Some(Said::Line(line)) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
                 None => format!("trapped: {}", root_cause(&e)),
             }),
         }

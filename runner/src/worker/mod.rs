@@ -223,6 +223,11 @@ impl Runner {
         self.shared.runtime.outbound_counts()
     }
 
+    /// How many handler instances are alive, now and whenever asked.
+    pub fn instances_in_use(&self) -> crate::wasm::InUse {
+        self.shared.runtime.in_use()
+    }
+
     /// What the HTTP API and dashboard need of this runner.
     pub fn ops(&self) -> crate::http::Ops {
         crate::http::Ops {

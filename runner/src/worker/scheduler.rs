@@ -185,7 +185,7 @@ impl Scheduler {
             self.shared
                 .metrics
                 .instances_in_use
-                .set(self.tasks.len() as i64);
+                .set(i64::from(self.shared.runtime.in_use().now()));
             tokio::select! {
                 biased;
                 () = &mut shutdown => break,

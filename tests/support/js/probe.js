@@ -1,6 +1,7 @@
-// A JavaScript handler for the tests. Built by test-support's build script with
-//   componentize-js --wit wit --world-name handler -o js_probe.wasm probe.js
-// (componentize-js 0.23.0, default features: the component imports wasi:http).
+// A JavaScript handler for the tests that does not use the SDK: what the runner
+// makes of a bare componentize-js component (default features: it imports
+// wasi:http), an uncaught exception included. Built by test-support's build
+// script as `hourglass build` builds any JavaScript project.
 // The payload is JSON: {"fetch": URL} GETs the URL and fails the job with its
 // status and body as the reason (so a test sees what the handler saw);
 // {"fetch_many": [URL, ...]} starts all the GETs at once and fails the job with

@@ -10,8 +10,9 @@ pub mod http_server;
 pub mod redis_server;
 pub mod tls;
 
-/// Paths of the example handler components, built from `handlers/` for
-/// wasm32-wasip2 by this crate's build script.
+/// Paths of the handler components, built by this crate's build script: the
+/// Rust crates of `handlers/` for wasm32-wasip2, and the Python and
+/// JavaScript projects (probes and examples) as `hourglass build` does.
 pub mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 

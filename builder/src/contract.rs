@@ -1,0 +1,112 @@
+//! The handler contract and the SDKs, embedded from this repository so that
+//! a build of a project anywhere on disk uses exactly the contract the
+//! runner it came with serves.
+
+use std::path::Path;
+
+use crate::{BuildError, write_if_changed};
+
+/// `wit/handler.wit`, the one contract.
+const HANDLER_WIT: &str = include_str!("../../wit/handler.wit");
+
+/// The WASI packages `handler-http` refers to (`wit/deps/`).
+const WASI_DEPS: [(&str, &str); 7] = [
+    ("cli", include_str!("../../wit/deps/cli/cli.wit")),
+    ("clocks", include_str!("../../wit/deps/clocks/clocks.wit")),
+    (
+        "filesystem",
+        include_str!("../../wit/deps/filesystem/filesystem.wit"),
+    ),
+    ("http", include_str!("../../wit/deps/http/http.wit")),
+    ("io", include_str!("../../wit/deps/io/io.wit")),
+    ("random", include_str!("../../wit/deps/random/random.wit")),
+    (
+        "sockets",
+        include_str!("../../wit/deps/sockets/sockets.wit"),
+    ),
+];
+
+/// The Python SDK (`sdk/python/`), as files under a Python path entry.
+pub(crate) const PYTHON_SDK: [(&str, &str); 2] = [
+    (
+        "hourglass/__init__.py",
+        include_str!("../../sdk/python/hourglass/__init__.py"),
+    ),
+    (
+        "hourglass/http.py",
+        include_str!("../../sdk/python/hourglass/http.py"),
+    ),
+];
+
+/// The JavaScript SDK (`sdk/js/hourglass.js`): one ES module.
+pub(crate) const JS_SDK: &str = include_str!("../../sdk/js/hourglass.js");
+
+/// The pinned JavaScript toolchain: its package.json and lockfile.
+pub(crate) const JS_TOOLCHAIN: [(&str, &str); 2] = [
+    ("package.json", include_str!("../toolchain/js/package.json")),
+    (
+        "package-lock.json",
+        include_str!("../toolchain/js/package-lock.json"),
+    ),
+];
+
+/// Write the contract as is into `dir`, with the WASI packages it refers to.
+pub(crate) fn write_plain(dir: &Path) -> Result<(), BuildError> {
+    write_if_changed(&dir.join("handler.wit"), HANDLER_WIT)?;
+    write_deps(dir)
+}
+
+fn write_deps(dir: &Path) -> Result<(), BuildError> {
+    for (name, text) in WASI_DEPS {
+        write_if_changed(
+            &dir.join("deps").join(name).join(format!("{name}.wit")),
+            text,
+        )?;
+    }
+    Ok(())
+}
+
+/// Write the contract for componentize-py into `dir`, with the WASI
+/// packages: the world `handler-http`, with the contract's interface
+/// `types` named `job-types`.
+///
+/// Why the new name: componentize-py 0.25.1 panics ("called `Option::unwrap()`
+/// on a `None` value", summary.rs) on a world that imports two interfaces
+/// called `types` (ours and `wasi:http/types`). The interface only holds
+/// types (records and a variant, compared by structure), and the runner links
+/// no instance for it, so a component naming it `job-types` is served exactly
+/// like one naming it `types`.
+pub(crate) fn write_for_python(dir: &Path) -> Result<(), BuildError> {
+    write_if_changed(&dir.join("handler.wit"), &python_wit()?)?;
+    write_deps(dir)
+}
+
+fn python_wit() -> Result<String, BuildError> {
+    let renames = [
+        ("interface types {", "interface job-types {"),
+        ("use types.{", "use job-types.{"),
+    ];
+    let mut wit = HANDLER_WIT.to_owned();
+    for (from, to) in renames {
+        if wit.matches(from).count() != 1 {
+            return Err(BuildError::Project(format!(
+                "this hourglass cannot build Python handlers: its contract no longer has exactly \
+                 one {from:?} (the Python build renames it)"
+            )));
+        }
+        wit = wit.replace(from, to);
+    }
+    Ok(wit)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_python_contract_renames_only_the_types_interface() {
+        let wit = super::python_wit().unwrap();
+        assert!(wit.contains("interface job-types {"));
+        assert!(wit.contains("use job-types.{job, outcome};"));
+        assert!(!wit.contains("interface types {"));
+        assert!(wit.contains("world handler-http"));
+    }
+}

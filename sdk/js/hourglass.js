@@ -1,0 +1,170 @@
+// hourglass for JavaScript handlers: a thin layer over the contract
+// (wit/handler.wit) as componentize-js binds it. `hourglass build` keeps this
+// file in the project, at the version of the hourglass that builds; edit the
+// handler, not this file.
+//
+//   import { handler, retryIn, fail, followUp, log } from './hourglass.js';
+//
+//   export const handle = handler(async (job) => {
+//     const order = job.json();
+//     if (!order.id) return fail('no order id');            // dead letter, with this reason
+//     const res = await fetch('https://orders.example.com/cancel', {
+//       method: 'POST', body: JSON.stringify(order), headers: { 'content-type': 'application/json' },
+//     });
+//     if (res.status === 429 || res.status >= 500) {
+//       return retryIn(retryAfter(res) ?? 30, `order service: ${res.status}`);
+//     }
+//     followUp('notify', { order: order.id }, { id: `notify-${order.id}` });
+//     log.info(`cancelled order ${order.id}`);
+//     // returning nothing (or ack()) acks the job
+//   });
+//
+// A handler returns nothing or ack() to ack, retry(...) / retryIn(...) to try
+// again, fail(...) to dead-letter; throwing Retry or Fail does the same from
+// anywhere below it. Any other exception is a failed attempt (retried with the
+// topic's backoff, dead-lettered when attempts run out) whose recorded reason
+// is the exception's name and message; its stack goes to the runner's log.
+// fetch() reaches only the hosts the topic is granted in queues.toml.
+
+import { log as hostLog } from 'hourglass:handler/log@0.1.0';
+import { enqueue, enqueueUnique } from 'hourglass:handler/follow-up@0.1.0';
+
+/** One attempt of one job. */
+export class Job {
+  constructor(raw) {
+    this.raw = raw;
+  }
+  /** The job's id, unique among the live jobs of its topic. */
+  get id() { return this.raw.id; }
+  get topic() { return this.raw.topic; }
+  /** The bytes the producer enqueued (a Uint8Array). */
+  get payload() { return this.raw.payload; }
+  /** Which attempt this is, from 1. */
+  get attempt() { return this.raw.attempt; }
+  get maxAttempts() { return this.raw.maxAttempts; }
+  get isLastAttempt() { return this.raw.attempt >= this.raw.maxAttempts; }
+  /** When the job was accepted, in ms since the Unix epoch. */
+  get enqueuedAtMs() { return Number(this.raw.enqueuedAt); }
+  /** When this attempt became due, in ms since the Unix epoch. */
+  get dueAtMs() { return Number(this.raw.dueAt); }
+  /** The payload as UTF-8 text; a payload that is not fails the job for good. */
+  text() {
+    try {
+      return new TextDecoder('utf-8', { fatal: true }).decode(this.raw.payload);
+    } catch (e) {
+      throw new Fail(`payload is not UTF-8: ${e.message}`);
+    }
+  }
+  /** The payload parsed as JSON; a payload that is not JSON fails the job for good. */
+  json() {
+    const text = this.text();
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new Fail(`payload is not JSON: ${e.message}`);
+    }
+  }
+}
+
+/** Throw to try the job again: after `seconds`, or the topic's backoff when undefined. */
+export class Retry extends Error {
+  constructor(reason, seconds) {
+    super(String(reason));
+    this.name = 'Retry';
+    this.seconds = seconds;
+  }
+}
+
+/** Throw to give up on the job for good: it is dead-lettered with this reason. */
+export class Fail extends Error {
+  constructor(reason) {
+    super(String(reason));
+    this.name = 'Fail';
+  }
+}
+
+/** Done: the job and its payload are deleted. */
+export function ack() {
+  return { tag: 'ack' };
+}
+
+/** Try again after the topic's backoff; `reason` is recorded as the last error. */
+export function retry(reason) {
+  return { tag: 'retry', val: { delayMs: undefined, reason: String(reason) } };
+}
+
+/** Try again after `seconds` (a number); `reason` is recorded as the last error. */
+export function retryIn(seconds, reason) {
+  const ms = BigInt(Math.max(0, Math.round(Number(seconds) * 1000)));
+  return { tag: 'retry', val: { delayMs: ms, reason: String(reason) } };
+}
+
+/** Give up now: the job goes to the dead-letter set with `reason`. */
+export function fail(reason) {
+  return { tag: 'fail', val: String(reason) };
+}
+
+/** A response's Retry-After header in seconds, when it is a number; else undefined. */
+export function retryAfter(response) {
+  const value = response.headers.get('retry-after');
+  const seconds = value === null ? NaN : Number(value);
+  return Number.isInteger(seconds) && seconds >= 0 ? seconds : undefined;
+}
+
+/**
+ * Enqueue a job to `topic` when this attempt acks; returns its id.
+ * `payload` is a Uint8Array, a string, or anything JSON.stringify takes;
+ * `delay` and `uniqueFor` are seconds; `uniqueFor` (which needs `id`) keeps
+ * the id taken that long even after that job is done. A refusal (a topic not
+ * in may_enqueue, a bad id, a payload over the limit) fails the job.
+ */
+export function followUp(topic, payload, { delay, id, uniqueFor } = {}) {
+  let bytes;
+  if (payload instanceof Uint8Array) bytes = payload;
+  else if (typeof payload === 'string') bytes = new TextEncoder().encode(payload);
+  else bytes = new TextEncoder().encode(JSON.stringify(payload));
+  const job = {
+    topic,
+    payload: bytes,
+    delayMs: delay === undefined ? undefined : BigInt(Math.max(0, Math.round(delay * 1000))),
+    id,
+  };
+  try {
+    if (uniqueFor === undefined) return enqueue(job);
+    return enqueueUnique(job, BigInt(Math.max(0, Math.round(uniqueFor * 1000))));
+  } catch (e) {
+    throw new Fail(`follow-up refused: ${e.payload ?? e.message ?? e}`);
+  }
+}
+
+/** Lines in the runner's log, tagged with topic, job and attempt. */
+export const log = {
+  debug: (message) => hostLog('debug', String(message)),
+  info: (message) => hostLog('info', String(message)),
+  warn: (message) => hostLog('warn', String(message)),
+  error: (message) => hostLog('error', String(message)),
+};
+
+const OUTCOMES = new Set(['ack', 'retry', 'fail']);
+
+/** Make `fn(job)` (which may be async) this component's handler: `export const handle = handler(fn)`. */
+export function handler(fn) {
+  return async function handle(raw) {
+    let outcome;
+    try {
+      outcome = await fn(new Job(raw));
+    } catch (e) {
+      if (e instanceof Fail) return fail(e.message);
+      if (e instanceof Retry) return e.seconds === undefined ? retry(e.message) : retryIn(e.seconds, e.message);
+      const name = e instanceof Error ? e.name : typeof e;
+      const message = e instanceof Error ? e.message : String(e);
+      log.error(e instanceof Error && e.stack ? `${name}: ${message}\n${e.stack}` : `${name}: ${message}`);
+      return retry(`${name}: ${message}`);
+    }
+    if (outcome === undefined || outcome === null) return ack();
+    if (typeof outcome === 'object' && OUTCOMES.has(outcome.tag)) return outcome;
+    return retry(
+      `TypeError: the handler returned ${typeof outcome}; return nothing, ack(), retry(...), retryIn(...) or fail(...)`,
+    );
+  };
+}

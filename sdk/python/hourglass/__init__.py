@@ -1,0 +1,212 @@
+"""hourglass for Python handlers: a thin layer over the bindings componentize-py
+generates for the contract (wit/handler.wit). `hourglass build` puts this
+package on the build's Python path; nothing to install.
+
+    import hourglass
+    from hourglass import http
+
+    @hourglass.handler
+    def handle(job):
+        order = job.json()
+        if "id" not in order:
+            return hourglass.fail("no order id")          # dead letter, with this reason
+        res = http.post_json("https://orders.example.com/cancel", order)
+        if res.status == 429 or res.status >= 500:
+            return hourglass.retry_in(res.retry_after() or 30, f"order service: {res.status}")
+        hourglass.follow_up("notify", {"order": order["id"]}, id=f"notify-{order['id']}")
+        hourglass.info(f"cancelled order {order['id']}")
+        # returning None (or hourglass.ack()) acks the job
+
+A handler returns None or ack() to ack, retry(...) / retry_in(...) to try
+again, fail(...) to dead-letter; raising Retry(...) or Fail(...) does the same
+from anywhere below it. Any other exception is a failed attempt (retried with
+the topic's backoff, dead-lettered when attempts run out) whose recorded
+reason is the exception's type and message; its traceback goes to the
+runner's log. print() and the log functions write to the runner's log,
+tagged with topic, job and attempt.
+"""
+
+import json as _json
+import sys as _sys
+import traceback as _traceback
+
+from componentize_py_types import Err as _Err
+from wit_world.imports import follow_up as _follow_up
+from wit_world.imports import job_types as _types
+from wit_world.imports import log as _log
+
+__all__ = [
+    "Job", "handler", "ack", "retry", "retry_in", "fail", "Retry", "Fail",
+    "follow_up", "debug", "info", "warn", "error",
+]
+
+
+class Job:
+    """One attempt of one job."""
+
+    def __init__(self, raw):
+        self._raw = raw
+
+    @property
+    def id(self):
+        """The job's id, unique among the live jobs of its topic."""
+        return self._raw.id
+
+    @property
+    def topic(self):
+        return self._raw.topic
+
+    @property
+    def payload(self):
+        """The bytes the producer enqueued."""
+        return bytes(self._raw.payload)
+
+    @property
+    def attempt(self):
+        """Which attempt this is, from 1."""
+        return self._raw.attempt
+
+    @property
+    def max_attempts(self):
+        return self._raw.max_attempts
+
+    @property
+    def is_last_attempt(self):
+        return self._raw.attempt >= self._raw.max_attempts
+
+    @property
+    def enqueued_at_ms(self):
+        """When the job was accepted, in ms since the Unix epoch."""
+        return self._raw.enqueued_at
+
+    @property
+    def due_at_ms(self):
+        """When this attempt became due, in ms since the Unix epoch."""
+        return self._raw.due_at
+
+    def text(self):
+        """The payload as UTF-8 text; a payload that is not fails the job for good."""
+        try:
+            return self.payload.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise Fail(f"payload is not UTF-8: {e}") from None
+
+    def json(self):
+        """The payload parsed as JSON; a payload that is not JSON fails the job for good."""
+        try:
+            return _json.loads(self.payload)
+        except ValueError as e:
+            raise Fail(f"payload is not JSON: {e}") from None
+
+    def __repr__(self):
+        return f"Job(topic={self.topic!r}, id={self.id!r}, attempt={self.attempt})"
+
+
+class Retry(Exception):
+    """Raise to try the job again: after `seconds`, or the topic's backoff when None."""
+
+    def __init__(self, reason, seconds=None):
+        super().__init__(str(reason))
+        self.seconds = seconds
+
+
+class Fail(Exception):
+    """Raise to give up on the job for good: it is dead-lettered with this reason."""
+
+
+def ack():
+    """Done: the job and its payload are deleted."""
+    return _types.Outcome_Ack()
+
+
+def retry(reason):
+    """Try again after the topic's backoff; `reason` is recorded as the last error."""
+    return _types.Outcome_Retry(_types.Retry(delay_ms=None, reason=str(reason)))
+
+
+def retry_in(seconds, reason):
+    """Try again after `seconds` (a number); `reason` is recorded as the last error."""
+    return _types.Outcome_Retry(
+        _types.Retry(delay_ms=max(0, int(seconds * 1000)), reason=str(reason))
+    )
+
+
+def fail(reason):
+    """Give up now: the job goes to the dead-letter set with `reason`."""
+    return _types.Outcome_Fail(str(reason))
+
+
+def follow_up(topic, payload, *, delay=None, id=None, unique_for=None):
+    """Enqueue a job to `topic` when this attempt acks; returns its id.
+
+    `payload` is bytes, a str, or anything JSON can encode; `delay` and
+    `unique_for` are seconds; `unique_for` (which needs `id`) keeps the id
+    taken that long even after that job is done. A refusal (a topic not in
+    may_enqueue, a bad id, a payload over the limit) fails the job.
+    """
+    if isinstance(payload, str):
+        data = payload.encode("utf-8")
+    elif isinstance(payload, (bytes, bytearray)):
+        data = bytes(payload)
+    else:
+        data = _json.dumps(payload).encode("utf-8")
+    job = _follow_up.NewJob(
+        topic=topic,
+        payload=data,
+        delay_ms=None if delay is None else max(0, int(delay * 1000)),
+        id=id,
+    )
+    try:
+        if unique_for is None:
+            return _follow_up.enqueue(job)
+        return _follow_up.enqueue_unique(job, max(0, int(unique_for * 1000)))
+    except _Err as e:
+        raise Fail(f"follow-up refused: {e.value}") from None
+
+
+def _logger(level):
+    def log(message):
+        _log.log(level, str(message))
+
+    return log
+
+
+debug = _logger(_log.Level.DEBUG)
+info = _logger(_log.Level.INFO)
+warn = _logger(_log.Level.WARN)
+error = _logger(_log.Level.ERROR)
+
+_OUTCOMES = (_types.Outcome_Ack, _types.Outcome_Retry, _types.Outcome_Fail)
+
+
+def _answer(fn, raw):
+    """Run the handler on one attempt; its outcome, whatever it did."""
+    try:
+        outcome = fn(Job(raw))
+    except Fail as e:
+        return fail(e)
+    except Retry as e:
+        return retry(e) if e.seconds is None else retry_in(e.seconds, e)
+    except Exception as e:  # a failed attempt: retried with backoff
+        error("".join(_traceback.format_exception(e)).rstrip())
+        return retry(f"{type(e).__name__}: {e}")
+    if outcome is None:
+        return ack()
+    if isinstance(outcome, _OUTCOMES):
+        return outcome
+    return retry(
+        f"TypeError: the handler returned {type(outcome).__name__}; "
+        "return None, ack(), retry(...), retry_in(...) or fail(...)"
+    )
+
+
+def handler(fn):
+    """Make `fn(job)` this component's handler (one per component)."""
+
+    class WitWorld:
+        def handle(self, raw):
+            return _answer(fn, raw)
+
+    # componentize-py looks for `WitWorld` in the handler's module
+    _sys.modules[fn.__module__].WitWorld = WitWorld
+    return fn

@@ -1,0 +1,30 @@
+// A JavaScript handler for the tests, on the SDK (the twin of py/app.py). The
+// payload is JSON; each key asks for one thing, checked in this order:
+//   {"log": MESSAGE}                   an info line, then the rest
+//   {"print": TEXT}                    console.log(TEXT), then the rest
+//   {"throw": MESSAGE}                 throw a RangeError(MESSAGE)
+//   {"fail": REASON}                   fail (dead letter) with REASON
+//   {"retry_in": SECONDS, "reason": R} retry after SECONDS with R
+//   {"retry": REASON}                  retry with the topic's backoff
+//   {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?}}  then ack
+//   {"fetch": URL}                     GET URL; fail with "fetched STATUS BODY"
+//   {}                                 ack
+import { handler, fail, retry, retryIn, followUp, log } from './hourglass.js';
+
+export const handle = handler(async (job) => {
+  const plan = job.json();
+  if (plan.log !== undefined) log.info(plan.log);
+  if (plan.print !== undefined) console.log(plan.print);
+  if (plan.throw !== undefined) throw new RangeError(plan.throw);
+  if (plan.fail !== undefined) return fail(plan.fail);
+  if (plan.retry_in !== undefined) return retryIn(plan.retry_in, plan.reason ?? 'asked to retry');
+  if (plan.retry !== undefined) return retry(plan.retry);
+  if (plan.follow_up !== undefined) {
+    const f = plan.follow_up;
+    followUp(f.topic, f.payload, { id: f.id, delay: f.delay, uniqueFor: f.unique_for });
+  }
+  if (plan.fetch !== undefined) {
+    const res = await fetch(plan.fetch);
+    return fail(`fetched ${res.status} ${await res.text()}`);
+  }
+});

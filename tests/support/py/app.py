@@ -1,0 +1,52 @@
+"""A Python handler for the tests, on the SDK. The payload is JSON; each key
+asks for one thing, checked in this order:
+
+    {"log": MESSAGE}                  an info line, then the rest
+    {"print": TEXT}                   a line on stdout, then the rest
+    {"sleep_ms": N}                   sleep N ms first, then the rest
+    {"raise": MESSAGE}                raise ValueError(MESSAGE)
+    {"fail": REASON}                  fail (dead letter) with REASON
+    {"retry_in": SECONDS, "reason": R}  retry after SECONDS with R
+    {"retry": REASON}                 retry with the topic's backoff
+    {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?}}  then ack
+    {"fetch": URL}                    GET URL; fail with "fetched STATUS BODY"
+    {"post_json": URL, "body": V}     POST V as JSON; fail with "posted STATUS BODY"
+    {}                                ack
+"""
+
+import time
+
+import hourglass
+from hourglass import http
+
+
+@hourglass.handler
+def handle(job):
+    plan = job.json()
+    if "log" in plan:
+        hourglass.info(plan["log"])
+    if "print" in plan:
+        print(plan["print"])
+    if "sleep_ms" in plan:
+        time.sleep(plan["sleep_ms"] / 1000)
+    if "raise" in plan:
+        raise ValueError(plan["raise"])
+    if "fail" in plan:
+        return hourglass.fail(plan["fail"])
+    if "retry_in" in plan:
+        return hourglass.retry_in(plan["retry_in"], plan.get("reason", "asked to retry"))
+    if "retry" in plan:
+        return hourglass.retry(plan["retry"])
+    if "follow_up" in plan:
+        f = plan["follow_up"]
+        hourglass.follow_up(
+            f["topic"], f["payload"], id=f.get("id"), delay=f.get("delay"),
+            unique_for=f.get("unique_for"),
+        )
+    if "fetch" in plan:
+        res = http.get(plan["fetch"])
+        return hourglass.fail(f"fetched {res.status} {res.text()}")
+    if "post_json" in plan:
+        res = http.post_json(plan["post_json"], plan.get("body"))
+        return hourglass.fail(f"posted {res.status} {res.text()}")
+    return None
