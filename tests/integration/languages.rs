@@ -510,3 +510,24 @@ fn new_build_and_check_work_for_each_language_outside_the_repository() {
         "{manifest}"
     );
 }
+
+#[test]
+fn the_demo_configuration_checks_with_every_example_handler() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let demo = std::fs::read_to_string(repo.join("queues.toml")).unwrap();
+    // the demo's own redis-server is not needed to check
+    let project = Project::new("", "");
+    std::fs::write(project.config_path(), &demo).unwrap();
+    add_handler(&project, "refund.wasm", REFUND);
+    add_handler(&project, "notify.wasm", NOTIFY);
+    let out = hourglass(&project, &["check"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for topic in ["order_cancel", "webhook", "refund", "notify"] {
+        assert!(text.contains(topic), "{topic}: {text}");
+    }
+}
