@@ -23,6 +23,21 @@ pub struct Project {
 }
 
 impl Project {
+    /// A project in `dir` on the server at `url`.
+    pub fn from_dir(dir: tempfile::TempDir, url: &str) -> Project {
+        Project {
+            dir,
+            url: url.to_owned(),
+        }
+    }
+
+    /// Its folder.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Project {
     pub fn new(url: &str) -> anyhow::Result<Project> {
         let dir = echo_project(&format!(
             "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"{TOPIC}\"\nhandler = \"echo.wasm\"\n"
@@ -33,7 +48,7 @@ impl Project {
         })
     }
 
-    fn config(&self) -> anyhow::Result<Config> {
+    pub fn config(&self) -> anyhow::Result<Config> {
         Ok(Config::load(&self.dir.path().join("queues.toml"))?)
     }
 
@@ -55,7 +70,7 @@ fn echo_project(queues_toml: &str) -> anyhow::Result<tempfile::TempDir> {
 
 /// A temporary project folder: `queues.toml` with this text, and these
 /// (name, path) components in `handlers/`.
-fn project_with(
+pub fn project_with(
     queues_toml: &str,
     components: &[(&str, &str)],
 ) -> anyhow::Result<tempfile::TempDir> {
@@ -69,13 +84,13 @@ fn project_with(
 }
 
 /// A runner in the background.
-struct Background {
+pub struct Background {
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 impl Background {
-    fn start(runner: Runner) -> Background {
+    pub fn start(runner: Runner) -> Background {
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(runner.run(async {
             let _ = stopped.await;
@@ -83,13 +98,13 @@ impl Background {
         Background { stop, task }
     }
 
-    async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.stop.send(());
         self.task.await?
     }
 }
 
-fn jobs(n: usize, due_at_ms: impl Fn(usize) -> u64, payload: &[u8]) -> Vec<NewJob> {
+pub fn jobs(n: usize, due_at_ms: impl Fn(usize) -> u64, payload: &[u8]) -> Vec<NewJob> {
     (0..n)
         .map(|i| NewJob {
             id: None,
@@ -101,7 +116,7 @@ fn jobs(n: usize, due_at_ms: impl Fn(usize) -> u64, payload: &[u8]) -> Vec<NewJo
         .collect()
 }
 
-async fn enqueue_all(q: &Queue, k: &TopicKeys, jobs: &[NewJob]) -> anyhow::Result<()> {
+pub async fn enqueue_all(q: &Queue, k: &TopicKeys, jobs: &[NewJob]) -> anyhow::Result<()> {
     for chunk in jobs.chunks(1000) {
         q.enqueue(k, chunk, now_ms()).await?;
     }

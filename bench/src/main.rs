@@ -4,11 +4,13 @@
 //! taken pair by pair and the medians printed as one table and written as
 //! JSON (after every section, so a failure loses nothing measured before it).
 //!
-//! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
-//! `lateness`, `memory`, `instance`, `cluster`, `scaling`.
+//! Run: `./scripts/bench` (see `--help`). Sections: `throughput`, `http`,
+//! `languages`, `lateness`, `memory`, `instance`, `metrics`, `swap`,
+//! `cluster`, `scaling`.
 
 mod bullmq;
 mod hourglass;
+mod languages;
 mod report;
 mod server;
 mod sink;
@@ -42,7 +44,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, http, lateness, memory, instance, metrics, cluster, scaling).
+    /// Run only these sections (throughput, http, languages, lateness, memory, instance, metrics, swap, cluster, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -59,6 +61,10 @@ struct Sizes {
     memory: usize,
     scale: usize,
     instance: usize,
+    /// No-op jobs per language (Python and JavaScript; Rust and BullMQ get `throughput` / 5).
+    languages: usize,
+    /// Live swaps of a small (Rust) and of a big (Python) component.
+    swaps: (usize, usize),
 }
 
 /// The run: its server, the hourglass project, and what was measured.
@@ -88,6 +94,8 @@ async fn main() -> anyhow::Result<()> {
             memory: 10_000,
             scale: 2_000,
             instance: 2_000,
+            languages: 1_000,
+            swaps: (5, 1),
         }
     } else {
         Sizes {
@@ -98,6 +106,8 @@ async fn main() -> anyhow::Result<()> {
             memory: 100_000,
             scale: 50_000,
             instance: 20_000,
+            languages: 5_000,
+            swaps: (30, 3),
         }
     };
     let redis = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
@@ -132,6 +142,10 @@ async fn main() -> anyhow::Result<()> {
             let result = b.http_call().await;
             b.done("http", result)?;
         }
+        if b.wanted("languages") {
+            let result = b.languages(r).await;
+            b.done("languages", result)?;
+        }
         if b.wanted("lateness") {
             let result = b.lateness(r).await;
             b.done("lateness", result)?;
@@ -148,6 +162,10 @@ async fn main() -> anyhow::Result<()> {
             let result = b.metrics().await;
             b.done("metrics", result)?;
         }
+    }
+    if b.wanted("swap") {
+        let result = b.swap().await;
+        b.done("swap", result)?;
     }
     if b.wanted("cluster") {
         let result = b.cluster().await;
@@ -280,6 +298,118 @@ impl Bench {
             j(&hg, "runner_cpu_us_per_job"),
             None,
         );
+        Ok(())
+    }
+
+    /// No-op jobs in Rust, Python and JavaScript against BullMQ's no-op
+    /// worker in the same repeat; the runner's memory with a Python and a
+    /// JavaScript topic; compiling the big components.
+    async fn languages(&mut self, _repeat: usize) -> anyhow::Result<()> {
+        let bull_n = self.sizes.throughput / 5;
+        let bull = if self.args.skip_bullmq {
+            None
+        } else {
+            server::flush(&self.url).await?;
+            eprintln!("   languages / bullmq no-op");
+            Some(bullmq::run(
+                "throughput",
+                self.redis.port,
+                serde_json::json!({ "n": bull_n }),
+            )?)
+        };
+        for (label, component) in languages::NO_OPS {
+            server::flush(&self.url).await?;
+            eprintln!("   languages / {label} no-op");
+            let n = if label == "rust" {
+                bull_n
+            } else {
+                self.sizes.languages
+            };
+            let p = languages::project_for(&self.url, component)?;
+            let hg = hourglass::throughput(&p, n).await?;
+            self.report.record(
+                &format!("languages {label} no-op processed_per_sec"),
+                "jobs/s",
+                j(&hg, "processed_per_sec"),
+                bull.as_ref().and_then(|b| j(b, "processed_per_sec")),
+            );
+            self.report.record(
+                &format!("languages {label} no-op runner_cpu_us_per_job"),
+                "µs",
+                j(&hg, "runner_cpu_us_per_job"),
+                None,
+            );
+        }
+        server::flush(&self.url).await?;
+        eprintln!("   languages / memory");
+        let m = languages::memory(&self.url, self.sizes.languages / 2).await?;
+        for (key, name) in [
+            (
+                "rss_idle_mib",
+                "languages runner RSS, a python + a js topic, idle",
+            ),
+            (
+                "rss_load_mib",
+                "languages runner RSS, a python + a js topic, 16+16 running",
+            ),
+        ] {
+            self.report.record(name, "MiB", j(&m, key), None);
+        }
+        for (label, component) in &languages::NO_OPS[1..] {
+            eprintln!("   languages / compile {label}");
+            let c = languages::compile(component)?;
+            self.report.record(
+                &format!("languages {label} compile, empty cache"),
+                "s",
+                j(&c, "cold_s"),
+                None,
+            );
+            self.report.record(
+                &format!("languages {label} load from the compile cache"),
+                "s",
+                j(&c, "warm_s"),
+                None,
+            );
+        }
+        Ok(())
+    }
+
+    /// Live replacements under load: rename → first attempt on the new version.
+    async fn swap(&mut self) -> anyhow::Result<()> {
+        let (small, big) = self.sizes.swaps;
+        let (echo, python) = (
+            test_support::components::ECHO,
+            test_support::components::PY_PROBE,
+        );
+        for (label, component, swaps, precompiled) in [
+            ("rust echo (100 KB)", echo, small, false),
+            ("python probe (19 MB)", python, big, false),
+            (
+                "python probe (19 MB), precompiled by hourglass build",
+                python,
+                big,
+                true,
+            ),
+        ] {
+            server::flush(&self.url).await?;
+            eprintln!("== swap {label} x{swaps}");
+            let took = languages::swap(&self.url, component, swaps, precompiled).await?;
+            let worst = took.iter().copied().fold(0.0, f64::max);
+            self.report.record(
+                &format!("swap {label}: rename to serving, worst of {swaps}"),
+                "s",
+                Some(worst),
+                None,
+            );
+            for t in took {
+                self.report.record(
+                    &format!("swap {label}: rename to serving"),
+                    "s",
+                    Some(t),
+                    None,
+                );
+            }
+        }
         Ok(())
     }
 

@@ -499,6 +499,23 @@ fn new_build_and_check_work_for_each_language_outside_the_repository() {
     let (code, text) = run(dir.path(), &["build", "."]);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("is not a handler project"), "{text}");
+    // a crate that builds a component without the contract is never placed
+    let odd = dir.path().join("not-a-handler");
+    std::fs::create_dir_all(odd.join("src")).unwrap();
+    std::fs::write(
+        odd.join("Cargo.toml"),
+        "[package]\nname = \"not-a-handler\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+         [lib]\ncrate-type = [\"cdylib\"]\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(odd.join("src/lib.rs"), "pub fn nothing() {}\n").unwrap();
+    let (code, text) = run(&odd, &["build", "."]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("does not implement the hourglass handler contract"),
+        "{text}"
+    );
+    assert!(!odd.join("handlers/not_a_handler.wasm").exists(), "{text}");
     let (code, _) = run(
         dir.path(),
         &["new", "gitty", "--sdk", "https://example.com/hourglass.git"],

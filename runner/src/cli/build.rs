@@ -1,14 +1,17 @@
 //! `hourglass build`: build handler projects in any language (the
-//! `hourglass-builder` crate) and place each component in handlers_dir,
-//! written to a temporary name and renamed so a running runner never sees a
-//! half-written file.
+//! `hourglass-builder` crate), check each component against the contract and
+//! compile it into the runner's compile cache (so a running runner swaps it
+//! in from the cache instead of compiling it: seconds for a big component),
+//! then place it in handlers_dir, written to a temporary name and renamed so
+//! a running runner never sees a half-written file.
 
 use std::path::PathBuf;
 
-use anyhow::anyhow;
+use anyhow::{Context, anyhow};
 use hourglass_builder::{BuildError, Project};
 
 use super::Failure;
+use crate::wasm::Runtime;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -18,7 +21,9 @@ use super::Failure;
     Rust needs the wasm32-wasip2 target (rustup target add wasm32-wasip2). Python and JavaScript \
     need python3 with venv, or Node.js and npm: the first build installs componentize-py (PyPI) \
     or componentize-js (npm) into the project's .hourglass/ folder; set HOURGLASS_TOOLCHAINS to \
-    a folder to share one install among projects.")]
+    a folder to share one install among projects. Each component is checked against the contract \
+    and compiled into the compile cache of queues.toml's runner before it is placed: a runner on \
+    this machine then swaps it in from the cache.")]
 pub(super) struct Args {
     /// Project folders to build.
     #[arg(default_value = ".")]
@@ -29,20 +34,25 @@ pub(super) struct Args {
 }
 
 pub(super) async fn run(config: &std::path::Path, args: Args) -> Result<(), Failure> {
-    let out = match args.out {
-        Some(out) => out,
-        None => match crate::Config::load_for(config, crate::config::Check::Producer) {
-            Ok(c) => c.runner.handlers_dir,
-            Err(_) => PathBuf::from("handlers"),
-        },
+    let runner = crate::Config::load_for(config, crate::config::Check::Producer).ok();
+    let cache = runner.as_ref().and_then(|c| c.runner.compile_cache.clone());
+    let out = match (args.out, runner) {
+        (Some(out), _) => out,
+        (None, Some(c)) => c.runner.handlers_dir,
+        (None, None) => PathBuf::from("handlers"),
     };
     // building runs compilers for seconds to minutes: off the async runtime
-    tokio::task::spawn_blocking(move || build_all(&args.projects, &out))
+    tokio::task::spawn_blocking(move || build_all(&args.projects, &out, cache.as_deref()))
         .await
         .map_err(|e| anyhow!("the build panicked: {e}"))?
 }
 
-fn build_all(projects: &[PathBuf], out: &std::path::Path) -> Result<(), Failure> {
+fn build_all(
+    projects: &[PathBuf],
+    out: &std::path::Path,
+    cache: Option<&std::path::Path>,
+) -> Result<(), Failure> {
+    let runtime = Runtime::new(1, cache).context("creating the WebAssembly engine")?;
     let failure = |e: BuildError| {
         if e.is_input() {
             Failure::input(e)
@@ -57,14 +67,24 @@ fn build_all(projects: &[PathBuf], out: &std::path::Path) -> Result<(), Failure>
             .build(&mut |note| eprintln!("{note}"))
             .map_err(failure)?;
         for component in built {
+            // what cannot serve is never placed where a runner would load it
+            let compiled = std::time::Instant::now();
+            runtime.load(&component).map_err(Failure::input)?;
+            let compiled = compiled.elapsed();
             let placed = hourglass_builder::place(&component, out).map_err(failure)?;
             let size = std::fs::metadata(&placed).map(|m| m.len()).unwrap_or(0);
             println!(
-                "built {} ({}, {}, {:.1} s)",
+                "built {} ({}, {}, {:.1} s; checked and compiled{} in {:.1} s)",
                 placed.display(),
                 project.lang(),
                 bytesize::ByteSize(size).display().si(),
-                started.elapsed().as_secs_f64()
+                (started.elapsed() - compiled).as_secs_f64(),
+                if cache.is_some() {
+                    " into the runner's cache"
+                } else {
+                    ""
+                },
+                compiled.as_secs_f64()
             );
         }
     }

@@ -12,6 +12,9 @@ use crate::config::Config;
 /// How long file events must be quiet before a rescan (a copy in progress
 /// produces a stream of them).
 const QUIET: Duration = Duration::from_millis(100);
+/// The same after a file was renamed into place (complete at once: only
+/// the events of the same deploy are gathered).
+const QUIET_RENAMED: Duration = Duration::from_millis(10);
 /// A rescan happens at least this often, even without events.
 const RESCAN: Duration = Duration::from_secs(5);
 
@@ -30,18 +33,21 @@ pub async fn watch(mut loader: Loader, mut current: Snapshot, tx: mpsc::Sender<R
         tokio::select! {
             () = tx.closed() => return,
             event = events.recv() => {
-                if event.is_none() {
+                let Some(mut complete) = event else {
                     // the watcher is gone: fall back to the periodic rescan
                     tokio::time::sleep(RESCAN).await;
-                }
+                    continue;
+                };
                 // a copy in progress produces a stream of events: wait for quiet
                 let settle = tokio::time::Instant::now() + Duration::from_secs(1);
-                while let Ok(Some(_)) = tokio::time::timeout_at(
-                    settle.min(tokio::time::Instant::now() + QUIET),
-                    events.recv(),
-                )
-                .await
-                {}
+                loop {
+                    let quiet = if complete { QUIET_RENAMED } else { QUIET };
+                    let until = settle.min(tokio::time::Instant::now() + quiet);
+                    match tokio::time::timeout_at(until, events.recv()).await {
+                        Ok(Some(renamed)) => complete &= renamed,
+                        _ => break,
+                    }
+                }
             }
             () = tokio::time::sleep(RESCAN) => {}
         }
@@ -56,15 +62,38 @@ pub async fn watch(mut loader: Loader, mut current: Snapshot, tx: mpsc::Sender<R
     }
 }
 
-type Events = mpsc::UnboundedSender<()>;
+/// A change that may matter; `true` when it is a file renamed into place
+/// (whole at once), `false` for anything that may still be going on.
+type Events = mpsc::UnboundedSender<bool>;
 
 fn start_watcher(config: &Config, tx: Events) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::event::{ModifyKind, RenameMode};
     use notify::{EventKind, RecursiveMode, Watcher};
+    let config_name = config.path.file_name().map(|n| n.to_owned());
+    let matters = move |path: &Path| {
+        path.extension().is_some_and(|x| x == "wasm")
+            || config_name
+                .as_deref()
+                .is_some_and(|n| path.file_name() == Some(n))
+    };
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // opening and closing without writing changes nothing
-        if !matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
-            let _ = tx.send(());
+        let Ok(event) = event else {
+            // the watcher lost track (its queue overflowed): rescan to be sure
+            let _ = tx.send(false);
+            return;
+        };
+        // opening and closing without writing changes nothing; nor do other
+        // files (a deploy's temporary file, an editor's swap file)
+        if matches!(event.kind, EventKind::Access(_))
+            || (!event.paths.is_empty() && !event.paths.iter().any(|p| matters(p)))
+        {
+            return;
         }
+        let renamed = matches!(
+            event.kind,
+            EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+        );
+        let _ = tx.send(renamed);
     })?;
     watcher.watch(&config.runner.handlers_dir, RecursiveMode::NonRecursive)?;
     // the folder, not the file: editors replace a file by renaming over it

@@ -186,22 +186,25 @@ impl Scheduler {
                 .metrics
                 .instances_in_use
                 .set(i64::from(self.shared.runtime.in_use().now()));
+            // biased, rare events first: under load a finished attempt is
+            // almost always ready, and would otherwise keep a reload (a new
+            // handler version) or a wake-up waiting for a lull
             tokio::select! {
                 biased;
                 () = &mut shutdown => break,
-                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
-                    reaped(joined);
-                    while let Some(joined) = self.tasks.try_join_next() {
-                        reaped(joined);
-                    }
-                }
-                Some(msg) = wake.recv() => self.on_wake(msg),
                 Some(Reload { snapshot, notices }) = reload.recv() => {
                     if let Some(snapshot) = snapshot {
                         self.apply(snapshot);
                     }
                     for notice in notices {
                         self.shared.reloaded(notice, now_ms());
+                    }
+                }
+                Some(msg) = wake.recv() => self.on_wake(msg),
+                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                    reaped(joined);
+                    while let Some(joined) = self.tasks.try_join_next() {
+                        reaped(joined);
                     }
                 }
                 () = tokio::time::sleep(sleep) => {}
