@@ -175,50 +175,6 @@ fn summarise_stderr(tail: &[String]) -> Option<Said> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{Said, summarise_stderr};
-
-    fn said(text: &str) -> Option<Said> {
-        summarise_stderr(&text.lines().map(str::to_owned).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn a_python_traceback_gives_the_exception_that_ended_it() {
-        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in handle\n    \
-                      raise KeyError(1)\nKeyError: 1\n\nDuring handling of the above exception, another \
-                      exception occurred:\n\nTraceback (most recent call last):\n  File \"/0/app.py\", \
-                      line 5, in handle\nValueError: the amount is negative\nthread '<unnamed>' (1) \
-                      panicked at runtime/src/lib.rs:1280:25:\nPython function threw an unexpected exception\n";
-        assert_eq!(
-            said(stderr),
-            Some(Said::Exception("ValueError: the amount is negative".into()))
-        );
-    }
-
-    #[test]
-    fn a_javascript_exception_gives_its_message() {
-        let stderr = "Error: order 1042 has no customer\nStack:\n  handle@probe.js:22:11\n\
-                      Redirecting call to abort() to mozalloc_abort\n";
-        assert_eq!(
-            said(stderr),
-            Some(Said::Exception("Error: order 1042 has no customer".into()))
-        );
-    }
-
-    #[test]
-    fn a_rust_panic_gives_where_and_what() {
-        let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nno order id\nnote: run with \
-                      `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
-        assert_eq!(
-            said(stderr),
-            Some(Said::Line(
-                "thread '<unnamed>' panicked at src/lib.rs:9:5: no order id".into()
-            ))
-        );
-    }
-}
-
 impl WasiView for Host {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -358,5 +314,49 @@ impl ResourceLimiter for MemoryLimit {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 1 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Said, summarise_stderr};
+
+    fn said(text: &str) -> Option<Said> {
+        summarise_stderr(&text.lines().map(str::to_owned).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_python_traceback_gives_the_exception_that_ended_it() {
+        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in handle\n    \
+                      raise KeyError(1)\nKeyError: 1\n\nDuring handling of the above exception, another \
+                      exception occurred:\n\nTraceback (most recent call last):\n  File \"/0/app.py\", \
+                      line 5, in handle\nValueError: the amount is negative\nthread '<unnamed>' (1) \
+                      panicked at runtime/src/lib.rs:1280:25:\nPython function threw an unexpected exception\n";
+        assert_eq!(
+            said(stderr),
+            Some(Said::Exception("ValueError: the amount is negative".into()))
+        );
+    }
+
+    #[test]
+    fn a_javascript_exception_gives_its_message() {
+        let stderr = "Error: order 1042 has no customer\nStack:\n  handle@probe.js:22:11\n\
+                      Redirecting call to abort() to mozalloc_abort\n";
+        assert_eq!(
+            said(stderr),
+            Some(Said::Exception("Error: order 1042 has no customer".into()))
+        );
+    }
+
+    #[test]
+    fn a_rust_panic_gives_where_and_what() {
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nno order id\nnote: run with \
+                      `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            said(stderr),
+            Some(Said::Line(
+                "thread '<unnamed>' panicked at src/lib.rs:9:5: no order id".into()
+            ))
+        );
     }
 }
