@@ -1,6 +1,8 @@
 //! The dashboard in a real headless Chromium (Debian's, over chromedriver):
 //! it shows a topic's counts after jobs ran, a dead letter in its list,
-//! pause shows as paused, and retry moves the letter back. A screenshot is
+//! pause shows as paused, and retry moves the letter back; with 100 topics
+//! and 10,000 dead letters every topic has its row and the letters come a
+//! page at a time. A screenshot is
 //! saved as a test artifact (`target/test-artifacts/dashboard.png`).
 
 use std::time::Duration;
@@ -143,6 +145,78 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
         .await
         .unwrap();
     until_text(c, "tr[data-topic=panic] td.dead", |t| t == "1").await;
+    browser.close().await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_stays_usable_with_100_topics_and_10000_dead_letters() {
+    let mut topics = String::from(
+        "[[topic]]\nname = \"boom\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\nconcurrency = 16\n\n\
+         [http]\nlisten = \"127.0.0.1:0\"\n\n",
+    );
+    for t in 0..99 {
+        topics.push_str(&format!(
+            "[[topic]]\nname = \"t{t:02}\"\nhandler = \"echo.wasm\"\n\n"
+        ));
+    }
+    let project = Project::new("concurrency = 16", &topics);
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let jobs: Vec<_> = (0..10_000)
+        .map(|i| json!({ "id": format!("d{i:05}"), "payload": "x" }))
+        .collect();
+    let answer = call(
+        &addr,
+        "POST",
+        "/api/topics/boom/jobs",
+        None,
+        Some(&serde_json::Value::from(jobs).to_string()),
+    )
+    .await;
+    assert_eq!(answer.status, 200);
+    // every one of them dies (the handler panics, one attempt)
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let topic = call(&addr, "GET", "/api/topics/boom", None, None).await;
+        let body: serde_json::Value = serde_json::from_str(&topic.body).unwrap();
+        if body["dead"] == 10_000 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    c.goto(&format!("http://{addr}/")).await.unwrap();
+    until_text(c, "tr[data-topic=boom] td.dead", |t| t == "10000").await;
+    until_text(c, "tr[data-topic=t98] td.scheduled", |t| t == "0").await;
+    let rows = c.find_all(Locator::Css("#topics tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 100, "every topic has its row");
+
+    // the dead letters come a page at a time
+    c.find(Locator::Css("tr[data-topic=boom] a.dead"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(c, "#dead-page", |t| t == "1–50 of 10000").await;
+    let first = c.find_all(Locator::Css("#dead tbody tr")).await.unwrap();
+    assert_eq!(first.len(), 50);
+    let first_id = first[0].attr("data-id").await.unwrap().unwrap();
+    c.find(Locator::Css("#dead-next"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until_text(c, "#dead-page", |t| t == "51–100 of 10000").await;
+    let second = c.find_all(Locator::Css("#dead tbody tr")).await.unwrap();
+    assert_eq!(second.len(), 50);
+    let second_id = second[0].attr("data-id").await.unwrap().unwrap();
+    assert_ne!(first_id, second_id, "the next page shows other letters");
     browser.close().await;
     running.stop().await;
 }
