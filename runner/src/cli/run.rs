@@ -10,8 +10,7 @@ use crate::Runner;
 pub(super) async fn run(config: &Path) -> Result<(), Failure> {
     let config = load_config(config)?;
     let config_http = config.http.as_ref().map(|h| h.listen);
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
+    let mut shutdown = Box::pin(shutdown_signal());
     // starting may wait for Redis: a signal meanwhile stops it cleanly
     let runner = tokio::select! {
         runner = Runner::start(config) => runner?,
@@ -33,7 +32,13 @@ pub(super) async fn run(config: &Path) -> Result<(), Failure> {
         }
         None => None,
     };
-    runner.run(shutdown).await.context("running")?;
+    // the runner's loop on a worker thread like every task it spawns (run
+    // here, on the thread that blocks on the runtime, each finished attempt
+    // would wake it across threads)
+    tokio::spawn(runner.run(shutdown))
+        .await
+        .context("the runner stopped unexpectedly")?
+        .context("running")?;
     if let Some((stop, task)) = server {
         let _ = stop.send(());
         let _ = task.await;
