@@ -35,7 +35,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 struct Args {
     /// How many times each workload runs per contender.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Small sizes everywhere: a smoke run in a minute, not numbers to quote.
     #[arg(long)]
