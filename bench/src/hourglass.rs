@@ -8,7 +8,7 @@ use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::Done;
 use hourglass::redis::{Endpoint, NewJob, Queue, TopicKeys};
-use hourglass::wasm::{JobContext, JobInput, Runtime, Sandbox};
+use hourglass::wasm::{JobInput, Runtime, Sandbox};
 use hourglass::{Config, Runner};
 use tokio::sync::oneshot;
 
@@ -300,11 +300,9 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
         http: Default::default(),
     };
     let input = |i: usize| JobInput {
-        ctx: JobContext {
-            topic: TOPIC.into(),
-            id: i.to_string(),
-            attempt: 1,
-        },
+        topic: TOPIC.into(),
+        id: i.to_string(),
+        attempt: 1,
         payload: b"{}".to_vec(),
         max_attempts: 5,
         enqueued_at_ms: 0,

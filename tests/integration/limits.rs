@@ -130,7 +130,7 @@ async fn a_memory_bomb_is_stopped_at_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it() {
     use hourglass::config::{Grants, HttpGrant, HttpLimits};
-    use hourglass::wasm::{Finish, HttpPolicy, JobContext, JobInput, Runtime, Sandbox};
+    use hourglass::wasm::{Finish, HttpPolicy, JobInput, Runtime, Sandbox};
     use test_support::{HttpServer, Reply};
     // the first attempt holds the only slot while it waits on a request that
     // is never answered: the server seeing the request is the signal
@@ -152,11 +152,9 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         http: std::sync::Arc::new(HttpPolicy::new(grants, HttpLimits::default())),
     };
     let input = |id: &str| JobInput {
-        ctx: JobContext {
-            topic: "probe".into(),
-            id: id.into(),
-            attempt: 1,
-        },
+        topic: "probe".into(),
+        id: id.into(),
+        attempt: 1,
         payload: format!(r#"{{"fetch":"{}"}}"#, server.url()).into_bytes(),
         max_attempts: 1,
         enqueued_at_ms: 0,

@@ -1,6 +1,10 @@
-//! Which job an instance runs: what every log line of the guest carries.
+//! Which job an instance runs: what every log line of the attempt carries.
 
-/// Which job an instance is running, for its log lines.
+use std::sync::Arc;
+
+/// Which job an instance is running, and on which handler version, for the
+/// attempt's log lines (fields on each line rather than a span: a span per
+/// attempt cost about 2 µs of a no-op job at the default log level).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobContext {
     /// The job's topic.
@@ -9,4 +13,6 @@ pub struct JobContext {
     pub id: String,
     /// The attempt.
     pub attempt: u32,
+    /// The handler's content hash.
+    pub handler: Arc<str>,
 }

@@ -198,22 +198,28 @@ impl types::Host for Host {}
 
 impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
-        let JobContext { topic, id, attempt } = &*self.ctx;
+        let JobContext {
+            topic,
+            id,
+            attempt,
+            handler,
+        } = &*self.ctx;
+        let handler = &**handler;
         match level {
             log::Level::Trace => {
-                tracing::trace!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+                tracing::trace!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
             }
             log::Level::Debug => {
-                tracing::debug!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+                tracing::debug!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
             }
             log::Level::Info => {
-                tracing::info!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+                tracing::info!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
             }
             log::Level::Warn => {
-                tracing::warn!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+                tracing::warn!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
             }
             log::Level::Error => {
-                tracing::error!(target: "handler", %topic, job_id = %id, attempt, "{message}")
+                tracing::error!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
             }
         }
     }

@@ -144,8 +144,12 @@ impl Sandbox {
 /// The input of one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInput {
-    /// Id, topic and attempt.
-    pub ctx: JobContext,
+    /// The job's topic.
+    pub topic: String,
+    /// The job's id.
+    pub id: String,
+    /// Which attempt this is (1 for the first).
+    pub attempt: u32,
     /// The payload.
     pub payload: Vec<u8>,
     /// Attempts in all.
@@ -422,7 +426,13 @@ impl Runtime {
     /// Run one attempt in a fresh instance inside `sandbox`.
     pub async fn run(&self, handler: &LoadedHandler, job: JobInput, sandbox: &Sandbox) -> Finish {
         let deadline = Instant::now() + sandbox.timeout;
-        let host = match Host::new(job.ctx.clone(), sandbox, deadline, self.outbound.clone()) {
+        let ctx = JobContext {
+            topic: job.topic.clone(),
+            id: job.id.clone(),
+            attempt: job.attempt,
+            handler: handler.hash.clone(),
+        };
+        let host = match Host::new(ctx, sandbox, deadline, self.outbound.clone()) {
             Ok(host) => host,
             Err(why) => return Finish::Failed(why),
         };
@@ -440,10 +450,10 @@ impl Runtime {
             ))
         });
         let input = wit::Job {
-            id: job.ctx.id,
-            topic: job.ctx.topic,
+            id: job.id,
+            topic: job.topic,
             payload: job.payload,
-            attempt: job.ctx.attempt,
+            attempt: job.attempt,
             max_attempts: job.max_attempts,
             enqueued_at: job.enqueued_at_ms,
             due_at: job.due_at_ms,

@@ -98,8 +98,14 @@ impl State {
         if text.trim().is_empty() {
             return;
         }
-        let JobContext { topic, id, attempt } = &*self.ctx;
-        tracing::info!(target: "handler", %topic, job_id = %id, attempt, stream = self.stream, "{text}");
+        let JobContext {
+            topic,
+            id,
+            attempt,
+            handler,
+        } = &*self.ctx;
+        let handler = &**handler;
+        tracing::info!(target: "handler", %topic, job_id = %id, attempt, handler, stream = self.stream, "{text}");
         if self.tail.len() == TAIL {
             self.tail.pop_front();
         }
@@ -172,6 +178,7 @@ mod tests {
                 topic: "t".into(),
                 id: "1".into(),
                 attempt: 1,
+                handler: "h".into(),
             }
             .into(),
             "stderr",

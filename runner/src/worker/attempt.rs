@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use super::capacity::Slot;
 use super::decide::{self, Decision};
@@ -106,12 +105,11 @@ pub(super) async fn run(
         }
     };
     let (number, max_attempts, due_at_ms) =
-        (input.ctx.attempt, input.max_attempts, input.due_at_ms);
-    let span = tracing::info_span!("attempt", handler = handler.hash());
+        (input.attempt, input.max_attempts, input.due_at_ms);
     let started_at_ms = now_ms();
     let late_ms = started_at_ms.saturating_sub(due_at_ms);
     shared.meter.started(&cfg.name, late_ms);
-    tracing::debug!(parent: &span, topic = %cfg.name, job_id = %attempt.id, attempt = number, late_ms, "started");
+    tracing::debug!(topic = %cfg.name, job_id = %attempt.id, attempt = number, handler = handler.hash(), late_ms, "started");
     shared.emit(
         &cfg.name,
         &attempt.id,
@@ -123,11 +121,7 @@ pub(super) async fn run(
         },
     );
     let ran = std::time::Instant::now();
-    let finish = shared
-        .runtime
-        .run(&handler, input, &topic.sandbox)
-        .instrument(span)
-        .await;
+    let finish = shared.runtime.run(&handler, input, &topic.sandbox).await;
     shared.meter.ran(&cfg.name, ran.elapsed());
     let now = now_ms();
     let decision = decide::after_run(

@@ -8,7 +8,7 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{ClaimedJob, DeadInfo, Failure, NewJob, Parked};
-use crate::wasm::{Finish, FollowUp, JobContext, JobInput};
+use crate::wasm::{Finish, FollowUp, JobInput};
 
 /// The state change an attempt asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,11 +72,9 @@ pub(super) fn before_run(
         )));
     }
     Ok(JobInput {
-        ctx: JobContext {
-            topic: cfg.name.clone(),
-            id,
-            attempt,
-        },
+        topic: cfg.name.clone(),
+        id,
+        attempt,
         payload: record.payload,
         max_attempts,
         enqueued_at_ms: record.enqueued_at_ms,

@@ -242,7 +242,13 @@ struct Call {
 impl Call {
     /// A request the grants refuse: warn once per authority and attempt.
     fn refuse(&self, why: &str) {
-        let JobContext { topic, id, attempt } = &*self.ctx;
+        let JobContext {
+            topic,
+            id,
+            attempt,
+            handler,
+        } = &*self.ctx;
+        let handler = &**handler;
         self.counts.add(topic, "denied");
         if self
             .denied
@@ -250,20 +256,26 @@ impl Call {
             .expect("denied lock")
             .insert(self.authority.clone())
         {
-            tracing::warn!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, "outbound request denied: {why}");
+            tracing::warn!(%topic, job_id = %id, attempt, handler, method = %self.method, authority = %self.authority, "outbound request denied: {why}");
         }
     }
 
     fn finish(&self, result: Result<(u16, Instant), &str>) {
-        let JobContext { topic, id, attempt } = &*self.ctx;
+        let JobContext {
+            topic,
+            id,
+            attempt,
+            handler,
+        } = &*self.ctx;
+        let handler = &**handler;
         match result {
             Ok((status, started)) => {
                 self.counts.add(topic, &status.to_string());
-                tracing::debug!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, status, ms = started.elapsed().as_millis() as u64, "outbound request");
+                tracing::debug!(%topic, job_id = %id, attempt, handler, method = %self.method, authority = %self.authority, status, ms = started.elapsed().as_millis() as u64, "outbound request");
             }
             Err(why) => {
                 self.counts.add(topic, "error");
-                tracing::debug!(%topic, job_id = %id, attempt, method = %self.method, authority = %self.authority, "outbound request failed: {why}");
+                tracing::debug!(%topic, job_id = %id, attempt, handler, method = %self.method, authority = %self.authority, "outbound request failed: {why}");
             }
         }
     }
