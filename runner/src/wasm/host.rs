@@ -198,28 +198,22 @@ impl types::Host for Host {}
 
 impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
-        let JobContext {
-            topic,
-            id,
-            attempt,
-            handler,
-        } = &*self.ctx;
-        let handler = &**handler;
+        let c = &*self.ctx;
         match level {
             log::Level::Trace => {
-                tracing::trace!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
+                tracing::trace!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
             }
             log::Level::Debug => {
-                tracing::debug!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
+                tracing::debug!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
             }
             log::Level::Info => {
-                tracing::info!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
+                tracing::info!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
             }
             log::Level::Warn => {
-                tracing::warn!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
+                tracing::warn!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
             }
             log::Level::Error => {
-                tracing::error!(target: "handler", %topic, job_id = %id, attempt, handler, "{message}")
+                tracing::error!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
             }
         }
     }

@@ -98,14 +98,8 @@ impl State {
         if text.trim().is_empty() {
             return;
         }
-        let JobContext {
-            topic,
-            id,
-            attempt,
-            handler,
-        } = &*self.ctx;
-        let handler = &**handler;
-        tracing::info!(target: "handler", %topic, job_id = %id, attempt, handler, stream = self.stream, "{text}");
+        let c = &*self.ctx;
+        tracing::info!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, stream = self.stream, "{text}");
         if self.tail.len() == TAIL {
             self.tail.pop_front();
         }

@@ -104,8 +104,7 @@ pub(super) async fn run(
             return attempt;
         }
     };
-    let (number, max_attempts, due_at_ms) =
-        (input.attempt, input.max_attempts, input.due_at_ms);
+    let (number, max_attempts, due_at_ms) = (input.attempt, input.max_attempts, input.due_at_ms);
     let started_at_ms = now_ms();
     let late_ms = started_at_ms.saturating_sub(due_at_ms);
     shared.meter.started(&cfg.name, late_ms);

@@ -242,40 +242,28 @@ struct Call {
 impl Call {
     /// A request the grants refuse: warn once per authority and attempt.
     fn refuse(&self, why: &str) {
-        let JobContext {
-            topic,
-            id,
-            attempt,
-            handler,
-        } = &*self.ctx;
-        let handler = &**handler;
-        self.counts.add(topic, "denied");
+        let c = &*self.ctx;
+        self.counts.add(&c.topic, "denied");
         if self
             .denied
             .lock()
             .expect("denied lock")
             .insert(self.authority.clone())
         {
-            tracing::warn!(%topic, job_id = %id, attempt, handler, method = %self.method, authority = %self.authority, "outbound request denied: {why}");
+            tracing::warn!(topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, method = %self.method, authority = %self.authority, "outbound request denied: {why}");
         }
     }
 
     fn finish(&self, result: Result<(u16, Instant), &str>) {
-        let JobContext {
-            topic,
-            id,
-            attempt,
-            handler,
-        } = &*self.ctx;
-        let handler = &**handler;
+        let c = &*self.ctx;
         match result {
             Ok((status, started)) => {
-                self.counts.add(topic, &status.to_string());
-                tracing::debug!(%topic, job_id = %id, attempt, handler, method = %self.method, authority = %self.authority, status, ms = started.elapsed().as_millis() as u64, "outbound request");
+                self.counts.add(&c.topic, &status.to_string());
+                tracing::debug!(topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, method = %self.method, authority = %self.authority, status, ms = started.elapsed().as_millis() as u64, "outbound request");
             }
             Err(why) => {
-                self.counts.add(topic, "error");
-                tracing::debug!(%topic, job_id = %id, attempt, handler, method = %self.method, authority = %self.authority, "outbound request failed: {why}");
+                self.counts.add(&c.topic, "error");
+                tracing::debug!(topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, method = %self.method, authority = %self.authority, "outbound request failed: {why}");
             }
         }
     }
