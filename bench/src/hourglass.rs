@@ -35,9 +35,7 @@ impl Project {
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
-}
 
-impl Project {
     pub fn new(url: &str) -> anyhow::Result<Project> {
         let dir = echo_project(&format!(
             "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"{TOPIC}\"\nhandler = \"echo.wasm\"\n"

@@ -10,9 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::python::folder_name;
 use crate::tool::{self, Step};
-use crate::{BuildError, Lang, Project, component_name, contract, write_if_changed};
+use crate::{BuildError, Lang, Project, component_name, contract, folder_name, write_if_changed};
 
 /// The componentize-js release builds use (npm), as the embedded lockfile pins it.
 pub const COMPONENTIZE_JS: &str = "0.23.0";
@@ -99,10 +98,7 @@ pub(crate) fn build(
     write_if_changed(&project.dir.join(SDK_FILE), contract::JS_SDK)?;
     let wit = work.join("wit-js");
     contract::write_plain(&wit)?;
-    let out = work.join("out").join(format!("{}.wasm", project.name));
-    std::fs::create_dir_all(out.parent().expect("out has a folder")).map_err(BuildError::io(
-        format!("creating {}", work.join("out").display()),
-    ))?;
+    let out = project.output_file()?;
     step("componentize-js").run(
         Command::new(toolchain.join("node_modules/.bin/componentize-js"))
             .arg("--wit")

@@ -141,40 +141,27 @@ impl Project {
         let dir = dir
             .canonicalize()
             .map_err(BuildError::io(format!("reading {}", dir.display())))?;
-        if dir.join("Cargo.toml").is_file() {
-            return Ok(Project {
-                name: String::new(),
-                entry: String::new(),
-                dir,
-                lang: Lang::Rust,
-                toolchains: None,
-            });
-        }
-        if dir.join("package.json").is_file() {
-            let (name, entry) = js::manifest(&dir)?;
-            return Ok(Project {
-                dir,
-                lang: Lang::JavaScript,
-                name,
-                entry,
-                toolchains: None,
-            });
-        }
-        if dir.join("pyproject.toml").is_file() || dir.join("app.py").is_file() {
-            let (name, entry) = python::manifest(&dir)?;
-            return Ok(Project {
-                dir,
-                lang: Lang::Python,
-                name,
-                entry,
-                toolchains: None,
-            });
-        }
-        Err(BuildError::Project(format!(
-            "{} is not a handler project: no Cargo.toml (Rust), package.json (JavaScript), \
-             pyproject.toml or app.py (Python); `hourglass new NAME --lang rust|python|js` makes one",
-            dir.display()
-        )))
+        let (lang, (name, entry)) = if dir.join("Cargo.toml").is_file() {
+            // cargo names the components
+            (Lang::Rust, (String::new(), String::new()))
+        } else if dir.join("package.json").is_file() {
+            (Lang::JavaScript, js::manifest(&dir)?)
+        } else if dir.join("pyproject.toml").is_file() || dir.join("app.py").is_file() {
+            (Lang::Python, python::manifest(&dir)?)
+        } else {
+            return Err(BuildError::Project(format!(
+                "{} is not a handler project: no Cargo.toml (Rust), package.json (JavaScript), \
+                 pyproject.toml or app.py (Python); `hourglass new NAME --lang rust|python|js` makes one",
+                dir.display()
+            )));
+        };
+        Ok(Project {
+            dir,
+            lang,
+            name,
+            entry,
+            toolchains: None,
+        })
     }
 
     /// The project's folder (absolute).
@@ -214,6 +201,22 @@ impl Project {
     fn shown(&self) -> String {
         self.dir.display().to_string()
     }
+
+    /// Where a Python or JavaScript build writes its component:
+    /// `.hourglass/out/<name>.wasm` (the folder is made here).
+    fn output_file(&self) -> Result<PathBuf, BuildError> {
+        let out = self.work_dir().join("out");
+        std::fs::create_dir_all(&out)
+            .map_err(BuildError::io(format!("creating {}", out.display())))?;
+        Ok(out.join(format!("{}.wasm", self.name)))
+    }
+}
+
+/// A folder's own name, which names a project that does not name itself.
+pub(crate) fn folder_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A component's file name from a project name: lowercase letters, digits

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tool::{self, Step};
-use crate::{BuildError, Lang, Project, component_name, contract, write_if_changed};
+use crate::{BuildError, Lang, Project, component_name, contract, folder_name, write_if_changed};
 
 /// The componentize-py release builds use (PyPI).
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -70,12 +70,6 @@ pub(crate) fn manifest(dir: &Path) -> Result<(String, String), BuildError> {
         )));
     }
     Ok((name, module))
-}
-
-pub(crate) fn folder_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// Build `project`; the component, in `.hourglass/out/`.
@@ -137,10 +131,7 @@ pub(crate) fn build(
     let mut cmd = Command::new(&componentize_py);
     world(&mut cmd);
     step("componentize-py bindings").run(cmd.arg("bindings").arg(&bindings))?;
-    let out = work.join("out").join(format!("{}.wasm", project.name));
-    std::fs::create_dir_all(out.parent().expect("out has a folder")).map_err(BuildError::io(
-        format!("creating {}", work.join("out").display()),
-    ))?;
+    let out = project.output_file()?;
     let mut cmd = Command::new(&componentize_py);
     world(&mut cmd);
     cmd.arg("componentize")

@@ -31,6 +31,12 @@ pub struct NewProject {
 
 /// Create the project; its folder.
 pub fn scaffold(new: &NewProject) -> Result<PathBuf, BuildError> {
+    if new.name.contains(['/', '\\']) {
+        return Err(BuildError::Project(format!(
+            "the handler's name {:?} is a path: give a name, and the folder to make it in with --dir",
+            new.name
+        )));
+    }
     let component = component_name(&new.name, "the handler's name")?;
     let root = new.parent.join(&new.name);
     if root.exists() {
@@ -218,6 +224,21 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_name_that_is_a_path_is_refused() {
+        for name in ["../evil", "a/b", "a\\b"] {
+            let e = scaffold(&NewProject {
+                name: name.into(),
+                lang: Lang::Python,
+                parent: temp(),
+                rust_sdk: SdkSource::Git("https://example.org/x".into()),
+            })
+            .unwrap_err();
+            assert!(e.is_input(), "{name}: {e}");
+            assert!(e.to_string().contains("--dir"), "{e}");
+        }
     }
 
     #[test]

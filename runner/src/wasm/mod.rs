@@ -360,8 +360,8 @@ impl Runtime {
     }
 
     /// The count of instances alive now.
-    pub fn in_use(&self) -> InUse {
-        self.in_use.clone()
+    pub fn in_use(&self) -> &InUse {
+        &self.in_use
     }
 
     /// Compile-cache (hits, misses) so far, if there is a cache.

@@ -225,7 +225,7 @@ impl Runner {
 
     /// How many handler instances are alive, now and whenever asked.
     pub fn instances_in_use(&self) -> crate::wasm::InUse {
-        self.shared.runtime.in_use()
+        self.shared.runtime.in_use().clone()
     }
 
     /// What the HTTP API and dashboard need of this runner.
