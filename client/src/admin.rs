@@ -107,9 +107,66 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error);
         self.wake_args(&mut inv, keys);
-        inv.arg(now_ms).arg(DEAD_BATCH);
+        inv.arg(now_ms).arg(DEAD_BATCH).arg(1);
         for id in ids {
             inv.arg(id);
+        }
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// [`Queue::dead_retry`] pinning each job to handler `version` (replay on
+    /// a chosen version): these ids, or when `ids` is empty the oldest
+    /// [`DEAD_BATCH`]. A dead letter whose record cannot be read stays dead
+    /// (not in the answer). Returns the ids requeued.
+    pub async fn dead_retry_on(
+        &self,
+        keys: &TopicKeys,
+        ids: &[String],
+        version: &str,
+        now_ms: u64,
+    ) -> Result<Vec<String>, QueueError> {
+        crate::record::check_version(version).map_err(QueueError::Invalid)?;
+        let ids: Vec<String> = if ids.is_empty() {
+            redis::cmd("ZRANGE")
+                .arg(&keys.dead)
+                .arg(0)
+                .arg(DEAD_BATCH - 1)
+                .query_async(&mut self.conn.clone())
+                .await?
+        } else {
+            ids.to_vec()
+        };
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let stored: Vec<Value> = redis::cmd("HMGET")
+            .arg(&keys.job)
+            .arg(&ids)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let mut inv = scripts::DEAD_RETRY.prepare_invoke();
+        inv.key(&keys.dead)
+            .key(&keys.dead_info)
+            .key(&keys.pending)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(DEAD_BATCH).arg(2);
+        let mut any = false;
+        for (id, stored) in ids.iter().zip(&stored) {
+            let Value::BulkString(bytes) = stored else {
+                continue;
+            };
+            let Ok(mut record) = crate::Record::decode(bytes) else {
+                continue;
+            };
+            record.version = Some(version.to_owned());
+            inv.arg(id).arg(record.encode());
+            any = true;
+        }
+        if !any {
+            return Ok(Vec::new());
         }
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
     }

@@ -36,6 +36,10 @@ pub struct NewJob {
     /// payload and due time (attempts start over); a running one is left
     /// alone and reported. Needs an `id`.
     pub replace: bool,
+    /// Run every attempt on this handler version (a content hash, as
+    /// `hourglass versions` lists), whatever the topic serves; `None`: the
+    /// topic's choice.
+    pub version: Option<String>,
 }
 
 /// What happened to one [`NewJob`].

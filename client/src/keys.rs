@@ -32,6 +32,12 @@ pub struct TopicKeys {
     pub paused: String,
     /// The topic's rate limiter (GCRA state), when it has a rate.
     pub rate: String,
+    /// hash: which handler version serves (stable, canary with its share,
+    /// window and counts, pinned, retired) and the last verdict.
+    pub rollout: String,
+    /// hash: every kept handler version, when first seen, its attempts,
+    /// failures and crashes across all runners.
+    pub versions: String,
 }
 
 impl TopicKeys {
@@ -65,6 +71,8 @@ impl TopicKeys {
             outbox_due: key("outbox_due"),
             paused: key("paused"),
             rate: key("rate"),
+            rollout: key("rollout"),
+            versions: key("versions"),
         }
     }
 }
@@ -102,18 +110,41 @@ mod tests {
     #[test]
     fn all_keys_of_a_topic_share_one_hash_tag() {
         let k = TopicKeys::new("ns", "orders");
+        // destructured, so a key added later cannot be missed here
+        let TopicKeys {
+            topic: _,
+            pending,
+            lease,
+            job,
+            attempt,
+            error,
+            dead,
+            dead_info,
+            seq,
+            outbox,
+            outbox_due,
+            paused,
+            rate,
+            rollout,
+            versions,
+        } = &k;
         for key in [
-            &k.pending,
-            &k.lease,
-            &k.job,
-            &k.attempt,
-            &k.error,
-            &k.dead,
-            &k.dead_info,
-            &k.seq,
-            &k.outbox,
-            &k.outbox_due,
-            &k.paused,
+            pending,
+            lease,
+            job,
+            attempt,
+            error,
+            dead,
+            dead_info,
+            seq,
+            outbox,
+            outbox_due,
+            paused,
+            rate,
+            rollout,
+            versions,
+            &k.schedule("nightly"),
+            &k.unique("order-1"),
         ] {
             assert!(key.starts_with("ns:{orders}:"), "{key}");
         }

@@ -42,6 +42,7 @@ pub mod keys;
 pub mod outbox;
 pub mod record;
 mod reply;
+pub mod rollout;
 mod runners;
 mod scripts;
 mod wake;
@@ -60,8 +61,9 @@ pub use job::{
 };
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use outbox::{Parked, outbox_token};
-pub use record::{CorruptRecord, Record};
+pub use record::{CorruptRecord, Record, check_version};
 use reply::{bytes, number, optional_string, string};
+pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
 pub use wake::{Wake, listen as listen_for_wakes};
 
@@ -189,6 +191,10 @@ impl Queue {
                     which()
                 )));
             }
+            if let Some(version) = &job.version {
+                record::check_version(version)
+                    .map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
+            }
             if job.payload.len() as u64 > self.max_payload {
                 return Err(QueueError::Invalid(format!(
                     "{}: payload of {} bytes is over the limit of {} bytes ([runner] max_payload)",
@@ -266,6 +272,7 @@ impl Queue {
                     max_attempts: job.max_attempts,
                     enqueued_at_ms: now_ms,
                     payload: job.payload.clone(),
+                    version: job.version.clone(),
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)

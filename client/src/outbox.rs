@@ -83,6 +83,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 max_attempts: 0,
                 unique_for_ms,
                 replace: false,
+                version: None,
             },
         });
     }

@@ -31,3 +31,5 @@ script!(DEAD_PURGE, "dead_purge.lua");
 script!(PAUSE, "pause.lua");
 script!(HEARTBEAT, "heartbeat.lua");
 script!(SCHEDULE_ADVANCE, "schedule_advance.lua");
+script!(ROLLOUT_SYNC, "rollout_sync.lua");
+script!(ROLLOUT_SET, "rollout_set.lua");

@@ -73,6 +73,10 @@ pub struct RunnerConfig {
     pub compile_cache: Option<PathBuf>,
     /// The largest payload a job may carry, in bytes.
     pub max_payload: u64,
+    /// How many handler versions each topic keeps loadable (the newest).
+    pub keep_versions: u32,
+    /// Where kept handler versions are stored (private to the runner).
+    pub versions_dir: PathBuf,
 }
 
 /// Exponential backoff between attempts: `base * factor^(attempt-1)`, capped, with jitter.
@@ -121,6 +125,29 @@ pub struct TopicConfig {
     pub weight: Option<u32>,
     /// How many attempts may start per period, across every runner.
     pub rate: Option<Rate>,
+    /// How a new handler version is rolled out; `None`: it replaces the
+    /// old one at once.
+    pub rollout: Option<RolloutPolicy>,
+}
+
+/// `rollout = { canary, for, min_attempts, max_failure_rate, margin }`: a
+/// new handler version first serves a share of attempts (the canary), then
+/// is promoted or rolled back by the numbers (README "Roll out a handler
+/// safely").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RolloutPolicy {
+    /// The canary's share of attempts (0..1, exclusive).
+    pub canary: f64,
+    /// How long the canary serves before it can be promoted.
+    pub window: Duration,
+    /// Attempts the canary needs before any verdict by failure rate.
+    pub min_attempts: u32,
+    /// A canary failing more often than this (and than the stable version
+    /// by more than `margin`) is rolled back.
+    pub max_failure_rate: f64,
+    /// How much worse than the stable version a canary may fail and still
+    /// be promoted.
+    pub margin: f64,
 }
 
 /// `rate = { limit, per, burst }`: at most `limit` starts per `per` on
@@ -496,6 +523,16 @@ const RESTART_ONLY: &[RestartOnly] = &[
         "[runner] max_payload",
         |a, b| a.runner.max_payload != b.runner.max_payload,
         |new, old| new.runner.max_payload = old.runner.max_payload,
+    ),
+    (
+        "[runner] keep_versions",
+        |a, b| a.runner.keep_versions != b.runner.keep_versions,
+        |new, old| new.runner.keep_versions = old.runner.keep_versions,
+    ),
+    (
+        "[runner] versions_dir",
+        |a, b| a.runner.versions_dir != b.runner.versions_dir,
+        |new, old| new.runner.versions_dir = old.runner.versions_dir.clone(),
     ),
 ];
 

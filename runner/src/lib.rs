@@ -14,7 +14,8 @@
 //! - [`http`]: the API, dashboard and `/metrics` at `[http] listen`;
 //!   [`metrics`]: the Prometheus metrics it serves.
 //! - [`cli`]: the `hourglass` command line.
-//! - `clock`, `backoff`: time in milliseconds; retry delays.
+//! - `clock`, `backoff`: time in milliseconds; retry delays; `private_dir`:
+//!   folders that hold code the runner runs.
 
 pub mod backoff;
 pub mod cli;
@@ -23,6 +24,7 @@ pub mod config;
 pub mod events;
 pub mod http;
 pub mod metrics;
+pub mod private_dir;
 pub mod redis;
 pub mod reload;
 pub mod wasm;

@@ -22,13 +22,25 @@ pub struct TopicLabel {
     pub topic: String,
 }
 
-/// `{topic, outcome}`: how an attempt ended.
+/// `{topic, version, outcome}`: how an attempt ended, on which handler version.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// The topic.
     pub topic: String,
+    /// The handler version (content hash) that ran it: only kept versions.
+    pub version: String,
     /// `ack`, `retry`, `dead`, `released` or `cancelled`.
     pub outcome: &'static str,
+}
+
+/// `{topic, result}` of a rollout's verdict.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// The topic.
+    pub topic: String,
+    /// `promoted`, `rolled_back` or `aborted` (by hand, or superseded by a
+    /// newer version; also `pinned` and `unpinned`).
+    pub result: &'static str,
 }
 
 /// `{topic, state}`: where a topic's jobs are.
@@ -76,6 +88,7 @@ fn histogram() -> Histogram {
 }
 
 type HistogramFamily = Family<TopicLabel, Histogram, fn() -> Histogram>;
+type VersionHistogramFamily = Family<VersionLabels, Histogram, fn() -> Histogram>;
 
 /// Every metric, registered once.
 #[derive(Debug)]
@@ -93,8 +106,11 @@ pub struct Metrics {
     pub outbound: Family<StatusLabels, Counter>,
     /// Due → start of each attempt, seconds.
     pub lateness: HistogramFamily,
-    /// How long each attempt's handler ran, seconds.
-    pub duration: HistogramFamily,
+    /// How long each attempt's handler ran, seconds, per topic and version.
+    pub duration: VersionHistogramFamily,
+    /// Rollout verdicts and pins, per topic (from Redis at scrape time: each
+    /// counted once, whichever process made it).
+    pub rollouts: Family<RolloutLabels, Counter>,
     /// Jobs per topic and state (from Redis at scrape time).
     pub jobs: Family<StateLabels, Gauge>,
     /// 1 while a topic is paused.
@@ -129,6 +145,7 @@ impl Metrics {
             outbound: Family::default(),
             lateness: Family::new_with_constructor(histogram),
             duration: Family::new_with_constructor(histogram),
+            rollouts: Family::default(),
             jobs: Family::default(),
             paused: Family::default(),
             instances_in_use: Gauge::default(),
@@ -141,7 +158,7 @@ impl Metrics {
         let r = &mut registry;
         r.register(
             "attempts",
-            "Attempts that ended, by outcome (ack, retry, dead, released, cancelled)",
+            "Attempts that ended, by handler version and outcome (ack, retry, dead, released, cancelled)",
             m.attempts.clone(),
         );
         r.register(
@@ -171,8 +188,13 @@ impl Metrics {
         );
         r.register(
             "attempt_duration_seconds",
-            "How long each attempt's handler ran",
+            "How long each attempt's handler ran, by handler version",
             m.duration.clone(),
+        );
+        r.register(
+            "rollouts",
+            "Rollout verdicts (promoted, rolled_back, aborted) and pins (pinned, unpinned) of each topic's handler versions",
+            m.rollouts.clone(),
         );
         r.register(
             "jobs",

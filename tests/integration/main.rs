@@ -22,6 +22,8 @@
 //! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
+//! - `rollout`: handler versions rolled out under a canary: rolled back, promoted,
+//!   two runner processes, a SIGKILL mid-rollout; pins; replay on a version.
 //! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
 //!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
 
@@ -43,6 +45,7 @@ mod ops;
 mod pipeline;
 mod priority;
 mod reload;
+mod rollout;
 mod runners;
 mod scheduling;
 mod security;

@@ -474,3 +474,22 @@ pub fn add_handler(project: &Project, name: &str, component: &str) {
         std::fs::copy(component, &target).unwrap();
     }
 }
+
+/// Poll `check` every 20 ms until it answers `Ok`, for at most `within`;
+/// past that, fail naming `what` and the last `Err` it gave (what it saw).
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(seen) if tokio::time::Instant::now() >= deadline => {
+                panic!("{what}: not within {within:?}; last seen: {seen}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}

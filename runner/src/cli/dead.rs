@@ -8,7 +8,7 @@ use super::inspect::when;
 use super::{Failure, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id};
+use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id, check_version};
 
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Command {
@@ -26,9 +26,22 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run dead letters again: due now, with their attempts reset.
-    #[command(after_help = "Example: hourglass dead retry webhook --all")]
-    Retry(Selection),
+    /// Run dead letters again: due now, with their attempts reset (on a
+    /// chosen handler version with --version).
+    #[command(
+        after_help = "Examples:\n  \
+        hourglass dead retry webhook --all\n  \
+        hourglass dead retry refund --all --version 3fa1c2d4e5b60718   (replay on that version)",
+        disable_version_flag = true
+    )]
+    Retry {
+        #[command(flatten)]
+        which: Selection,
+        /// Run them on this handler version (as `hourglass versions TOPIC`
+        /// lists them), whatever the topic serves: each job is pinned to it.
+        #[arg(long)]
+        version: Option<String>,
+    },
     /// Delete dead letters and their payloads for good.
     Purge(Selection),
 }
@@ -49,7 +62,7 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> 
     let config = load_producer_config(config)?;
     let topic = match &command {
         Command::List { topic, .. } => topic,
-        Command::Retry(s) | Command::Purge(s) => {
+        Command::Retry { which: s, .. } | Command::Purge(s) => {
             for id in &s.ids {
                 check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;
             }
@@ -66,13 +79,24 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> 
             json,
             ..
         } => list(&queue, &keys, offset, limit, json).await,
-        Command::Retry(s) => {
-            let done = apply(&queue, &keys, &s, "requeued").await?;
-            println!("requeued {} of {}", count_letters(done as u64), s.topic);
+        Command::Retry { which: s, version } => {
+            if let Some(v) = &version {
+                check_version(v).map_err(|e| Failure::input(anyhow!("--version: {e}")))?;
+                super::enqueue::kept(&queue, &s.topic, v).await?;
+            }
+            let done = apply(&queue, &keys, &s, Verb::Requeue(version.as_deref())).await?;
+            match version {
+                Some(v) => println!(
+                    "requeued {} of {} on version {v}",
+                    count_letters(done as u64),
+                    s.topic
+                ),
+                None => println!("requeued {} of {}", count_letters(done as u64), s.topic),
+            }
             Ok(())
         }
         Command::Purge(s) => {
-            let done = apply(&queue, &keys, &s, "purged").await?;
+            let done = apply(&queue, &keys, &s, Verb::Purge).await?;
             println!("purged {} of {}", count_letters(done as u64), s.topic);
             Ok(())
         }
@@ -110,18 +134,26 @@ async fn list(
     Ok(())
 }
 
+/// What to do with dead letters.
+#[derive(Clone, Copy)]
+enum Verb<'a> {
+    /// Run again (on this version, if one is given).
+    Requeue(Option<&'a str>),
+    Purge,
+}
+
 /// Retry or purge the selection; how many dead letters it applied to.
 async fn apply(
     queue: &Queue,
     keys: &TopicKeys,
     s: &Selection,
-    verb: &str,
+    verb: Verb<'_>,
 ) -> Result<usize, Failure> {
     let run = |ids: Vec<String>| async move {
-        if verb == "requeued" {
-            queue.dead_retry(keys, &ids, now_ms()).await
-        } else {
-            queue.dead_purge(keys, &ids).await
+        match verb {
+            Verb::Requeue(None) => queue.dead_retry(keys, &ids, now_ms()).await,
+            Verb::Requeue(Some(v)) => queue.dead_retry_on(keys, &ids, v, now_ms()).await,
+            Verb::Purge => queue.dead_purge(keys, &ids).await,
         }
     };
     if !s.all {

@@ -9,7 +9,7 @@ use super::{Failure, load_producer_config, topic_of};
 use crate::clock::{millis, now_ms};
 use crate::config::parse_duration;
 use crate::redis::connect;
-use crate::redis::{Enqueued, NewJob, QueueError, check_id};
+use crate::redis::{Enqueued, NewJob, Queue, QueueError, check_id, check_version};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -17,7 +17,10 @@ use crate::redis::{Enqueued, NewJob, QueueError, check_id};
     hourglass enqueue notify @message.json --at 2026-12-01T09:00:00+01:00 --id user-7-day-23\n  \
     echo -n hello | hourglass enqueue echo -\n  \
     hourglass enqueue report '{\"user\":7}' --id daily-7 --unique-for 24h\n  \
-    hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace")]
+    hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace\n  \
+    hourglass enqueue refund @refund.json --version 3fa1c2d4e5b60718",
+    // --version names a handler version here, not hourglass's
+    disable_version_flag = true)]
 pub(super) struct Args {
     /// The topic, as named in queues.toml.
     topic: String,
@@ -43,6 +46,10 @@ pub(super) struct Args {
     /// and due time (debounce); a running one is left alone (exit status 1).
     #[arg(long, requires = "id")]
     replace: bool,
+    /// Run every attempt on this handler version (as `hourglass versions
+    /// TOPIC` lists them), whatever the topic serves.
+    #[arg(long)]
+    version: Option<String>,
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
@@ -74,7 +81,13 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         }
         None => 0,
     };
+    if let Some(v) = &args.version {
+        check_version(v).map_err(|e| Failure::input(anyhow!("--version: {e}")))?;
+    }
     let (queue, _embedded) = connect(&config).await?;
+    if let Some(v) = &args.version {
+        kept(&queue, &args.topic, v).await?;
+    }
     let job = NewJob {
         id: args.id,
         payload,
@@ -82,6 +95,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         max_attempts: args.max_attempts.unwrap_or(0),
         unique_for_ms,
         replace: args.replace,
+        version: args.version,
     };
     let answer = queue
         .enqueue(&queue.keys(&args.topic), &[job], now)
@@ -138,4 +152,22 @@ fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Failure> {
         )));
     }
     Ok(bytes)
+}
+
+/// Refuse `version` unless `topic` keeps it (a job pinned to a version no
+/// runner has would only fail).
+pub(super) async fn kept(queue: &Queue, topic: &str, version: &str) -> Result<(), Failure> {
+    let (_, versions) = queue.versions(&queue.keys(topic)).await?;
+    if versions.iter().any(|v| v.version == version) {
+        return Ok(());
+    }
+    let known: Vec<&str> = versions.iter().map(|v| v.version.as_str()).collect();
+    Err(Failure::input(anyhow!(
+        "--version: topic {topic:?} keeps no version {version} (kept: {})",
+        if known.is_empty() {
+            "none yet".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )))
 }

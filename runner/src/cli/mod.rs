@@ -11,6 +11,7 @@ mod enqueue;
 mod inspect;
 mod new;
 mod pause;
+mod rollout;
 mod run;
 mod runners;
 mod schedules;
@@ -73,6 +74,17 @@ enum Command {
     Runners(runners::Args),
     /// List the [[schedule]]s: what they enqueue, their next fire times, how far they got.
     Schedules(schedules::Args),
+    /// List a topic's kept handler versions: role (stable, canary, pinned,
+    /// retired), attempts and failure rate of each.
+    Versions(rollout::VersionsArgs),
+    /// Show a topic's rollout (canary, share, counts, window, last verdict),
+    /// or promote or abort the canary by hand.
+    Rollout(rollout::RolloutArgs),
+    /// Serve exactly this handler version of a topic on every runner,
+    /// whatever the handler file says, until `unpin`.
+    Pin(rollout::PinArgs),
+    /// Undo `pin`: the handler file (and its rollout policy) decide again.
+    Unpin(rollout::UnpinArgs),
     /// Validate queues.toml and every handler; run nothing.
     Check,
     /// Build handler projects (Rust, Python, JavaScript) and place the components in handlers_dir.
@@ -135,6 +147,10 @@ pub fn main() -> ExitCode {
             Command::Resume(args) => pause::run(&cli.config, args, false).await,
             Command::Runners(args) => runners::run(&cli.config, args).await,
             Command::Schedules(args) => schedules::run(&cli.config, args).await,
+            Command::Versions(args) => rollout::versions(&cli.config, args).await,
+            Command::Rollout(args) => rollout::rollout(&cli.config, args).await,
+            Command::Pin(args) => rollout::pin(&cli.config, args).await,
+            Command::Unpin(args) => rollout::unpin(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
             Command::Build(args) => build::run(&cli.config, args).await,
             Command::New(args) => new::run(args).await,
@@ -196,4 +212,16 @@ pub(crate) fn topic_of<'c>(
             known.join(", ")
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        // clap's own checks (an argument named twice, e.g. a `--version`
+        // clashing with the automatic one) panic at run time otherwise
+        super::Cli::command().debug_assert();
+    }
 }

@@ -9,11 +9,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::units::{
-    DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Size,
+    DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
 };
 use super::{
     Backoff, DeadLetter, Grants, HttpLimits, HttpServer, Rate, RedisConfig, RedisTarget,
-    RunnerConfig, TlsFiles, Token, TopicConfig,
+    RolloutPolicy, RunnerConfig, TlsFiles, Token, TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
@@ -116,6 +116,8 @@ pub(super) struct Runner {
     pub lease_margin: Option<Dur>,
     pub compile_cache: Option<CacheSetting>,
     pub max_payload: Option<Spanned<Size>>,
+    pub keep_versions: Option<Positive>,
+    pub versions_dir: Option<PathBuf>,
 }
 
 /// `compile_cache = false`, or the folder.
@@ -183,6 +185,7 @@ pub(super) struct Defaults {
     pub priority: Option<i64>,
     pub concurrency: Option<Positive>,
     pub http: Option<Spanned<RawHttp>>,
+    pub rollout: Option<RawRollout>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -202,6 +205,19 @@ pub(super) struct Topic {
     pub http: Option<Spanned<RawHttp>>,
     pub weight: Option<Positive>,
     pub rate: Option<RawRate>,
+    pub rollout: Option<RawRollout>,
+}
+
+/// `rollout = { canary = "10%", for = "5m", min_attempts = 50, max_failure_rate = 0.2, margin = 0.05 }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRollout {
+    pub canary: Share,
+    #[serde(rename = "for")]
+    pub window: Option<NonZeroDur>,
+    pub min_attempts: Option<Positive>,
+    pub max_failure_rate: Option<Fraction>,
+    pub margin: Option<Fraction>,
 }
 
 /// `rate = { limit = 100, per = "1s", burst = 10 }`.
@@ -363,6 +379,11 @@ impl Runner {
             max_payload: self
                 .max_payload
                 .map_or(DEFAULT_PAYLOAD, |s| s.into_inner().0),
+            keep_versions: self.keep_versions.map_or(5, |k| k.0),
+            versions_dir: base.join(
+                self.versions_dir
+                    .unwrap_or_else(|| ".hourglass/versions".into()),
+            ),
         }
     }
 }
@@ -429,6 +450,17 @@ impl Topic {
                 per: r.per.0,
                 burst: r.burst,
             }),
+            rollout: self
+                .rollout
+                .as_ref()
+                .or(defaults.rollout.as_ref())
+                .map(|r| RolloutPolicy {
+                    canary: r.canary.0,
+                    window: r.window.map_or(Duration::from_secs(300), |d| d.0),
+                    min_attempts: r.min_attempts.map_or(50, |m| m.0),
+                    max_failure_rate: r.max_failure_rate.map_or(0.2, |f| f.0),
+                    margin: r.margin.map_or(0.05, |m| m.0),
+                }),
         }
     }
 }

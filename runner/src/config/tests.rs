@@ -102,6 +102,7 @@ fn settings_that_need_a_restart_are_named() {
     // the handlers folder differs only because each test has its own temp dir
     new.runner.handlers_dir = old.runner.handlers_dir.clone();
     new.runner.compile_cache = old.runner.compile_cache.clone();
+    new.runner.versions_dir = old.runner.versions_dir.clone();
     assert_eq!(
         old.restart_needed(&new),
         ["[redis]", "[runner] concurrency"],
@@ -237,4 +238,60 @@ fn http_limits_out_of_range_and_bad_ca_files_are_errors() {
         "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nhttp = { max_concurrent = 0 }\n",
     );
     assert_eq!(error_at(r).0, 4);
+}
+
+#[test]
+fn a_rollout_policy_is_read_with_its_defaults_and_inherited_from_defaults() {
+    let (_d, c) = with_handler(
+        "[defaults]\nrollout = { canary = \"10%\" }\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n\
+         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\n\
+         rollout = { canary = \"2.5%\", for = \"30s\", min_attempts = 7, max_failure_rate = 0.5, margin = 0.1 }\n",
+    );
+    let c = c.unwrap();
+    let a = c.topic("a").unwrap().rollout.unwrap();
+    assert_eq!(
+        (
+            a.canary,
+            a.window,
+            a.min_attempts,
+            a.max_failure_rate,
+            a.margin
+        ),
+        (0.1, std::time::Duration::from_secs(300), 50, 0.2, 0.05)
+    );
+    let b = c.topic("b").unwrap().rollout.unwrap();
+    assert_eq!(
+        (
+            b.canary,
+            b.window,
+            b.min_attempts,
+            b.max_failure_rate,
+            b.margin
+        ),
+        (0.025, std::time::Duration::from_secs(30), 7, 0.5, 0.1)
+    );
+    assert_eq!(c.runner.keep_versions, 5);
+}
+
+#[test]
+fn a_bad_rollout_policy_names_its_field() {
+    for (policy, field) in [
+        ("{ canary = \"0%\" }", "canary"),
+        ("{ canary = \"100%\" }", "canary"),
+        ("{ canary = \"ten\" }", "canary"),
+        ("{ canary = \"10%\", for = \"0s\" }", "for"),
+        (
+            "{ canary = \"10%\", max_failure_rate = 1.5 }",
+            "max_failure_rate",
+        ),
+        ("{ canary = \"10%\", min_attempts = 0 }", "min_attempts"),
+        ("{ canary = \"10%\", sample = 3 }", "sample"),
+    ] {
+        let (_d, r) = with_handler(&format!(
+            "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nrollout = {policy}\n"
+        ));
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains(field), "{policy}: {err}");
+        assert!(err.contains(":4:"), "names the line: {err}");
+    }
 }

@@ -117,3 +117,25 @@ impl<'de> Deserialize<'de> for Fraction {
         }
     }
 }
+
+/// A share written as a percentage, `"10%"`: more than 0 and less than 100
+/// (a canary that gets nothing, or everything, is not a canary). Kept as a
+/// fraction (0.1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Share(pub f64);
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Share, D::Error> {
+        let text = String::deserialize(d)?;
+        let percent = text
+            .trim()
+            .strip_suffix('%')
+            .and_then(|n| n.trim().parse::<f64>().ok());
+        match percent {
+            Some(p) if p > 0.0 && p < 100.0 => Ok(Share(p / 100.0)),
+            _ => Err(serde::de::Error::custom(format!(
+                "{text:?} is not a share of attempts; write a percentage above 0 and below 100, e.g. \"10%\""
+            ))),
+        }
+    }
+}

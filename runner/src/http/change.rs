@@ -115,6 +115,7 @@ impl JobIn {
             max_attempts: self.max_attempts.unwrap_or(0),
             unique_for_ms,
             replace: self.replace,
+            version: None,
         })
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Notice, Reload, Snapshot};
+use super::{Notice, Reload, Snapshot, Versions};
 use crate::config::Config;
 use crate::wasm::{LoadError, LoadedHandler, Runtime, content_hash};
 
@@ -55,6 +55,8 @@ enum Refresh {
 /// Loads handler files and keeps track of what is loaded.
 pub struct Loader {
     runtime: Arc<Runtime>,
+    /// Every version that loads is kept here too.
+    versions: Arc<Versions>,
     files: HashMap<PathBuf, Known>,
     /// The configuration file's stamp when last read.
     config_stamp: Option<Stamp>,
@@ -67,10 +69,11 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// A loader compiling with `runtime`.
-    pub fn new(runtime: Arc<Runtime>) -> Loader {
+    /// A loader compiling with `runtime`, keeping what loads in `versions`.
+    pub fn new(runtime: Arc<Runtime>, versions: Arc<Versions>) -> Loader {
         Loader {
             runtime,
+            versions,
             files: HashMap::new(),
             config_stamp: None,
             missing: BTreeSet::new(),
@@ -297,9 +300,14 @@ impl Loader {
             }
         }
         let runtime = self.runtime.clone();
-        let compiled = tokio::task::spawn_blocking(move || runtime.load_bytes(&shown, &bytes))
-            .await
-            .unwrap_or_else(|e| Err(LoadError::Engine(format!("compiling panicked: {e}"))));
+        let versions = self.versions.clone();
+        let compiled = tokio::task::spawn_blocking(move || {
+            let handler = runtime.load_bytes(&shown, &bytes)?;
+            versions.store(&handler, &bytes);
+            Ok(handler)
+        })
+        .await
+        .unwrap_or_else(|e| Err(LoadError::Engine(format!("compiling panicked: {e}"))));
         let (handler, rejected) = match compiled {
             Ok(handler) => {
                 match &previous {
@@ -359,12 +367,14 @@ impl Loader {
     }
 
     fn snapshot(&self, config: Arc<Config>) -> Snapshot {
+        let now = crate::clock::now_ms();
         let handlers = config
             .topics
             .iter()
             .filter(|t| !self.missing.contains(&t.handler))
             .filter_map(|t| {
                 let h = self.files.get(&t.handler)?.handler.clone()?;
+                self.versions.serves(&t.name, h.hash(), now);
                 Some((t.name.clone(), h))
             })
             .collect();

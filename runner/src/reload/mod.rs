@@ -12,12 +12,17 @@
 //! configuration is applied only whole: if it does not parse, or a topic it
 //! adds cannot load its handler, the running one stays.
 //!
+//! Every version that loads is also kept ([`Versions`]): each topic's newest
+//! few stay loadable by content hash after their file is replaced, for
+//! rollouts, pins and replays.
+//!
 //! [`watch`] turns file-system events (and, as a safety net, a periodic
 //! rescan) into [`Reload`]s for the scheduler: a new snapshot if anything
 //! changed, and [`Notice`]s of what happened, which the scheduler publishes
 //! once it serves the new state.
 
 mod loader;
+mod versions;
 mod watch;
 
 use std::collections::HashMap;
@@ -28,6 +33,7 @@ use crate::config::Config;
 use crate::wasm::LoadedHandler;
 
 pub use loader::Loader;
+pub use versions::{Kept, Versions};
 pub use watch::watch;
 
 /// What the runner serves: a configuration and each topic's handler.

@@ -6,34 +6,18 @@
 //! compiled code, so the folder must be writable by this user only: it is
 //! created with mode 0700, and a folder others can write to is refused.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use wasmtime::{Cache, CacheConfig};
 
+use crate::private_dir::{PrivateDirError, ensure};
+
 /// Why the cache cannot be used; the runner then compiles every handler.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    /// The folder could not be made or read.
-    #[error("compile cache {path}: {source}")]
-    Io {
-        /// The folder.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Someone else could plant compiled code in it.
-    #[error(
-        "compile cache {path} is not private (owner uid {uid}, mode {mode:o}); it must belong to this user with mode 0700"
-    )]
-    NotPrivate {
-        /// The folder.
-        path: String,
-        /// Its owner.
-        uid: u32,
-        /// Its permission bits.
-        mode: u32,
-    },
+    /// The folder cannot hold compiled code.
+    #[error("compile cache {0}")]
+    Folder(#[from] PrivateDirError),
     /// wasmtime refused the settings.
     #[error("compile cache {path}: {reason}")]
     Wasmtime {
@@ -47,25 +31,7 @@ pub enum CacheError {
 /// Open (creating if needed) the private cache folder `dir`.
 pub(super) fn open(dir: &Path) -> Result<Cache, CacheError> {
     let shown = dir.display().to_string();
-    let io = |source| CacheError::Io {
-        path: shown.clone(),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io)?;
-    let dir = dir.canonicalize().map_err(io)?;
-    let meta = std::fs::metadata(&dir).map_err(io)?;
-    let mode = meta.permissions().mode() & 0o7777;
-    if meta.uid() != nix::unistd::geteuid().as_raw() || mode & 0o022 != 0 {
-        return Err(CacheError::NotPrivate {
-            path: shown,
-            uid: meta.uid(),
-            mode,
-        });
-    }
+    let dir = ensure(dir)?;
     let mut config = CacheConfig::new();
     config
         .with_directory(&dir)
@@ -81,6 +47,8 @@ pub(super) fn open(dir: &Path) -> Result<Cache, CacheError> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]
@@ -92,6 +60,9 @@ mod tests {
         assert_eq!(mode, 0o700, "created private");
         std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = open(&cache).unwrap_err();
-        assert!(matches!(err, CacheError::NotPrivate { .. }), "{err}");
+        assert!(
+            matches!(err, CacheError::Folder(PrivateDirError::NotPrivate { .. })),
+            "{err}"
+        );
     }
 }

@@ -221,6 +221,11 @@ impl LoadedHandler {
         &self.hash
     }
 
+    /// The same, shared (what metrics and completions carry).
+    pub fn version(&self) -> &Arc<str> {
+        &self.hash
+    }
+
     /// What each instance needs; `None` when the component does not say (it
     /// instantiates modules it imports).
     pub fn needs(&self) -> Option<Needs> {

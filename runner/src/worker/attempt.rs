@@ -12,11 +12,12 @@ use tokio::sync::mpsc;
 
 use super::capacity::Slot;
 use super::decide::{self, Decision};
+use super::meter::Ran;
 use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::events::EventKind;
 use crate::redis::ClaimedJob;
-use crate::wasm::LoadedHandler;
+use crate::wasm::{Finish, LoadedHandler};
 
 /// A finished attempt on its way to Redis.
 pub(super) struct Completion {
@@ -26,6 +27,8 @@ pub(super) struct Completion {
     pub id: String,
     /// The attempt's number: the fence its state change is checked against.
     pub attempt: u32,
+    /// The handler version that ran it (or would have).
+    pub version: Arc<str>,
     /// What it asks for.
     pub decision: Decision,
     /// When it was decided (ms): the time of the ack, burial or release.
@@ -37,17 +40,20 @@ pub(super) struct Attempt {
     topic: Arc<Topic>,
     id: String,
     attempt: u32,
+    version: Arc<str>,
     commits: mpsc::UnboundedSender<Completion>,
     committed: bool,
     _slot: Slot,
 }
 
 impl Attempt {
-    /// Attempt `attempt` of job `id`, holding `slot` until it is dropped.
+    /// Attempt `attempt` of job `id` on handler `version`, holding `slot`
+    /// until it is dropped.
     pub fn new(
         topic: Arc<Topic>,
         id: String,
         attempt: u32,
+        version: Arc<str>,
         slot: Slot,
         commits: mpsc::UnboundedSender<Completion>,
     ) -> Attempt {
@@ -55,6 +61,7 @@ impl Attempt {
             topic,
             id,
             attempt,
+            version,
             commits,
             committed: false,
             _slot: slot,
@@ -68,6 +75,7 @@ impl Attempt {
             topic: self.topic.clone(),
             id: std::mem::take(&mut self.id),
             attempt: self.attempt,
+            version: self.version.clone(),
             decision,
             at_ms,
         };
@@ -87,22 +95,43 @@ impl Drop for Attempt {
     }
 }
 
-/// Run `job` with `handler`, decide, and hand the decision to the committer.
-/// Returns the guard: the scheduler drops it (freeing the slot) when it reaps the task.
+/// Run `job` with `handler` (a canary's, if `canary`), decide, and hand the
+/// decision to the committer. Returns the guard: the scheduler drops it
+/// (freeing the slot) when it reaps the task.
 pub(super) async fn run(
     shared: Arc<Shared>,
     handler: LoadedHandler,
+    canary: bool,
     job: ClaimedJob,
     mut attempt: Attempt,
 ) -> Attempt {
     let topic = attempt.topic.clone();
     let cfg = &topic.cfg;
-    let input = match decide::before_run(cfg, job, now_ms()) {
-        Ok(input) => input,
+    let (input, pin) = match decide::before_run(cfg, job, now_ms()) {
+        Ok(ready) => ready,
         Err(decision) => {
             attempt.complete(decision, now_ms());
             return attempt;
         }
+    };
+    // a job pinned to a version runs on it, whatever the topic serves
+    let (handler, canary) = match pin {
+        Some(version) if version != handler.hash() => match shared.versions.load(&version).await {
+            Ok(pinned) => {
+                attempt.version = pinned.version().clone();
+                (pinned, false)
+            }
+            Err(why) => {
+                let now = now_ms();
+                attempt.complete(
+                    decide::pinned_elsewhere(input.attempt, &version, &why, now),
+                    now,
+                );
+                return attempt;
+            }
+        },
+        Some(_) => (handler, false),
+        None => (handler, canary),
     };
     let (number, max_attempts, due_at_ms) = (input.attempt, input.max_attempts, input.due_at_ms);
     let started_at_ms = now_ms();
@@ -121,11 +150,23 @@ pub(super) async fn run(
     );
     let ran = std::time::Instant::now();
     let finish = shared.runtime.run(&handler, input, &topic.sandbox).await;
-    shared.meter.ran(&cfg.name, ran.elapsed());
+    let how = match &finish {
+        Finish::Ack(_) => Some(Ran::Ok),
+        Finish::Retry { .. } | Finish::Fail(_) => Some(Ran::Failed),
+        Finish::Failed(_) => Some(Ran::Crashed),
+        Finish::NotStarted(_) => None,
+    };
+    shared
+        .meter
+        .ran(&cfg.name, handler.version(), ran.elapsed(), how);
     let now = now_ms();
+    let on = decide::RanOn {
+        version: handler.hash(),
+        canary,
+    };
     let decision = decide::after_run(
         cfg,
-        handler.hash(),
+        on,
         number,
         max_attempts,
         finish,

@@ -27,13 +27,18 @@ const BATCH: usize = 512;
 const PATIENCE: Duration = Duration::from_secs(180);
 
 /// One topic's completions of a round, by kind; each with its decision time.
+/// Each kind's handler versions are kept beside it, in the same order.
 #[derive(Default)]
 struct Batch {
     topic: Option<Arc<Topic>>,
     acks: Vec<Done>,
+    ack_versions: Vec<Arc<str>>,
     retries: Vec<(String, u32, u64, Failure)>,
+    retry_versions: Vec<Arc<str>>,
     dead: Vec<(String, u32, DeadInfo)>,
+    dead_versions: Vec<Arc<str>>,
     releases: Vec<(String, u32)>,
+    release_versions: Vec<Arc<str>>,
     /// The latest decision time in the batch: the `now` of its scripts.
     at_ms: u64,
 }
@@ -50,17 +55,29 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             b.topic.get_or_insert_with(|| c.topic.clone());
             b.at_ms = b.at_ms.max(c.at_ms);
             match c.decision {
-                Decision::Ack(follow_ups) => b.acks.push(Done {
-                    id: c.id,
-                    attempt: c.attempt,
-                    follow_ups,
-                }),
+                Decision::Ack(follow_ups) => {
+                    b.acks.push(Done {
+                        id: c.id,
+                        attempt: c.attempt,
+                        follow_ups,
+                    });
+                    b.ack_versions.push(c.version);
+                }
                 Decision::Retry {
                     next_due_ms,
                     failure,
-                } => b.retries.push((c.id, c.attempt, next_due_ms, failure)),
-                Decision::Dead(info) => b.dead.push((c.id, c.attempt, info)),
-                Decision::Release => b.releases.push((c.id, c.attempt)),
+                } => {
+                    b.retries.push((c.id, c.attempt, next_due_ms, failure));
+                    b.retry_versions.push(c.version);
+                }
+                Decision::Dead(info) => {
+                    b.dead.push((c.id, c.attempt, info));
+                    b.dead_versions.push(c.version);
+                }
+                Decision::Release => {
+                    b.releases.push((c.id, c.attempt));
+                    b.release_versions.push(c.version);
+                }
             }
         }
         for batch in by_topic.into_values() {
@@ -79,13 +96,20 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         && let Some(refused) =
             persist(&shared.meter, "ack", name, || q.ack(keys, &b.acks, now)).await
     {
+        count(
+            shared,
+            name,
+            &b.acks,
+            &b.ack_versions,
+            &refused,
+            |d| &d.id,
+            Outcome::Ack,
+        );
         let acked: Vec<Done> = b
             .acks
             .into_iter()
             .filter(|d| !is_refused(&refused, &d.id))
             .collect();
-        shared.meter.ended(name, Outcome::Ack, acked.len());
-        shared.meter.ended(name, Outcome::Cancelled, gone(&refused));
         for d in &acked {
             tracing::debug!(topic = %name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
             shared.emit(name, &d.id, d.attempt, EventKind::Acked);
@@ -110,9 +134,15 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         && let Some(refused) =
             persist(&shared.meter, "retry", name, || q.retry(keys, &b.retries)).await
     {
-        let retried = b.retries.len().saturating_sub(refused.len());
-        shared.meter.ended(name, Outcome::Retry, retried);
-        shared.meter.ended(name, Outcome::Cancelled, gone(&refused));
+        count(
+            shared,
+            name,
+            &b.retries,
+            &b.retry_versions,
+            &refused,
+            |r| &r.0,
+            Outcome::Retry,
+        );
         for (id, attempt, next_due_ms, failure) in b
             .retries
             .into_iter()
@@ -137,9 +167,15 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         })
         .await
     {
-        let buried = b.dead.len().saturating_sub(refused.len());
-        shared.meter.ended(name, Outcome::Dead, buried);
-        shared.meter.ended(name, Outcome::Cancelled, gone(&refused));
+        count(
+            shared,
+            name,
+            &b.dead,
+            &b.dead_versions,
+            &refused,
+            |d| &d.0,
+            Outcome::Dead,
+        );
         for (id, attempt, info) in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.0)) {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
@@ -159,6 +195,15 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         })
         .await
     {
+        count(
+            shared,
+            name,
+            &b.releases,
+            &b.release_versions,
+            &refused,
+            |r| &r.0,
+            Outcome::Released,
+        );
         for (id, attempt) in b
             .releases
             .iter()
@@ -169,13 +214,40 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             released += 1;
         }
     }
-    shared.meter.ended(name, Outcome::Released, released);
     released
 }
 
-/// Refusals because the job is gone: cancelled while it ran.
-fn gone(refused: &[Refusal]) -> usize {
-    refused.iter().filter(|r| r.why == Refused::Gone).count()
+/// Count what a script accepted of `items` (the versions beside them) as
+/// `outcome` per version, and what it found gone as cancelled.
+fn count<T>(
+    shared: &Shared,
+    topic: &str,
+    items: &[T],
+    versions: &[Arc<str>],
+    refused: &[Refusal],
+    id: impl Fn(&T) -> &String,
+    outcome: Outcome,
+) {
+    // runs of one version and outcome count in one step (a batch is mostly one version)
+    let mut run: Option<(&Arc<str>, Outcome, usize)> = None;
+    for (item, version) in items.iter().zip(versions) {
+        let counted = match refused.iter().find(|r| &r.id == id(item)) {
+            None => outcome,
+            Some(r) if r.why == Refused::Gone => Outcome::Cancelled,
+            Some(_) => continue,
+        };
+        match &mut run {
+            Some((v, o, n)) if Arc::ptr_eq(v, version) && *o == counted => *n += 1,
+            _ => {
+                if let Some((v, o, n)) = run.replace((version, counted, 1)) {
+                    shared.meter.ended(topic, v, o, n);
+                }
+            }
+        }
+    }
+    if let Some((v, o, n)) = run {
+        shared.meter.ended(topic, v, o, n);
+    }
 }
 
 fn is_refused(refused: &[Refusal], id: &str) -> bool {

@@ -29,14 +29,15 @@ pub(super) enum Decision {
     Release,
 }
 
-/// The input of the handler for `job`, or, when it cannot run, the decision
-/// instead: a record that does not decode, or an attempt past the job's
-/// last (the previous one lost its lease: its runner died or overran).
+/// The input of the handler for `job` and the handler version it is pinned
+/// to (if it is), or, when it cannot run, the decision instead: a record
+/// that does not decode, or an attempt past the job's last (the previous one
+/// lost its lease: its runner died or overran).
 pub(super) fn before_run(
     cfg: &TopicConfig,
     job: ClaimedJob,
     now: u64,
-) -> Result<JobInput, Decision> {
+) -> Result<(JobInput, Option<String>), Decision> {
     let ClaimedJob {
         id,
         due_at_ms,
@@ -71,7 +72,7 @@ pub(super) fn before_run(
             now,
         )));
     }
-    Ok(JobInput {
+    let input = JobInput {
         topic: cfg.name.clone(),
         id,
         attempt,
@@ -79,25 +80,69 @@ pub(super) fn before_run(
         max_attempts,
         enqueued_at_ms: record.enqueued_at_ms,
         due_at_ms,
-    })
+    };
+    Ok((input, record.version))
 }
 
-/// What an attempt (number `attempt` of `max_attempts`) of `handler` (a
-/// content hash) that ended with `finish` at `now` asks for; `unit` is a
-/// random draw in 0..1 for the backoff's jitter.
+/// A job pinned to `version`, which cannot be loaded here (`why`): it fails
+/// for good, unrun, with a reason that says what to do.
+pub(super) fn pinned_elsewhere(attempt: u32, version: &str, why: &str, now: u64) -> Decision {
+    Decision::Dead(dead(
+        attempt.saturating_sub(1),
+        format!(
+            "cannot run: the job is pinned to handler version {version} ({why}); replay it on a kept version with `hourglass dead retry TOPIC ID --version HASH`"
+        ),
+        None,
+        now,
+    ))
+}
+
+/// The handler version an attempt ran on, and whether it ran as a canary.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RanOn<'a> {
+    /// The version (content hash).
+    pub version: &'a str,
+    /// It was a canary's attempt: a failure the handler calls permanent is
+    /// retried (on the stable version) instead of dead-lettered, so a bad
+    /// canary costs retries, not dead letters.
+    pub canary: bool,
+}
+
+impl RanOn<'_> {
+    /// An attempt on a version that is no canary.
+    #[cfg(test)]
+    fn stable(version: &str) -> RanOn<'_> {
+        RanOn {
+            version,
+            canary: false,
+        }
+    }
+}
+
+/// What an attempt (number `attempt` of `max_attempts`) on `on` that ended
+/// with `finish` at `now` asks for; `unit` is a random draw in 0..1 for the
+/// backoff's jitter.
 pub(super) fn after_run(
     cfg: &TopicConfig,
-    handler: &str,
+    on: RanOn<'_>,
     attempt: u32,
     max_attempts: u32,
     finish: Finish,
     now: u64,
     unit: f64,
 ) -> Decision {
+    let handler = on.version;
     let (delay, reason) = match finish {
         Finish::Ack(follow_ups) => {
             return Decision::Ack(follow_ups.into_iter().map(|f| park(f, now)).collect());
         }
+        Finish::Fail(reason) if on.canary => (
+            None,
+            format!(
+                "failed on canary {}: {reason} (retried on the stable version)",
+                on.version
+            ),
+        ),
         Finish::Fail(reason) => {
             return Decision::Dead(dead(
                 attempt,
@@ -142,7 +187,7 @@ fn park(f: FollowUp, now: u64) -> Parked {
             due_at_ms: now.saturating_add(crate::clock::millis(f.delay)),
             max_attempts: 0,
             unique_for_ms: crate::clock::millis(f.unique_for),
-            replace: false,
+            ..Default::default()
         },
     }
 }
@@ -182,7 +227,7 @@ mod tests {
     fn retry_at(cfg: &TopicConfig, attempt: u32, unit: f64) -> u64 {
         match after_run(
             cfg,
-            "h",
+            RanOn::stable("h"),
             attempt,
             5,
             Finish::Failed("trap".into()),
@@ -230,11 +275,11 @@ mod tests {
             delay: Some(Duration::from_millis(2500)),
             reason: "429".into(),
         };
-        match after_run(&cfg, "h", 1, 3, retry.clone(), 10, 0.9) {
+        match after_run(&cfg, RanOn::stable("h"), 1, 3, retry.clone(), 10, 0.9) {
             Decision::Retry { next_due_ms, .. } => assert_eq!(next_due_ms, 2510),
             other => panic!("{other:?}"),
         }
-        match after_run(&cfg, "h", 3, 3, retry, 10, 0.9) {
+        match after_run(&cfg, RanOn::stable("h"), 3, 3, retry, 10, 0.9) {
             Decision::Dead(info) => {
                 assert_eq!(info.attempts, 3);
                 assert_eq!(info.failed_at_ms, 10);
@@ -248,8 +293,45 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            after_run(&cfg, "h", 1, 3, Finish::NotStarted("pool".into()), 10, 0.1),
+            after_run(
+                &cfg,
+                RanOn::stable("h"),
+                1,
+                3,
+                Finish::NotStarted("pool".into()),
+                10,
+                0.1
+            ),
             Decision::Release
         );
+    }
+
+    #[test]
+    fn a_permanent_failure_on_a_canary_is_retried_and_the_same_on_stable_dies() {
+        let cfg = topic();
+        let fail = || Finish::Fail("payload is not the expected JSON".into());
+        let canary = RanOn {
+            version: "c",
+            canary: true,
+        };
+        match after_run(&cfg, canary, 1, 3, fail(), 10, 0.5) {
+            Decision::Retry { failure, .. } => {
+                assert_eq!(
+                    failure.handler.as_deref(),
+                    Some("c"),
+                    "routes the retry away"
+                );
+                assert!(
+                    failure.error.contains("failed on canary c"),
+                    "{}",
+                    failure.error
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            after_run(&cfg, RanOn::stable("s"), 1, 3, fail(), 10, 0.5),
+            Decision::Dead(_)
+        ));
     }
 }

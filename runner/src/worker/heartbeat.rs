@@ -19,18 +19,32 @@ pub(super) struct Heartbeat {
     next_ms: u64,
 }
 
+/// This machine's name, as runners report it.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A new runner id: host, pid and a random part.
+pub(super) fn runner_id() -> String {
+    format!(
+        "{}-{}-{:04x}",
+        host(),
+        std::process::id(),
+        rand::random::<u16>()
+    )
+}
+
 impl Heartbeat {
-    /// A heartbeat for this process, started at `now`.
-    pub fn new(now: u64) -> Heartbeat {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .ok()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "unknown".into());
-        let pid = std::process::id();
+    /// The heartbeat of runner `id` (this process), started at `now`.
+    pub fn new(id: String, now: u64) -> Heartbeat {
+        let (host, pid) = (host(), std::process::id());
         Heartbeat {
             info: RunnerInfo {
-                id: format!("{host}-{pid}-{:04x}", rand::random::<u16>()),
+                id,
                 host,
                 pid,
                 version: env!("CARGO_PKG_VERSION").into(),

@@ -1,8 +1,11 @@
 //! What this runner did per topic: for its heartbeat (and so for `hourglass
 //! stats --watch`) attempts acked and failed since it started and the
 //! lateness (due → start) of its most recent attempts; for Prometheus
-//! (`/metrics`) the same as counters and histograms. Each topic's metric
-//! handles are looked up once, so recording costs an atomic add.
+//! (`/metrics`) the same as counters and histograms, the attempts and their
+//! durations per handler version; for rollouts (`rollout.rs`) each version's
+//! attempts, failures and crashes since the last report to Redis. Each
+//! topic's and version's metric handles are looked up once, so recording
+//! costs an atomic add under the topic's lock.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -11,8 +14,8 @@ use std::time::Duration;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::metrics::{Metrics, OutcomeLabels, TopicLabel};
-use crate::redis::TopicMeter;
+use crate::metrics::{Metrics, OutcomeLabels, TopicLabel, VersionLabels};
+use crate::redis::{Tally, TopicMeter};
 
 /// Lateness samples kept per topic: the most recent attempts.
 const RECENT: usize = 1024;
@@ -48,13 +51,33 @@ impl Outcome {
     }
 }
 
+/// How an attempt's run ended, as a rollout judges a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// The handler acked.
+    Ok,
+    /// The handler asked for a retry or failed the job.
+    Failed,
+    /// The handler could not finish: a trap, the time or memory limit.
+    Crashed,
+}
+
+/// One handler version of a topic.
+struct VersionCounts {
+    version: Arc<str>,
+    /// Since the last report to Redis.
+    tally: Tally,
+    outcomes: [Counter; 5],
+    duration: Histogram,
+}
+
 struct Counts {
+    topic: String,
     done: u64,
     failed: u64,
     late_ms: VecDeque<u64>,
-    outcomes: [Counter; 5],
     lateness: Histogram,
-    duration: Histogram,
+    versions: Vec<VersionCounts>,
 }
 
 impl Counts {
@@ -63,18 +86,56 @@ impl Counts {
             topic: topic.to_owned(),
         };
         Counts {
+            topic: topic.to_owned(),
             done: 0,
             failed: 0,
             late_ms: VecDeque::new(),
-            outcomes: Outcome::ALL.map(|o| {
-                metrics.attempts.get_or_create_owned(&OutcomeLabels {
-                    topic: topic.to_owned(),
-                    outcome: o.label(),
-                })
-            }),
             lateness: metrics.lateness.get_or_create_owned(&label),
-            duration: metrics.duration.get_or_create_owned(&label),
+            versions: Vec::new(),
         }
+    }
+
+    /// The counts of `version`, made on first use.
+    fn version(&mut self, metrics: &Metrics, version: &Arc<str>) -> &mut VersionCounts {
+        let i = match self
+            .versions
+            .iter()
+            .position(|v| Arc::ptr_eq(&v.version, version) || v.version == *version)
+        {
+            Some(i) => i,
+            None => {
+                let topic = &self.topic;
+                self.versions.push(VersionCounts {
+                    version: version.clone(),
+                    tally: Tally::default(),
+                    outcomes: Outcome::ALL.map(|o| {
+                        metrics
+                            .attempts
+                            .get_or_create_owned(&outcome_labels(topic, version, o))
+                    }),
+                    duration: metrics
+                        .duration
+                        .get_or_create_owned(&version_labels(topic, version)),
+                });
+                self.versions.len() - 1
+            }
+        };
+        &mut self.versions[i]
+    }
+}
+
+fn outcome_labels(topic: &str, version: &str, outcome: Outcome) -> OutcomeLabels {
+    OutcomeLabels {
+        topic: topic.to_owned(),
+        version: version.to_owned(),
+        outcome: outcome.label(),
+    }
+}
+
+fn version_labels(topic: &str, version: &str) -> VersionLabels {
+    VersionLabels {
+        topic: topic.to_owned(),
+        version: version.to_owned(),
     }
 }
 
@@ -99,7 +160,7 @@ impl Meter {
         }
     }
 
-    fn with(&self, topic: &str, f: impl FnOnce(&mut Counts)) {
+    fn with<T>(&self, topic: &str, f: impl FnOnce(&mut Counts) -> T) -> T {
         let mut topics = self.topics.lock().expect("meter lock");
         match topics.get_mut(topic) {
             Some(counts) => f(counts),
@@ -120,13 +181,23 @@ impl Meter {
         });
     }
 
-    /// An attempt of `topic` ran its handler for `took`.
-    pub fn ran(&self, topic: &str, took: Duration) {
-        self.with(topic, |c| c.duration.observe(took.as_secs_f64()));
+    /// An attempt of `topic` ran handler `version` for `took`, ending as
+    /// `ran` (`None`: it could not start, and counts for no version).
+    pub fn ran(&self, topic: &str, version: &Arc<str>, took: Duration, ran: Option<Ran>) {
+        self.with(topic, |c| {
+            let v = c.version(&self.metrics, version);
+            v.duration.observe(took.as_secs_f64());
+            if let Some(ran) = ran {
+                v.tally.attempts += 1;
+                v.tally.failures += u64::from(ran != Ran::Ok);
+                v.tally.crashes += u64::from(ran == Ran::Crashed);
+            }
+        });
     }
 
-    /// `n` attempts of `topic` ended with `outcome` (committed to Redis).
-    pub fn ended(&self, topic: &str, outcome: Outcome, n: usize) {
+    /// `n` attempts of `topic` on handler `version` ended with `outcome`
+    /// (committed to Redis).
+    pub fn ended(&self, topic: &str, version: &Arc<str>, outcome: Outcome, n: usize) {
         if n == 0 {
             return;
         }
@@ -137,7 +208,48 @@ impl Meter {
                 Outcome::Retry | Outcome::Dead => c.failed += n,
                 Outcome::Released | Outcome::Cancelled => {}
             }
-            c.outcomes[outcome as usize].inc_by(n);
+            c.version(&self.metrics, version).outcomes[outcome as usize].inc_by(n);
+        });
+    }
+
+    /// Each version's attempts of `topic` since the last call (reset).
+    pub fn take_tallies(&self, topic: &str) -> Vec<(Arc<str>, Tally)> {
+        self.with(topic, |c| {
+            c.versions
+                .iter_mut()
+                .filter(|v| v.tally.attempts > 0)
+                .map(|v| (v.version.clone(), std::mem::take(&mut v.tally)))
+                .collect()
+        })
+    }
+
+    /// Put back tallies [`Meter::take_tallies`] took that could not be reported.
+    pub fn restore_tallies(&self, topic: &str, tallies: Vec<(Arc<str>, Tally)>) {
+        self.with(topic, |c| {
+            for (version, t) in tallies {
+                c.version(&self.metrics, &version).tally.add(t);
+            }
+        });
+    }
+
+    /// Stop labelling metrics with the versions of `topic` that `kept` says
+    /// are gone (the label sets stay bounded by the kept versions).
+    pub fn forget_versions(&self, topic: &str, kept: impl Fn(&str) -> bool) {
+        self.with(topic, |c| {
+            c.versions.retain(|v| {
+                if kept(&v.version) || v.tally.attempts > 0 {
+                    return true;
+                }
+                for o in Outcome::ALL {
+                    self.metrics
+                        .attempts
+                        .remove(&outcome_labels(topic, &v.version, o));
+                }
+                self.metrics
+                    .duration
+                    .remove(&version_labels(topic, &v.version));
+                false
+            });
         });
     }
 
@@ -189,22 +301,27 @@ mod tests {
     #[test]
     fn counts_and_recent_lateness_percentiles() {
         let m = Meter::default();
+        let v: Arc<str> = "00000000000000aa".into();
         for late in 1..=100 {
             m.started("t", late);
         }
-        m.ended("t", Outcome::Ack, 90);
-        m.ended("t", Outcome::Retry, 4);
-        m.ended("t", Outcome::Dead, 6);
-        m.ended("t", Outcome::Released, 3);
+        m.ended("t", &v, Outcome::Ack, 90);
+        m.ended("t", &v, Outcome::Retry, 4);
+        m.ended("t", &v, Outcome::Dead, 6);
+        m.ended("t", &v, Outcome::Released, 3);
         let t = &m.snapshot()["t"];
         assert_eq!((t.done, t.failed), (90, 10));
         let text = m.metrics.encode();
         assert!(
-            text.contains("hourglass_attempts_total{topic=\"t\",outcome=\"ack\"} 90"),
+            text.contains(
+                "hourglass_attempts_total{topic=\"t\",version=\"00000000000000aa\",outcome=\"ack\"} 90"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("hourglass_attempts_total{topic=\"t\",outcome=\"released\"} 3"),
+            text.contains(
+                "hourglass_attempts_total{topic=\"t\",version=\"00000000000000aa\",outcome=\"released\"} 3"
+            ),
             "{text}"
         );
         assert!(
@@ -217,5 +334,36 @@ mod tests {
             m.started("t", 7);
         }
         assert_eq!(m.snapshot()["t"].late_p99_ms, Some(7));
+    }
+
+    #[test]
+    fn tallies_per_version_are_taken_once_and_forgotten_versions_leave_the_metrics() {
+        let m = Meter::default();
+        let (old, new): (Arc<str>, Arc<str>) =
+            ("000000000000000a".into(), "000000000000000b".into());
+        let ms = Duration::from_millis(1);
+        m.ran("t", &old, ms, Some(Ran::Ok));
+        m.ran("t", &new, ms, Some(Ran::Failed));
+        m.ran("t", &new, ms, Some(Ran::Crashed));
+        m.ran("t", &new, ms, None);
+        let mut taken = m.take_tallies("t");
+        taken.sort_by(|a, b| a.0.cmp(&b.0));
+        let tally = |a, f, c| Tally {
+            attempts: a,
+            failures: f,
+            crashes: c,
+        };
+        assert_eq!(
+            taken,
+            vec![(old.clone(), tally(1, 0, 0)), (new.clone(), tally(2, 2, 1))]
+        );
+        assert!(m.take_tallies("t").is_empty(), "taken once");
+        m.restore_tallies("t", vec![(new.clone(), tally(2, 2, 1))]);
+        assert_eq!(m.take_tallies("t"), vec![(new.clone(), tally(2, 2, 1))]);
+        assert!(m.metrics.encode().contains("version=\"000000000000000a\""));
+        m.forget_versions("t", |v| v == &*new);
+        let text = m.metrics.encode();
+        assert!(!text.contains("version=\"000000000000000a\""), "{text}");
+        assert!(text.contains("version=\"000000000000000b\""), "{text}");
     }
 }

@@ -22,6 +22,7 @@ mod decide;
 mod heartbeat;
 mod housekeeping;
 mod meter;
+pub(crate) mod rollout;
 mod scheduler;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -36,7 +37,7 @@ use crate::events::{Event, EventKind, EventSender};
 use crate::metrics::Metrics;
 use crate::redis::embedded::EmbeddedRedis;
 use crate::redis::{Queue, TopicKeys};
-use crate::reload::{Loader, Notice, Snapshot};
+use crate::reload::{Loader, Notice, Snapshot, Versions};
 use crate::wasm::{LoadedHandler, Runtime, Sandbox};
 use capacity::Capacity;
 
@@ -70,6 +71,14 @@ pub(crate) struct Shared {
     pub serving: watch::Sender<Arc<Serving>>,
     /// The most recent reload notices, oldest first.
     pub reloads: Mutex<VecDeque<ReloadRecord>>,
+    /// What the scheduler serves now, handlers and all, for the rollout task.
+    pub served: watch::Sender<Snapshot>,
+    /// Every topic's kept handler versions.
+    pub versions: Arc<Versions>,
+    /// How many versions each topic keeps (`[runner] keep_versions`).
+    pub keep_versions: u32,
+    /// This runner's id, as its heartbeat and rollout verdicts name it.
+    pub runner_id: String,
 }
 
 /// Reload notices kept for the API and dashboard.
@@ -182,7 +191,12 @@ impl Runner {
             Runtime::new(slots, config.runner.compile_cache.as_deref())
                 .context("creating the WebAssembly engine")?,
         );
-        let mut loader = Loader::new(runtime.clone());
+        let versions = Arc::new(Versions::open(
+            &config.runner.versions_dir,
+            config.runner.keep_versions,
+            runtime.clone(),
+        ));
+        let mut loader = Loader::new(runtime.clone(), versions.clone());
         let snapshot = loader.initial(config).await?;
         let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
         let metrics = Arc::new(Metrics::new());
@@ -196,6 +210,10 @@ impl Runner {
             metrics,
             serving: watch::channel(Arc::new(serving(&snapshot))).0,
             reloads: Mutex::default(),
+            served: watch::channel(snapshot.clone()).0,
+            versions,
+            keep_versions: snapshot.config.runner.keep_versions,
+            runner_id: heartbeat::runner_id(),
         });
         Ok(Runner {
             shared,
@@ -264,6 +282,9 @@ impl Runner {
             wake_tx,
         ));
         let schedules = tokio::spawn(cron::run(shared.clone()));
+        // routes (rollouts, pins) are known before the first claim
+        let (routes_tx, routes_rx) = watch::channel(Arc::default());
+        let rollouts = rollout::start(shared.clone(), shared.versions.clone(), routes_tx).await;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let watcher = tokio::spawn(crate::reload::watch(loader, snapshot.clone(), reload_tx));
         tracing::info!(
@@ -272,12 +293,13 @@ impl Runner {
             "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
         );
         // returns once every attempt has finished or been stopped, dropping every commit sender
-        scheduler::Scheduler::new(shared.clone(), snapshot, commits)
+        scheduler::Scheduler::new(shared.clone(), snapshot, routes_rx, commits)
             .run(wake_rx, reload_rx, shutdown)
             .await;
         listener.abort();
         watcher.abort();
         schedules.abort();
+        rollouts.abort();
         let released = committer.await.unwrap_or(0);
         tracing::info!(released, "hourglass stopped");
         Ok(())

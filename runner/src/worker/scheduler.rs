@@ -9,12 +9,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::attempt::{self, Attempt, Completion};
 use super::capacity::Capacity;
 use super::heartbeat::Heartbeat;
+use super::rollout::{Route, Routes};
 use super::{Shared, Topic, housekeeping};
 use crate::clock::{millis, now_ms};
 use crate::config::Config;
@@ -45,6 +46,11 @@ pub(super) struct Scheduler {
     next_due: Vec<u64>,
     /// Weighted topics: the starts each is owed (deficit round robin).
     credit: Vec<f64>,
+    /// Each topic's route (same index), when it does not simply serve its
+    /// file's version (a rollout, a pin): see `rollout.rs`.
+    route: Vec<Option<Arc<Route>>>,
+    /// Routes as the rollout task publishes them.
+    routes: watch::Receiver<Arc<Routes>>,
     global: Arc<tokio::sync::Semaphore>,
     commits: mpsc::UnboundedSender<Completion>,
     /// Running attempts; each returns its guard, dropped (freeing its slot)
@@ -60,21 +66,24 @@ impl Scheduler {
     pub fn new(
         shared: Arc<Shared>,
         snapshot: Snapshot,
+        routes: watch::Receiver<Arc<Routes>>,
         commits: mpsc::UnboundedSender<Completion>,
     ) -> Scheduler {
         let global = Arc::new(tokio::sync::Semaphore::new(
             snapshot.config.runner.concurrency as usize,
         ));
         let mut scheduler = Scheduler {
+            heartbeat: Heartbeat::new(shared.runner_id.clone(), now_ms()),
             shared,
             config: snapshot.config.clone(),
             topics: Vec::new(),
             next_due: Vec::new(),
             credit: Vec::new(),
+            route: Vec::new(),
+            routes,
             global,
             commits,
             tasks: JoinSet::new(),
-            heartbeat: Heartbeat::new(now_ms()),
         };
         scheduler.apply(snapshot);
         scheduler
@@ -118,7 +127,29 @@ impl Scheduler {
         self.shared
             .serving
             .send_replace(Arc::new(super::serving(&snapshot)));
-        self.config = snapshot.config;
+        self.config = snapshot.config.clone();
+        self.shared.served.send_replace(snapshot);
+        self.refresh_routes();
+    }
+
+    /// Take the rollout task's latest routes.
+    fn refresh_routes(&mut self) {
+        let routes = self.routes.borrow_and_update().clone();
+        self.route = self
+            .topics
+            .iter()
+            .map(|t| routes.get(&t.cfg.name).cloned())
+            .collect();
+    }
+
+    /// Whether topic `i` has a version to serve: its route's, or (without a
+    /// route) its file's. A topic under a rollout policy serves only by its
+    /// route, which says which version is stable.
+    fn serves(&self, i: usize) -> bool {
+        match &self.route[i] {
+            Some(route) => route.serve.is_some(),
+            None => self.topics[i].handler.is_some() && self.topics[i].cfg.rollout.is_none(),
+        }
     }
 
     /// Serve until `shutdown`, then shut down: every attempt has finished or
@@ -137,6 +168,9 @@ impl Scheduler {
         // since when claiming has failed (Redis unreachable), if it has
         let mut outage: Option<tokio::time::Instant> = None;
         loop {
+            if self.routes.has_changed().unwrap_or(false) {
+                self.refresh_routes();
+            }
             let now = now_ms();
             if now >= next_probe {
                 self.next_due.iter_mut().for_each(|d| *d = (*d).min(now));
@@ -201,6 +235,7 @@ impl Scheduler {
                     }
                 }
                 Some(msg) = wake.recv() => self.on_wake(msg),
+                Ok(()) = self.routes.changed() => self.refresh_routes(),
                 Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     reaped(joined);
                     while let Some(joined) = self.tasks.try_join_next() {
@@ -232,8 +267,9 @@ impl Scheduler {
         self.topics
             .iter()
             .zip(&self.next_due)
-            .filter(|(t, _)| t.handler.is_some() && t.capacity.available() > 0)
-            .map(|(_, due)| *due)
+            .enumerate()
+            .filter(|(i, (t, _))| self.serves(*i) && t.capacity.available() > 0)
+            .map(|(_, (_, due))| *due)
             .min()
             .unwrap_or(NEVER)
     }
@@ -276,7 +312,7 @@ impl Scheduler {
     /// handler and has capacity.
     fn free(&self, i: usize, now: u64) -> usize {
         let topic = &self.topics[i];
-        if self.next_due[i] > now || topic.handler.is_none() {
+        if self.next_due[i] > now || !self.serves(i) {
             return 0;
         }
         self.global
@@ -337,9 +373,10 @@ impl Scheduler {
         most: usize,
     ) -> Result<usize, crate::redis::QueueError> {
         let topic = self.topics[i].clone();
-        let Some(handler) = &topic.handler else {
+        let route = self.route[i].clone();
+        if !self.serves(i) {
             return Ok(0);
-        };
+        }
         let lease_until = now + millis(topic.cfg.timeout + self.config.runner.lease_margin);
         let rate = topic.cfg.rate.map(|r| crate::redis::RateLimit {
             interval_ms: r.interval_ms(),
@@ -357,14 +394,28 @@ impl Scheduler {
                 .capacity
                 .slot(&self.global)
                 .expect("checked free capacity");
+            let (handler, canary) = match &route {
+                Some(route) => {
+                    let failed_on = job.last_failure.as_ref().and_then(|f| f.handler.as_deref());
+                    let max = match job.record.as_ref().map_or(0, |r| r.max_attempts) {
+                        0 => topic.cfg.max_attempts,
+                        n => n,
+                    };
+                    route.pick(failed_on, job.attempt >= max)
+                }
+                None => topic.handler.as_ref().map(|h| (h, false)),
+            }
+            .expect("checked that the topic serves");
+            let handler = handler.clone();
             let guard = Attempt::new(
                 topic.clone(),
                 job.id.clone(),
                 job.attempt,
+                handler.version().clone(),
                 slot,
                 self.commits.clone(),
             );
-            let run = attempt::run(self.shared.clone(), handler.clone(), job, guard);
+            let run = attempt::run(self.shared.clone(), handler, canary, job, guard);
             self.tasks.spawn(run);
         }
         Ok(n)

@@ -1,0 +1,523 @@
+//! Which handler version serves each attempt: the rollout task.
+//!
+//! Every few hundred ms the task reports, per topic, this runner's attempts
+//! per version and the version its handler file holds (`rollout_sync.lua`:
+//! a new file under a `rollout` policy starts a canary), judges the counts
+//! all runners reported ([`judge`]: promote or roll back), and turns the
+//! answer into a [`Route`] for the scheduler: the version that serves, and
+//! the canary with its share. Versions that are not the file's come from the
+//! kept versions ([`Versions`]). Everything it decides is in Redis, in the
+//! topic's slot, so every runner routes alike and a restart resumes.
+//!
+//! A topic without `rollout` and without a pin has no route: the scheduler
+//! serves its file's version, as before (a new file swaps in at once).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Shared;
+use crate::clock::{millis, now_ms};
+use crate::config::{RolloutPolicy, TopicConfig};
+use crate::redis::{Canary, Change, Policy, Rollout, Tally};
+use crate::reload::{Snapshot, Versions};
+use crate::wasm::LoadedHandler;
+
+/// How often a topic under a rollout policy (or with a canary) reports and
+/// is judged: what bounds the time from a bad canary's failures to its
+/// rollback on every runner.
+const FAST: Duration = Duration::from_millis(250);
+/// How often every other topic reports (its versions' counts, a pin).
+const SLOW: Duration = Duration::from_secs(1);
+/// The canary's sample for crashes (traps, time and memory limits), which a
+/// handler never chooses: judged after this many attempts, or `min_attempts`
+/// if that is smaller.
+const CRASH_SAMPLE: u32 = 10;
+
+/// What serves a topic's attempts, when it is not simply its file's version.
+#[derive(Clone)]
+pub(crate) struct Route {
+    /// Every attempt the canary does not take; `None`: claim nothing (the
+    /// version to serve is not kept here; said in the log).
+    pub serve: Option<LoadedHandler>,
+    /// The canary and its share of attempts.
+    pub canary: Option<(LoadedHandler, f64)>,
+}
+
+impl Route {
+    /// The handler for an attempt whose job's last failed attempt ran
+    /// `last_failed_on`, and whether it is the canary's: the canary takes its
+    /// share of attempts, except a job that just failed on it (it retries on
+    /// the stable version) and a job's last attempt (a bad canary must not
+    /// use it up: it costs retries, never a dead letter).
+    pub fn pick(
+        &self,
+        last_failed_on: Option<&str>,
+        last_attempt: bool,
+    ) -> Option<(&LoadedHandler, bool)> {
+        match &self.canary {
+            Some((canary, share))
+                if !last_attempt
+                    && last_failed_on != Some(canary.hash())
+                    && rand::random::<f64>() < *share =>
+            {
+                Some((canary, true))
+            }
+            _ => self.serve.as_ref().map(|h| (h, false)),
+        }
+    }
+}
+
+/// Routes by topic; a topic missing here serves its file's version.
+pub(crate) type Routes = HashMap<String, Arc<Route>>;
+
+/// The verdict `policy` gives `canary` at `now`, with its reason, if any.
+///
+/// - **Crashed**: after `min(min_attempts, 10)` attempts, the canary's
+///   crash rate (traps, time and memory limits) is over `max_failure_rate`
+///   and over the stable version's by more than `margin`: rolled back.
+/// - **Failing**: after `min_attempts`, its failure rate (every attempt that
+///   did not ack) is over `max_failure_rate` and over the stable version's
+///   by more than `margin`: rolled back, without waiting for the window.
+/// - **Window over**: with `min_attempts`, promoted if its failure rate is
+///   at most the stable version's plus `margin`, else rolled back. Without
+///   them it keeps its share until it has them.
+pub(crate) fn judge(policy: &RolloutPolicy, canary: &Canary, now: u64) -> Option<(Change, String)> {
+    let (c, s) = (canary.tally, canary.stable_tally);
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let over =
+        |rate: f64, stable: f64| rate > policy.max_failure_rate && rate > stable + policy.margin;
+    let crash_sample = u64::from(policy.min_attempts.min(CRASH_SAMPLE));
+    if c.attempts >= crash_sample && over(c.crash_rate(), s.crash_rate()) {
+        return Some((
+            Change::RollBack,
+            format!(
+                "{} of {} attempts crashed ({}; stable {} of {}), over the limit of {}",
+                c.crashes,
+                c.attempts,
+                pct(c.crash_rate()),
+                s.crashes,
+                s.attempts,
+                pct(policy.max_failure_rate)
+            ),
+        ));
+    }
+    let min = u64::from(policy.min_attempts);
+    if c.attempts >= min && over(c.failure_rate(), s.failure_rate()) {
+        return Some((
+            Change::RollBack,
+            format!(
+                "{} of {} attempts failed ({}; stable {}), over the limit of {}",
+                c.failures,
+                c.attempts,
+                pct(c.failure_rate()),
+                pct(s.failure_rate()),
+                pct(policy.max_failure_rate)
+            ),
+        ));
+    }
+    if now >= canary.ends_ms && c.attempts >= min {
+        let worse = c.failure_rate() > s.failure_rate() + policy.margin;
+        let numbers = format!(
+            "{} attempts, {} failed (stable {} of {})",
+            c.attempts,
+            pct(c.failure_rate()),
+            pct(s.failure_rate()),
+            s.attempts
+        );
+        return Some(if worse {
+            (
+                Change::RollBack,
+                format!(
+                    "window over: {numbers}, worse than stable by more than {}",
+                    pct(policy.margin)
+                ),
+            )
+        } else {
+            (Change::Promote, format!("window over: {numbers}"))
+        });
+    }
+    None
+}
+
+/// Report, judge and route every topic until the scheduler is gone; the
+/// first round runs before this returns its task (routes are known before
+/// the first claim).
+pub(super) async fn start(
+    shared: Arc<Shared>,
+    versions: Arc<Versions>,
+    routes: watch::Sender<Arc<Routes>>,
+) -> tokio::task::JoinHandle<()> {
+    let mut task = Task {
+        shared,
+        versions,
+        routes,
+        seen: HashMap::new(),
+        said: HashSet::new(),
+        next: HashMap::new(),
+    };
+    let mut serving = task.shared.served.subscribe();
+    let current = serving.borrow_and_update().clone();
+    task.round(&current, true).await;
+    tokio::spawn(async move {
+        loop {
+            let current = serving.borrow_and_update().clone();
+            task.round(&current, false).await;
+            tokio::select! {
+                // a reload: a new file may start a canary, a changed policy applies
+                changed = serving.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(FAST) => {}
+            }
+        }
+    })
+}
+
+struct Task {
+    shared: Arc<Shared>,
+    versions: Arc<Versions>,
+    routes: watch::Sender<Arc<Routes>>,
+    /// What was last seen per topic (each change is logged once).
+    seen: HashMap<String, Seen>,
+    /// Things said once (a version this runner lacks).
+    said: HashSet<String>,
+    /// When each slow topic reports next (ms).
+    next: HashMap<String, u64>,
+}
+
+/// What a runner last saw of a topic's rollout.
+#[derive(Default)]
+struct Seen {
+    generation: u64,
+    verdict_at: u64,
+    canary_started: u64,
+    pin: Option<String>,
+}
+
+impl Task {
+    /// One round over the topics that are due (all of them when `all`).
+    async fn round(&mut self, serving: &Snapshot, all: bool) {
+        let now = now_ms();
+        let mut routes: Routes = (**self.routes.borrow()).clone();
+        routes.retain(|topic, _| serving.config.topic(topic).is_some());
+        for cfg in &serving.config.topics {
+            let fast = cfg.rollout.is_some() || routes.contains_key(&cfg.name);
+            let due = self.next.get(&cfg.name).copied().unwrap_or(0);
+            if !all && !fast && now < due {
+                continue;
+            }
+            self.next.insert(cfg.name.clone(), now + millis(SLOW));
+            let file = serving.handlers.get(&cfg.name);
+            match self.sync(cfg, file, now).await {
+                Some(state) => match self.route(cfg, file, &state).await {
+                    Some(route) => {
+                        routes.insert(cfg.name.clone(), Arc::new(route));
+                    }
+                    None => {
+                        routes.remove(&cfg.name);
+                    }
+                },
+                // Redis away: keep routing as before
+                None => continue,
+            }
+        }
+        let mut used: HashSet<&str> = serving.handlers.values().map(|h| h.hash()).collect();
+        for route in routes.values() {
+            used.extend(route.serve.iter().map(|h| h.hash()));
+            used.extend(route.canary.iter().map(|(h, _)| h.hash()));
+        }
+        self.versions.retain(&used);
+        self.routes.send_replace(Arc::new(routes));
+    }
+
+    /// Report `cfg`'s counts and file version, judge a canary; the rollout
+    /// as it stands, `None` if Redis did not answer (the counts are kept for
+    /// the next report).
+    async fn sync(
+        &mut self,
+        cfg: &TopicConfig,
+        file: Option<&LoadedHandler>,
+        now: u64,
+    ) -> Option<Rollout> {
+        let (shared, topic) = (&self.shared, cfg.name.as_str());
+        let keys = shared.queue.keys(topic);
+        let tallies = shared.meter.take_tallies(topic);
+        let counts: Vec<(&str, Tally)> = tallies.iter().map(|(v, t)| (&**v, *t)).collect();
+        let policy = cfg.rollout.map(|p| Policy {
+            share: p.canary,
+            window_ms: millis(p.window),
+        });
+        let keep = shared.keep_versions;
+        let synced = shared
+            .queue
+            .rollout_sync(
+                &keys,
+                now,
+                file.map(|h| h.hash()),
+                policy,
+                keep,
+                &shared.runner_id,
+                &counts,
+            )
+            .await;
+        let mut state = match synced {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::debug!(topic, "rollout report not sent, kept for the next: {e}");
+                shared.meter.restore_tallies(topic, tallies);
+                return None;
+            }
+        };
+        let kept = self.versions.kept(topic);
+        shared
+            .meter
+            .forget_versions(topic, |v| kept.iter().any(|k| k.version == v));
+        if let (Some(policy), Some(canary)) = (&cfg.rollout, &state.canary)
+            && let Some((change, reason)) = judge(policy, canary, now)
+        {
+            let judged = shared
+                .queue
+                .rollout_change(
+                    &keys,
+                    &change,
+                    &shared.runner_id,
+                    &reason,
+                    Some(&canary.version),
+                    now,
+                )
+                .await;
+            match judged {
+                Ok(()) => {
+                    if let Ok(now_state) = shared.queue.rollout(&keys).await {
+                        state = now_state;
+                    }
+                }
+                // another runner judged first: its verdict comes with the next report
+                Err(e) => tracing::debug!(topic, "verdict not recorded: {e}"),
+            }
+        }
+        self.describe(topic, &state);
+        Some(state)
+    }
+
+    /// Log what changed in `state` since this runner last looked, once:
+    /// a verdict, a canary started, a pin set or removed.
+    fn describe(&mut self, topic: &str, state: &Rollout) {
+        let now = now_ms();
+        let seen = self.seen.entry(topic.to_owned()).or_default();
+        if seen.generation == state.generation && seen.generation != 0 {
+            return;
+        }
+        let before = std::mem::replace(
+            seen,
+            Seen {
+                generation: state.generation,
+                verdict_at: state.last.as_ref().map_or(0, |v| v.at_ms),
+                canary_started: state.canary.as_ref().map_or(0, |c| c.started_ms),
+                pin: state.pinned.as_ref().map(|p| p.version.clone()),
+            },
+        );
+        // at start, only what happened in the last minute is news
+        let news = |at: u64, before: u64| at > before && (before > 0 || at + 60_000 > now);
+        if let Some(v) = &state.last
+            && news(v.at_ms, before.verdict_at)
+        {
+            let what = format!(
+                "rollout: canary {} {} by {}: {}",
+                v.version,
+                v.result.replace('_', " "),
+                v.by,
+                v.reason
+            );
+            match v.result.as_str() {
+                "promoted" => {
+                    tracing::info!(topic, version = %v.version, "{what}; it serves every attempt now")
+                }
+                "superseded" => tracing::info!(topic, version = %v.version, "{what}"),
+                _ => {
+                    tracing::warn!(topic, version = %v.version, "{what}; retired: its failed jobs retry on the stable version")
+                }
+            }
+        }
+        if let Some(c) = &state.canary
+            && news(c.started_ms, before.canary_started)
+        {
+            let until = jiff::Timestamp::from_millisecond(c.ends_ms as i64)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            tracing::info!(
+                topic,
+                version = %c.version,
+                "rollout: canary {} serves {:.0}% of attempts, stable {} the rest; judged from {until} (rolled back sooner if clearly worse)",
+                c.version,
+                c.share * 100.0,
+                state.stable.as_deref().unwrap_or("-"),
+            );
+        }
+        let pin = state.pinned.as_ref().map(|p| p.version.clone());
+        if pin != before.pin && (before.generation > 0 || pin.is_some()) {
+            match &state.pinned {
+                Some(p) => {
+                    tracing::info!(topic, version = %p.version, "pinned by {}: version {} serves every attempt", p.by, p.version)
+                }
+                None => tracing::info!(
+                    topic,
+                    "unpinned: the handler file and the rollout decide again"
+                ),
+            }
+        }
+    }
+
+    /// The route `state` asks of this runner for `cfg`, `None` to serve the
+    /// file's version.
+    async fn route(
+        &mut self,
+        cfg: &TopicConfig,
+        file: Option<&LoadedHandler>,
+        state: &Rollout,
+    ) -> Option<Route> {
+        let topic = cfg.name.as_str();
+        if let Some(pin) = &state.pinned {
+            let serve = self
+                .handler(topic, file, &pin.version, "it is pinned to")
+                .await;
+            return Some(Route {
+                serve,
+                canary: None,
+            });
+        }
+        cfg.rollout.as_ref()?;
+        let stable = state.stable.as_deref()?;
+        let serve = self
+            .handler(topic, file, stable, "its stable version is")
+            .await;
+        let canary = match &state.canary {
+            Some(c) => self
+                .handler(topic, file, &c.version, "its canary is")
+                .await
+                .map(|h| (h, c.share)),
+            None => None,
+        };
+        Some(Route { serve, canary })
+    }
+
+    /// The handler of `version` for `topic`: the file's, or a kept one; if
+    /// this runner has neither, `None`, said once.
+    async fn handler(
+        &mut self,
+        topic: &str,
+        file: Option<&LoadedHandler>,
+        version: &str,
+        role: &str,
+    ) -> Option<LoadedHandler> {
+        if let Some(h) = file.filter(|h| h.hash() == version) {
+            return Some(h.clone());
+        }
+        match self.versions.load(version).await {
+            Ok(h) => Some(h),
+            Err(why) => {
+                if self.said.insert(format!("{topic} {version}")) {
+                    if role == "its canary is" {
+                        tracing::info!(
+                            topic,
+                            version,
+                            "{role} {version}, which this runner does not have ({why}): it serves the stable version only"
+                        );
+                    } else {
+                        tracing::error!(
+                            topic,
+                            version,
+                            "{role} {version}, which this runner does not have ({why}): it claims nothing of this topic"
+                        );
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: RolloutPolicy = RolloutPolicy {
+        canary: 0.1,
+        window: Duration::from_secs(300),
+        min_attempts: 50,
+        max_failure_rate: 0.2,
+        margin: 0.05,
+    };
+
+    fn canary(c: (u64, u64, u64), s: (u64, u64, u64), ends_ms: u64) -> Canary {
+        let t = |(attempts, failures, crashes)| Tally {
+            attempts,
+            failures,
+            crashes,
+        };
+        Canary {
+            version: "c".into(),
+            share: 0.1,
+            started_ms: 0,
+            ends_ms,
+            tally: t(c),
+            stable_tally: t(s),
+        }
+    }
+
+    fn verdict(c: Canary, now: u64) -> Option<Change> {
+        judge(&POLICY, &c, now).map(|(change, _)| change)
+    }
+
+    #[test]
+    fn a_failing_canary_is_rolled_back_once_it_has_the_sample_not_before() {
+        assert_eq!(verdict(canary((49, 49, 0), (400, 0, 0), 1000), 0), None);
+        assert_eq!(
+            verdict(canary((50, 11, 0), (400, 0, 0), 1000), 0),
+            Some(Change::RollBack)
+        );
+        // at the limit is not over it
+        assert_eq!(verdict(canary((50, 10, 0), (400, 0, 0), 1000), 0), None);
+    }
+
+    #[test]
+    fn crashes_are_judged_on_ten_attempts() {
+        assert_eq!(verdict(canary((9, 9, 9), (90, 0, 0), 1000), 0), None);
+        assert_eq!(
+            verdict(canary((10, 10, 10), (90, 0, 0), 1000), 0),
+            Some(Change::RollBack)
+        );
+    }
+
+    #[test]
+    fn a_canary_failing_as_often_as_stable_is_not_blamed() {
+        // an upstream outage: both fail half the time
+        assert_eq!(verdict(canary((60, 30, 0), (600, 300, 0), 1000), 0), None);
+        assert_eq!(
+            verdict(canary((60, 30, 0), (600, 300, 0), 1000), 1000),
+            Some(Change::Promote)
+        );
+    }
+
+    #[test]
+    fn promoted_when_the_window_ends_with_the_sample_and_no_worse() {
+        assert_eq!(verdict(canary((60, 3, 0), (600, 30, 0), 1000), 999), None);
+        assert_eq!(
+            verdict(canary((60, 3, 0), (600, 30, 0), 1000), 1000),
+            Some(Change::Promote)
+        );
+        // no sample yet: it keeps its share past the window
+        assert_eq!(verdict(canary((20, 0, 0), (600, 0, 0), 1000), 5000), None);
+    }
+
+    #[test]
+    fn worse_than_stable_by_more_than_the_margin_is_rolled_back_at_the_window_end() {
+        // 15% against 5%: under the limit, over stable + 5 points
+        assert_eq!(verdict(canary((100, 15, 0), (900, 45, 0), 1000), 0), None);
+        assert_eq!(
+            verdict(canary((100, 15, 0), (900, 45, 0), 1000), 1000),
+            Some(Change::RollBack)
+        );
+    }
+}
