@@ -22,6 +22,7 @@
 //! once it serves the new state.
 
 mod loader;
+mod serving;
 mod versions;
 mod watch;
 
@@ -33,6 +34,7 @@ use crate::config::Config;
 use crate::wasm::LoadedHandler;
 
 pub use loader::Loader;
+pub use serving::{ReloadRecord, Serving};
 pub use versions::{Kept, Versions};
 pub use watch::watch;
 

@@ -10,9 +10,11 @@
 //!
 //! Tasks: the scheduler (claims, spawns attempts, requeues expired leases,
 //! sweeps undelivered follow-ups, applies reloads), one task per attempt, the
-//! committer, the wake listener (pub/sub) and the reload watcher. Shutdown is
-//! a future passed to [`Runner::run`]: claiming stops, running attempts get
-//! the grace period, the rest are stopped and released.
+//! committer, the wake listener (pub/sub), the reload watcher, the schedules
+//! (`cron.rs`) and the rollouts (`rollout.rs`: which handler version serves).
+//! [`Runner`] (`runner.rs`) starts them; this file holds only what they
+//! share. Shutdown is a future passed to [`Runner::run`]: claiming stops,
+//! running attempts get the grace period, the rest are stopped and released.
 
 mod attempt;
 mod capacity;
@@ -23,23 +25,25 @@ mod heartbeat;
 mod housekeeping;
 mod meter;
 pub(crate) mod rollout;
+mod runner;
 mod scheduler;
 
-use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 
-use crate::config::{Config, TopicConfig};
+use crate::config::TopicConfig;
 use crate::events::{Event, EventKind, EventSender};
 use crate::metrics::Metrics;
-use crate::redis::embedded::EmbeddedRedis;
 use crate::redis::{Queue, TopicKeys};
-use crate::reload::{Loader, Notice, Snapshot, Versions};
+use crate::reload::{Notice, ReloadRecord, Serving, Snapshot, Versions};
 use crate::wasm::{LoadedHandler, Runtime, Sandbox};
 use capacity::Capacity;
+pub use runner::Runner;
+
+/// Reload notices kept for the API and dashboard.
+const RECENT_RELOADS: usize = 50;
 
 /// Instance slots beyond the configured concurrency, so a burst never finds the pool empty.
 const SPARE_SLOTS: u32 = 8;
@@ -79,54 +83,6 @@ pub(crate) struct Shared {
     pub keep_versions: u32,
     /// This runner's id, as its heartbeat and rollout verdicts name it.
     pub runner_id: String,
-}
-
-/// Reload notices kept for the API and dashboard.
-const RECENT_RELOADS: usize = 50;
-
-/// What a runner serves now: its configuration and each topic's handler
-/// version. Replaced (not changed) by every reload.
-#[derive(Debug, Clone)]
-pub struct Serving {
-    /// The configuration in force.
-    pub config: Arc<Config>,
-    /// Topic → the content hash of its handler; a topic without one claims nothing.
-    pub handlers: BTreeMap<String, String>,
-    /// Whether this process claims and runs jobs (`false` for `hourglass serve`).
-    pub runs_jobs: bool,
-}
-
-impl Serving {
-    /// A configuration served without running jobs (`hourglass serve`).
-    pub fn without_jobs(config: Config) -> Serving {
-        Serving {
-            config: Arc::new(config),
-            handlers: BTreeMap::new(),
-            runs_jobs: false,
-        }
-    }
-}
-
-/// One reload notice and when it was sent.
-#[derive(Debug, Clone)]
-pub struct ReloadRecord {
-    /// When (ms since the epoch).
-    pub at_ms: u64,
-    /// What happened.
-    pub notice: Notice,
-}
-
-/// What `snapshot` serves.
-fn serving(snapshot: &Snapshot) -> Serving {
-    Serving {
-        config: snapshot.config.clone(),
-        handlers: snapshot
-            .handlers
-            .iter()
-            .map(|(topic, h)| (topic.clone(), h.hash().to_owned()))
-            .collect(),
-        runs_jobs: true,
-    }
 }
 
 impl Shared {
@@ -171,137 +127,5 @@ impl Shared {
                 kind,
             });
         }
-    }
-}
-
-/// A runner with its handlers loaded and Redis connected, ready to [`Runner::run`].
-pub struct Runner {
-    shared: Arc<Shared>,
-    snapshot: Snapshot,
-    loader: Loader,
-    _embedded: Option<EmbeddedRedis>,
-}
-
-impl Runner {
-    /// Compile every handler (failing on the first that cannot serve), then
-    /// connect, waiting for Redis while it is unreachable.
-    pub async fn start(config: Config) -> anyhow::Result<Runner> {
-        let slots = config.runner.concurrency + SPARE_SLOTS;
-        let runtime = Arc::new(
-            Runtime::new(slots, config.runner.compile_cache.as_deref())
-                .context("creating the WebAssembly engine")?,
-        );
-        let versions = Arc::new(Versions::open(
-            &config.runner.versions_dir,
-            config.runner.keep_versions,
-            runtime.clone(),
-        ));
-        let mut loader = Loader::new(runtime.clone(), versions.clone());
-        let snapshot = loader.initial(config).await?;
-        let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
-        let metrics = Arc::new(Metrics::new());
-        metrics.instance_slots.set(i64::from(slots));
-        let shared = Arc::new(Shared {
-            queue,
-            runtime,
-            events: broadcast::channel(1 << 16).0,
-            notices: broadcast::channel(256).0,
-            meter: meter::Meter::new(metrics.clone()),
-            metrics,
-            serving: watch::channel(Arc::new(serving(&snapshot))).0,
-            reloads: Mutex::default(),
-            served: watch::channel(snapshot.clone()).0,
-            versions,
-            keep_versions: snapshot.config.runner.keep_versions,
-            runner_id: heartbeat::runner_id(),
-        });
-        Ok(Runner {
-            shared,
-            snapshot,
-            loader,
-            _embedded: embedded,
-        })
-    }
-
-    /// Events about jobs from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.shared.events.subscribe()
-    }
-
-    /// What live reloads do from now on: handlers loaded, rejected or missing,
-    /// configurations applied or rejected. Each notice is sent once the
-    /// runner serves what it reports.
-    pub fn subscribe_reloads(&self) -> broadcast::Receiver<Notice> {
-        self.shared.notices.subscribe()
-    }
-
-    /// Outbound HTTP requests of the handlers, per (topic, status), from the
-    /// start and as they happen.
-    pub fn outbound_counts(&self) -> Arc<crate::wasm::OutboundCounts> {
-        self.shared.runtime.outbound_counts()
-    }
-
-    /// How many handler instances are alive, now and whenever asked.
-    pub fn instances_in_use(&self) -> crate::wasm::InUse {
-        self.shared.runtime.in_use().clone()
-    }
-
-    /// What the HTTP API and dashboard need of this runner.
-    pub fn ops(&self) -> crate::http::Ops {
-        crate::http::Ops {
-            queue: self.shared.queue.clone(),
-            serving: self.shared.serving.subscribe(),
-            metrics: self.shared.metrics.clone(),
-            outbound: Some(self.outbound_counts()),
-            reloads: Some({
-                let shared = self.shared.clone();
-                Arc::new(move || shared.recent_reloads())
-            }),
-        }
-    }
-
-    /// The connection the runner uses (handy for producing from the same process).
-    pub fn queue(&self) -> &Queue {
-        &self.shared.queue
-    }
-
-    /// Serve until `shutdown` completes, then shut down gracefully.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let Runner {
-            shared,
-            snapshot,
-            loader,
-            _embedded,
-        } = self;
-        // unbounded, yet bounded: each running attempt sends one completion
-        let (commits, commit_rx) = mpsc::unbounded_channel();
-        let committer = tokio::spawn(commit::run(shared.clone(), commit_rx));
-        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let listener = tokio::spawn(crate::redis::listen_for_wakes(
-            shared.queue.clone(),
-            wake_tx,
-        ));
-        let schedules = tokio::spawn(cron::run(shared.clone()));
-        // routes (rollouts, pins) are known before the first claim
-        let (routes_tx, routes_rx) = watch::channel(Arc::default());
-        let rollouts = rollout::start(shared.clone(), shared.versions.clone(), routes_tx).await;
-        let (reload_tx, reload_rx) = mpsc::channel(4);
-        let watcher = tokio::spawn(crate::reload::watch(loader, snapshot.clone(), reload_tx));
-        tracing::info!(
-            topics = snapshot.config.topics.len(),
-            concurrency = snapshot.config.runner.concurrency,
-            "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
-        );
-        // returns once every attempt has finished or been stopped, dropping every commit sender
-        scheduler::Scheduler::new(shared.clone(), snapshot, routes_rx, commits)
-            .run(wake_rx, reload_rx, shutdown)
-            .await;
-        listener.abort();
-        watcher.abort();
-        schedules.abort();
-        rollouts.abort();
-        let released = committer.await.unwrap_or(0);
-        tracing::info!(released, "hourglass stopped");
-        Ok(())
     }
 }

@@ -1,0 +1,151 @@
+//! [`Runner`]: the front door. `start` loads every handler and connects;
+//! `run` starts the worker's tasks (committer, wake listener, schedules,
+//! reload watcher, rollouts) and the scheduler, and returns once shut down.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, meter, rollout, scheduler};
+use crate::config::Config;
+use crate::events::Event;
+use crate::metrics::Metrics;
+use crate::redis::Queue;
+use crate::redis::embedded::EmbeddedRedis;
+use crate::reload::{Loader, Notice, Snapshot, Versions};
+use crate::wasm::Runtime;
+
+/// A runner with its handlers loaded and Redis connected, ready to [`Runner::run`].
+pub struct Runner {
+    shared: Arc<Shared>,
+    snapshot: Snapshot,
+    loader: Loader,
+    _embedded: Option<EmbeddedRedis>,
+}
+
+impl Runner {
+    /// Compile every handler (failing on the first that cannot serve), then
+    /// connect, waiting for Redis while it is unreachable.
+    pub async fn start(config: Config) -> anyhow::Result<Runner> {
+        let slots = config.runner.concurrency + SPARE_SLOTS;
+        let runtime = Arc::new(
+            Runtime::new(slots, config.runner.compile_cache.as_deref())
+                .context("creating the WebAssembly engine")?,
+        );
+        let versions = Arc::new(Versions::open(
+            &config.runner.versions_dir,
+            config.runner.keep_versions,
+            runtime.clone(),
+        ));
+        let mut loader = Loader::new(runtime.clone(), versions.clone());
+        let snapshot = loader.initial(config).await?;
+        let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
+        let metrics = Arc::new(Metrics::new());
+        metrics.instance_slots.set(i64::from(slots));
+        let shared = Arc::new(Shared {
+            queue,
+            runtime,
+            events: broadcast::channel(1 << 16).0,
+            notices: broadcast::channel(256).0,
+            meter: meter::Meter::new(metrics.clone()),
+            metrics,
+            serving: watch::channel(Arc::new(snapshot.serving())).0,
+            reloads: Mutex::new(VecDeque::new()),
+            served: watch::channel(snapshot.clone()).0,
+            versions,
+            keep_versions: snapshot.config.runner.keep_versions,
+            runner_id: heartbeat::runner_id(),
+        });
+        Ok(Runner {
+            shared,
+            snapshot,
+            loader,
+            _embedded: embedded,
+        })
+    }
+
+    /// Events about jobs from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.shared.events.subscribe()
+    }
+
+    /// What live reloads do from now on: handlers loaded, rejected or missing,
+    /// configurations applied or rejected. Each notice is sent once the
+    /// runner serves what it reports.
+    pub fn subscribe_reloads(&self) -> broadcast::Receiver<Notice> {
+        self.shared.notices.subscribe()
+    }
+
+    /// Outbound HTTP requests of the handlers, per (topic, status), from the
+    /// start and as they happen.
+    pub fn outbound_counts(&self) -> Arc<crate::wasm::OutboundCounts> {
+        self.shared.runtime.outbound_counts()
+    }
+
+    /// How many handler instances are alive, now and whenever asked.
+    pub fn instances_in_use(&self) -> crate::wasm::InUse {
+        self.shared.runtime.in_use().clone()
+    }
+
+    /// What the HTTP API and dashboard need of this runner.
+    pub fn ops(&self) -> crate::http::Ops {
+        crate::http::Ops {
+            queue: self.shared.queue.clone(),
+            serving: self.shared.serving.subscribe(),
+            metrics: self.shared.metrics.clone(),
+            outbound: Some(self.outbound_counts()),
+            reloads: Some({
+                let shared = self.shared.clone();
+                Arc::new(move || shared.recent_reloads())
+            }),
+        }
+    }
+
+    /// The connection the runner uses (handy for producing from the same process).
+    pub fn queue(&self) -> &Queue {
+        &self.shared.queue
+    }
+
+    /// Serve until `shutdown` completes, then shut down gracefully.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let Runner {
+            shared,
+            snapshot,
+            loader,
+            _embedded,
+        } = self;
+        // unbounded, yet bounded: each running attempt sends one completion
+        let (commits, commit_rx) = mpsc::unbounded_channel();
+        let committer = tokio::spawn(commit::run(shared.clone(), commit_rx));
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let listener = tokio::spawn(crate::redis::listen_for_wakes(
+            shared.queue.clone(),
+            wake_tx,
+        ));
+        let schedules = tokio::spawn(cron::run(shared.clone()));
+        // routes (rollouts, pins) are known before the first claim
+        let (routes_tx, routes_rx) = watch::channel(Arc::default());
+        let rollouts = rollout::start(shared.clone(), shared.versions.clone(), routes_tx).await;
+        let (reload_tx, reload_rx) = mpsc::channel(4);
+        let watcher = tokio::spawn(crate::reload::watch(loader, snapshot.clone(), reload_tx));
+        tracing::info!(
+            topics = snapshot.config.topics.len(),
+            concurrency = snapshot.config.runner.concurrency,
+            "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
+        );
+        // returns once every attempt has finished or been stopped, dropping every commit sender
+        scheduler::Scheduler::new(shared.clone(), snapshot, routes_rx, commits)
+            .run(wake_rx, reload_rx, shutdown)
+            .await;
+        listener.abort();
+        watcher.abort();
+        schedules.abort();
+        rollouts.abort();
+        let released = committer.await.unwrap_or(0);
+        tracing::info!(released, "hourglass stopped");
+        Ok(())
+    }
+}
