@@ -3,7 +3,7 @@
 -- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: pending zset   KEYS[4]: job hash
 -- KEYS[5]: attempt hash   KEYS[6]: error hash
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most jobs when no ids are given
--- ARGV[5]: 1 (ids follow) or 2 (pairs of id and the record to store follow)
+-- ARGV[5]: 1 (ids follow) or 2 (pairs of id and the record to store follow; '' keeps the record)
 -- ARGV[6..]: ids (or pairs); none means the oldest ARGV[4] dead letters, records unchanged
 -- Returns: the ids requeued
 local before = head_due(KEYS[3])
@@ -22,7 +22,7 @@ for j, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[2], id)
     if redis.call('HEXISTS', KEYS[4], id) == 1 then
-      if records[j] then redis.call('HSET', KEYS[4], id, records[j]) end
+      if records[j] and records[j] ~= '' then redis.call('HSET', KEYS[4], id, records[j]) end
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
       redis.call('ZADD', KEYS[3], ARGV[3], id)

@@ -116,8 +116,8 @@ impl Queue {
 
     /// [`Queue::dead_retry`] pinning each job to handler `version` (replay on
     /// a chosen version): these ids, or when `ids` is empty the oldest
-    /// [`DEAD_BATCH`]. A dead letter whose record cannot be read stays dead
-    /// (not in the answer). Returns the ids requeued.
+    /// [`DEAD_BATCH`]. A dead letter whose record cannot be read is requeued
+    /// unchanged, as [`Queue::dead_retry`] does. Returns the ids requeued.
     pub async fn dead_retry_on(
         &self,
         keys: &TopicKeys,
@@ -153,20 +153,17 @@ impl Queue {
             .key(&keys.error);
         self.wake_args(&mut inv, keys);
         inv.arg(now_ms).arg(DEAD_BATCH).arg(2);
-        let mut any = false;
         for (id, stored) in ids.iter().zip(&stored) {
-            let Value::BulkString(bytes) = stored else {
-                continue;
+            // a record that cannot be read (or is gone) is handled as by
+            // `dead_retry`: requeued unchanged (it dies again, saying why), or dropped
+            let pinned = match stored {
+                Value::BulkString(bytes) => crate::Record::decode(bytes).ok().map(|mut r| {
+                    r.version = Some(version.to_owned());
+                    r.encode()
+                }),
+                _ => None,
             };
-            let Ok(mut record) = crate::Record::decode(bytes) else {
-                continue;
-            };
-            record.version = Some(version.to_owned());
-            inv.arg(id).arg(record.encode());
-            any = true;
-        }
-        if !any {
-            return Ok(Vec::new());
+            inv.arg(id).arg(pinned.unwrap_or_default());
         }
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
     }

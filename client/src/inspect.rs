@@ -55,6 +55,7 @@ impl JobView {
             "max_attempts": record.map(|r| r.max_attempts),
             "enqueued_at_ms": record.map(|r| r.enqueued_at_ms),
             "payload_bytes": record.map(|r| r.payload.len()),
+            "version": record.and_then(|r| r.version.as_deref()),
             "payload": record.and_then(|r| std::str::from_utf8(&r.payload).ok()),
             "dead": match &v.state { JobState::Dead(info) => serde_json::to_value(info).ok(), _ => None },
             "last_failure": v.last_failure,

@@ -269,11 +269,14 @@ impl Queue {
         &self,
         keys: &TopicKeys,
     ) -> Result<(Rollout, Vec<VersionInfo>), QueueError> {
-        let rollout = self.rollout(keys).await?;
-        let flat: Vec<Value> = redis::cmd("HGETALL")
-            .arg(&keys.versions)
+        // both at once (one slot): a role always matches the counts beside it
+        let (state, flat): (Vec<Value>, Vec<Value>) = redis::pipe()
+            .atomic()
+            .hgetall(&keys.rollout)
+            .hgetall(&keys.versions)
             .query_async(&mut self.conn.clone())
             .await?;
+        let rollout = parse(&state)?;
         let fields = pairs(&flat)?;
         let count = |v: &str, what: &str| {
             fields

@@ -4,7 +4,7 @@
 //! Recording is cheap on the job path: each topic's counters and histograms
 //! are looked up once (see `worker/meter.rs`) and then cost an atomic add or
 //! a short lock. Gauges that need Redis (depths, paused, runners) are set by
-//! the scrape itself from a snapshot at most a second old (`http/metrics.rs`).
+//! the scrape itself from a snapshot at most a second old (`http/scrape.rs`).
 //! Names follow Prometheus' conventions: base units (seconds), `_total` on
 //! counters, `_info` for a version.
 

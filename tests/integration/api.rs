@@ -407,10 +407,16 @@ async fn metrics_count_what_happened_and_parse() {
         assert_eq!(found.len(), 1, "{name} {labels:?} in:\n{}", answer.body);
         found[0]
     };
+    // labelled with the handler version that ran them
+    let echo_version = hash_of(test_support::components::ECHO);
     assert_eq!(
         value(
             "hourglass_attempts_total",
-            &[("topic", "echo"), ("outcome", "ack")]
+            &[
+                ("topic", "echo"),
+                ("version", &echo_version),
+                ("outcome", "ack")
+            ]
         ),
         acks as f64
     );
@@ -435,7 +441,7 @@ async fn metrics_count_what_happened_and_parse() {
     assert_eq!(
         value(
             "hourglass_attempt_duration_seconds_count",
-            &[("topic", "echo")]
+            &[("topic", "echo"), ("version", &echo_version)]
         ),
         acks as f64
     );

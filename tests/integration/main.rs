@@ -24,6 +24,9 @@
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
 //! - `rollout`: handler versions rolled out under a canary: rolled back, promoted,
 //!   two runner processes, a SIGKILL mid-rollout; pins; replay on a version.
+//! - `rollout_api`: the same over HTTP: versions, promote, abort, pin, enqueue and
+//!   dead-letter replay on a version, the rollout counters in /metrics, the
+//!   dashboard's Versions panel in a headless Chromium.
 //! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
 //!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
 
@@ -46,6 +49,7 @@ mod pipeline;
 mod priority;
 mod reload;
 mod rollout;
+mod rollout_api;
 mod runners;
 mod scheduling;
 mod security;

@@ -552,4 +552,143 @@ async fn dead_letters_of_a_bad_version_replay_on_the_old_one_and_pinned_jobs_run
         reason.contains("pinned to handler version 0123456789abcdef"),
         "{reason}"
     );
+    let shown = ok(hourglass(&project, &["inspect", "pay", "orphan"]));
+    assert!(
+        shown.contains("handler version 0123456789abcdef"),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_without_the_canarys_file_serves_the_stable_version() {
+    let project = Project::new(
+        "concurrency = 4",
+        &topic(r#"rollout = { canary = "50%", for = "1h", min_attempts = 1000 }"#),
+    );
+    deploy(&project.handler("pay.wasm"), &std::fs::read(ECHO).unwrap());
+    let stable = hash_of(ECHO);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    rollout_until(&queue, "echo recorded as stable", |r| {
+        r.stable.as_deref() == Some(&stable)
+    })
+    .await;
+    // another runner (on another machine) reports a new file: a canary this one lacks
+    let elsewhere = "0123456789abcdef";
+    let policy = hourglass::redis::Policy {
+        share: 0.5,
+        window_ms: 3_600_000,
+    };
+    let keys = queue.keys("pay");
+    let state = queue
+        .rollout_sync(
+            &keys,
+            now_ms(),
+            Some(elsewhere),
+            Some(policy),
+            5,
+            "elsewhere",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(state.canary.map(|c| c.version).as_deref(), Some(elsewhere));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for _ in 0..20 {
+        assert_eq!(ran_on(&mut runner, &queue).await, stable);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_beyond_keep_versions_are_forgotten_on_disk_and_in_redis() {
+    let project = Project::new("concurrency = 4\nkeep_versions = 2", &topic(""));
+    let pay = project.handler("pay.wasm");
+    deploy(&pay, &std::fs::read(ECHO).unwrap());
+    let (echo, flaky, probe) = (hash_of(ECHO), hash_of(FLAKY), hash_of(PROBE));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    assert_eq!(ran_on(&mut runner, &queue).await, echo);
+    for (component, version) in [(FLAKY, &flaky), (PROBE, &probe)] {
+        deploy(&pay, &std::fs::read(component).unwrap());
+        until_ran_on(&mut runner, &queue, version).await;
+    }
+    let kept_files = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".wasm"))
+            .collect();
+        names.sort();
+        names
+    };
+    let dir = project.dir.path().join(".hourglass/versions");
+    let mut expected = vec![format!("{flaky}.wasm"), format!("{probe}.wasm")];
+    expected.sort();
+    assert_eq!(
+        kept_files(&dir),
+        expected,
+        "the newest two, outside handlers_dir"
+    );
+    // the newest two, newest first
+    let newest = vec![probe.clone(), flaky.clone()];
+    eventually(WAIT, "the newest two versions in redis", || async {
+        let (_, v) = queue
+            .versions(&queue.keys("pay"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let v: Vec<String> = v.into_iter().map(|v| v.version).collect();
+        if v == newest {
+            Ok(())
+        } else {
+            Err(format!("{v:?}"))
+        }
+    })
+    .await;
+    let refused = hourglass(&project, &["pin", "pay", &echo]);
+    assert_eq!(refused.status.code(), Some(2), "echo is no longer kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_bad_canary_is_rolled_back_and_a_pin_holds() {
+    let cluster = test_support::RedisCluster::start();
+    let project = Project::on_cluster(
+        cluster.urls(),
+        "concurrency = 8",
+        &topic(
+            r#"rollout = { canary = "20%", for = "1h", min_attempts = 10, max_failure_rate = 0.2 }"#,
+        ),
+    );
+    let pay = project.handler("pay.wasm");
+    deploy(&pay, &std::fs::read(ECHO).unwrap());
+    let (stable, bad) = (hash_of(ECHO), hash_of(ORDER_CANCEL));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    rollout_until(&queue, "echo recorded as stable", |r| {
+        r.stable.as_deref() == Some(&stable)
+    })
+    .await;
+    let producer = produce(&queue, 600, 3);
+    deploy(&pay, &std::fs::read(ORDER_CANCEL).unwrap());
+    let after = rollout_until(&queue, "the canary rolled back", |r| {
+        r.last
+            .as_ref()
+            .is_some_and(|v| v.result == "rolled_back" && v.version == bad)
+    })
+    .await;
+    assert_eq!(after.stable.as_deref(), Some(stable.as_str()));
+    let ids = producer.await.unwrap();
+    let events = runner.after_drained(&queue, &["pay"], WAIT).await;
+    let lives = lives(&events);
+    for id in &ids {
+        let (versions, ends) = &lives[id.as_str()];
+        assert_eq!(ends.last(), Some(&&EventKind::Acked), "{id}: {ends:?}");
+        assert_eq!(versions.last(), Some(&stable.as_str()), "{id}");
+    }
+    let listed = ok(hourglass(&project, &["versions", "pay", "--json"]));
+    assert!(listed.contains(r#""role":"retired""#), "{listed}");
+    ok(hourglass(&project, &["pin", "pay", &bad]));
+    until_ran_on(&mut runner, &queue, &bad).await;
+    ok(hourglass(&project, &["unpin", "pay"]));
+    // the file still holds the retired version: the stable one serves again
+    until_ran_on(&mut runner, &queue, &stable).await;
 }

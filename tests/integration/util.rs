@@ -426,7 +426,9 @@ impl RunnerProcess {
             .spawn()
             .unwrap();
         let runner = RunnerProcess { child, log };
-        runner.wait_for("hourglass running", Duration::from_secs(60));
+        // a deadline, not a speed claim: big components compile cold here,
+        // on two cores shared with the other tests
+        runner.wait_for("hourglass running", Duration::from_secs(180));
         runner
     }
 

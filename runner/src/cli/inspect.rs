@@ -100,6 +100,9 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
     match &v.record {
         Some(Ok(r)) => {
             line(&mut out, "enqueued", when(r.enqueued_at_ms, now));
+            if let Some(version) = &r.version {
+                line(&mut out, "pinned to", format!("handler version {version}"));
+            }
             line(&mut out, "payload", preview(&r.payload));
         }
         Some(Err(e)) => line(&mut out, "payload", format!("unreadable: {e}")),

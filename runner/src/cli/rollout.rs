@@ -172,9 +172,11 @@ pub(super) async fn rollout(config: &Path, args: RolloutArgs) -> Result<(), Fail
         Action::Promote => "promoted by hand",
         _ => "aborted by hand",
     };
+    // the canary shown here is the one changed: refused if another started meanwhile
     let before = queue.rollout(&keys).await?;
+    let shown = before.canary.as_ref().map(|c| c.version.as_str());
     queue
-        .rollout_change(&keys, &change, "cli", reason, None, now_ms())
+        .rollout_change(&keys, &change, "cli", reason, shown, now_ms())
         .await
         .map_err(refused)?;
     let canary = before.canary.map(|c| c.version).unwrap_or_default();

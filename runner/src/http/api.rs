@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{ApiError, Shared, topic_named};
 use crate::clock::now_ms;
 use crate::redis::{RunnerInfo, TopicStats, check_id};
-use crate::worker::Serving;
+use crate::reload::Serving;
 
 type Answer = Result<Json<Value>, ApiError>;
 

@@ -1,5 +1,6 @@
-//! The routes that change something: enqueue, cancel, dead-letter retry and
-//! purge, pause and resume. Each needs the token when one is configured.
+//! The routes that change jobs and topics: enqueue, cancel, pause and
+//! resume (dead letters in `dead.rs`, handler versions in `rollout.rs`).
+//! Each needs the token when one is configured.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -11,11 +12,9 @@ use serde_json::{Value, json};
 use super::{ApiError, Shared, topic_named};
 use crate::clock::{millis, now_ms};
 use crate::config::parse_duration;
-use crate::redis::{
-    Cancelled, DEAD_BATCH, Enqueued, NewJob, Queue, QueueError, TopicKeys, check_id,
-};
+use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, VersionInfo, check_id, check_version};
 
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
 /// Most jobs one bulk call takes.
 pub const MAX_BULK: usize = 10_000;
@@ -41,6 +40,8 @@ struct JobIn {
     /// Replace the waiting job with this id (payload and due time).
     #[serde(default)]
     replace: bool,
+    /// Run every attempt on this handler version (one the topic keeps).
+    version: Option<String>,
 }
 
 impl JobIn {
@@ -51,6 +52,9 @@ impl JobIn {
         };
         if let Some(id) = &self.id {
             check_id(id).map_err(|why| bad("id", why))?;
+        }
+        if let Some(version) = &self.version {
+            check_version(version).map_err(|why| bad("version", why))?;
         }
         let payload = match self.payload {
             Value::String(s) => s.into_bytes(),
@@ -115,13 +119,16 @@ impl JobIn {
             max_attempts: self.max_attempts.unwrap_or(0),
             unique_for_ms,
             replace: self.replace,
-            version: None,
+            version: self.version,
         })
     }
 }
 
 /// Parse `value` as `T`, naming the failing field's path under `prefix`.
-fn parse<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ApiError> {
+pub(super) fn parse<T: serde::de::DeserializeOwned>(
+    value: Value,
+    prefix: &str,
+) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = match (prefix, path.as_str()) {
@@ -185,7 +192,21 @@ pub(super) async fn enqueue(State(app): Shared, Path(name): Path<String>, body: 
         }
     };
     let q = app.ops.queue.clone().with_max_payload(max_payload);
-    let answers = q.enqueue(&q.keys(&name), &jobs, now).await?;
+    let keys = q.keys(&name);
+    if jobs.iter().any(|j| j.version.is_some()) {
+        let (_, kept) = q.versions(&keys).await?;
+        for (i, job) in jobs.iter().enumerate() {
+            if let Some(version) = &job.version {
+                let field = if one {
+                    "version".to_owned()
+                } else {
+                    format!("[{i}].version")
+                };
+                check_kept(&name, version, &kept, &field)?;
+            }
+        }
+    }
+    let answers = q.enqueue(&keys, &jobs, now).await?;
     let new = answers
         .iter()
         .filter(|a| matches!(a, Enqueued::New(_)))
@@ -212,7 +233,37 @@ pub(super) async fn enqueue(State(app): Shared, Path(name): Path<String>, body: 
     ))
 }
 
-fn checked(app: &super::App, name: &str, id: Option<&str>) -> Result<TopicKeys, ApiError> {
+/// Refuse `version` (given at `field`) unless `topic` keeps it: a job pinned
+/// to a version no runner has would only fail.
+pub(super) fn check_kept(
+    topic: &str,
+    version: &str,
+    kept: &[VersionInfo],
+    field: &str,
+) -> Result<(), ApiError> {
+    if kept.iter().any(|v| v.version == version) {
+        return Ok(());
+    }
+    let list: Vec<&str> = kept.iter().map(|v| v.version.as_str()).collect();
+    Err(ApiError::field(
+        StatusCode::BAD_REQUEST,
+        field,
+        format!(
+            "topic {topic:?} keeps no version {version} (kept: {})",
+            if list.is_empty() {
+                "none yet".to_owned()
+            } else {
+                list.join(", ")
+            }
+        ),
+    ))
+}
+
+pub(super) fn checked(
+    app: &super::App,
+    name: &str,
+    id: Option<&str>,
+) -> Result<TopicKeys, ApiError> {
     topic_named(&app.ops.serving(), name)?;
     if let Some(id) = id {
         check_id(id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
@@ -243,79 +294,6 @@ pub(super) async fn cancel(State(app): Shared, Path((name, id)): Path<(String, S
         StatusCode::OK,
         Json(json!({ "id": id, "cancelled": true, "was": was })),
     ))
-}
-
-/// Retry (`true`) or purge dead letters: `ids`, or all when empty, in batches.
-async fn dead_apply(
-    q: &Queue,
-    keys: &TopicKeys,
-    ids: &[String],
-    retry: bool,
-) -> Result<Vec<String>, QueueError> {
-    async fn run(
-        q: &Queue,
-        keys: &TopicKeys,
-        ids: &[String],
-        retry: bool,
-    ) -> Result<Vec<String>, QueueError> {
-        if retry {
-            q.dead_retry(keys, ids, now_ms()).await
-        } else {
-            q.dead_purge(keys, ids).await
-        }
-    }
-    if !ids.is_empty() {
-        return run(q, keys, ids, retry).await;
-    }
-    let mut done = Vec::new();
-    loop {
-        let batch = run(q, keys, &[], retry).await?;
-        let last = batch.len() < DEAD_BATCH;
-        done.extend(batch);
-        if last {
-            return Ok(done);
-        }
-    }
-}
-
-async fn dead_one(app: &super::App, name: &str, id: String, retry: bool) -> Answer {
-    let keys = checked(app, name, Some(&id))?;
-    let hit = dead_apply(&app.ops.queue, &keys, std::slice::from_ref(&id), retry).await?;
-    if hit.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no dead letter {id:?} in {name}"),
-        ));
-    }
-    let verb = if retry { "requeued" } else { "purged" };
-    Ok((StatusCode::OK, Json(json!({ "id": id, verb: true }))))
-}
-
-async fn dead_all(app: &super::App, name: &str, retry: bool) -> Answer {
-    let keys = checked(app, name, None)?;
-    let done = dead_apply(&app.ops.queue, &keys, &[], retry).await?;
-    let verb = if retry { "requeued" } else { "purged" };
-    Ok((StatusCode::OK, Json(json!({ verb: done.len() }))))
-}
-
-/// `POST /api/topics/{topic}/dead/{id}/retry`: run a dead letter again, due now, attempts reset.
-pub(super) async fn retry(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
-    dead_one(&app, &name, id, true).await
-}
-
-/// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
-pub(super) async fn purge(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
-    dead_one(&app, &name, id, false).await
-}
-
-/// `POST /api/topics/{topic}/dead/retry`: run every dead letter again.
-pub(super) async fn retry_all(State(app): Shared, Path(name): Path<String>) -> Answer {
-    dead_all(&app, &name, true).await
-}
-
-/// `DELETE /api/topics/{topic}/dead`: delete every dead letter.
-pub(super) async fn purge_all(State(app): Shared, Path(name): Path<String>) -> Answer {
-    dead_all(&app, &name, false).await
 }
 
 async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {

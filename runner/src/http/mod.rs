@@ -3,13 +3,17 @@
 //!
 //! Served by a runner (`hourglass run`) or without claiming jobs
 //! (`hourglass serve`). Every route is one function: reads in `api.rs`,
-//! changes in `change.rs`, the metrics scrape in `scrape.rs`, the embedded
-//! page in `dashboard.rs`. Authentication (`auth`) runs before all of them.
+//! changes in `change.rs` (jobs, pause) and `dead.rs` (dead letters), a
+//! topic's handler versions and rollout (reads and changes) in `rollout.rs`,
+//! the metrics scrape in `scrape.rs`, the embedded page in `dashboard.rs`.
+//! Authentication (`auth`) runs before all of them.
 
 mod api;
 mod change;
 mod dashboard;
+mod dead;
 mod error;
+mod rollout;
 mod scrape;
 
 use std::net::SocketAddr;
@@ -28,12 +32,16 @@ use tokio::sync::watch;
 use crate::config::{Config, TopicConfig};
 use crate::metrics::Metrics;
 use crate::redis::Queue;
+use crate::reload::{ReloadRecord, Serving};
 use crate::wasm::OutboundCounts;
-use crate::worker::{ReloadRecord, Serving};
 pub use error::ApiError;
 
 /// The largest request body: a bulk enqueue of thousands of jobs.
 const MAX_BODY: usize = 64 << 20;
+
+/// Who the API's changes are by, as Redis records them (a rollout's verdict
+/// or pin) and as the log says.
+const WHO: &str = "api";
 
 /// What the HTTP server needs of the process serving it.
 #[derive(Clone)]
@@ -87,13 +95,21 @@ fn router(ops: Ops) -> Router {
         )
         .route(
             "/topics/{topic}/dead",
-            get(api::dead).delete(change::purge_all),
+            get(api::dead).delete(dead::purge_all),
         )
-        .route("/topics/{topic}/dead/retry", post(change::retry_all))
-        .route("/topics/{topic}/dead/{id}", delete(change::purge))
-        .route("/topics/{topic}/dead/{id}/retry", post(change::retry))
+        .route("/topics/{topic}/dead/retry", post(dead::retry_all))
+        .route("/topics/{topic}/dead/{id}", delete(dead::purge))
+        .route("/topics/{topic}/dead/{id}/retry", post(dead::retry))
         .route("/topics/{topic}/pause", post(change::pause))
         .route("/topics/{topic}/resume", post(change::resume))
+        .route("/topics/{topic}/versions", get(rollout::versions))
+        .route("/topics/{topic}/rollout", get(rollout::rollout))
+        .route("/topics/{topic}/rollout/promote", post(rollout::promote))
+        .route("/topics/{topic}/rollout/abort", post(rollout::abort))
+        .route(
+            "/topics/{topic}/pin",
+            post(rollout::pin).delete(rollout::unpin),
+        )
         .route("/stats", get(api::stats))
         .route("/runners", get(api::runners))
         .route("/reloads", get(api::reloads))

@@ -1,6 +1,7 @@
 //! `GET /metrics`: the counters and histograms the runner keeps, plus gauges
-//! read from Redis at most once a second however often Prometheus scrapes
-//! (O(1) commands per topic, run concurrently: never a scan).
+//! and the rollout counters read from Redis at most once a second however
+//! often Prometheus scrapes (O(1) commands per topic, run concurrently: never
+//! a scan).
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::{App, Shared};
-use crate::metrics::{StateLabels, StatusLabels, TopicLabel, VersionLabels};
+use crate::metrics::{RolloutLabels, StateLabels, StatusLabels, TopicLabel, VersionLabels};
+use crate::redis::Rollout;
 
 /// How old the Redis gauges may be.
 const FRESH: Duration = Duration::from_secs(1);
@@ -52,7 +54,18 @@ pub(super) async fn metrics(State(app): Shared) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 
-/// Read the depth of every topic, the paused flags and the live runners.
+/// Each count a topic's rollout keeps in Redis, and the `result` label it is
+/// exposed under.
+const ROLLOUT_TOTALS: [(&str, &str); 5] = [
+    ("promoted", "promoted"),
+    ("rolled_back", "rolled_back"),
+    ("aborted", "aborted"),
+    ("pins", "pinned"),
+    ("unpins", "unpinned"),
+];
+
+/// Read the depth of every topic, the paused flags, the live runners and the
+/// rollouts' counts.
 async fn refresh(app: &App) {
     let m = &app.ops.metrics;
     let o = match app.ops.overview().await {
@@ -65,6 +78,15 @@ async fn refresh(app: &App) {
     };
     m.redis_up.set(1);
     m.runners.set(o.runners.len() as i64);
+    let q = &app.ops.queue;
+    let keys: Vec<_> = o.topics.iter().map(|(topic, _)| q.keys(topic)).collect();
+    let rollouts = futures::future::join_all(keys.iter().map(|k| q.rollout(k))).await;
+    for ((topic, _), rollout) in o.topics.iter().zip(rollouts) {
+        match rollout {
+            Ok(r) => count_rollouts(m, topic, &r),
+            Err(e) => tracing::debug!(topic, "metrics: rollout unreadable: {e}"),
+        }
+    }
     m.jobs.clear();
     m.paused.clear();
     for (topic, s) in o.topics {
@@ -84,5 +106,18 @@ async fn refresh(app: &App) {
         m.paused
             .get_or_create(&TopicLabel { topic })
             .set(i64::from(s.paused));
+    }
+}
+
+/// Bring `topic`'s rollout counters up to the totals Redis keeps (counted
+/// there once, whichever process made the change); never down.
+fn count_rollouts(m: &crate::metrics::Metrics, topic: &str, r: &Rollout) {
+    for (total, result) in ROLLOUT_TOTALS {
+        let n = r.totals.get(total).copied().unwrap_or(0);
+        let counter = m.rollouts.get_or_create(&RolloutLabels {
+            topic: topic.to_owned(),
+            result,
+        });
+        counter.inc_by(n.saturating_sub(counter.get()));
     }
 }

@@ -313,7 +313,7 @@ impl Loader {
                 match &previous {
                     Some(old) if old.hash() != handler.hash() => tracing::info!(
                         handler = %path.display(),
-                        "version {} replaces {}; running jobs finish on the old one",
+                        "version {} replaces {} in the file; running jobs finish on the old one (a topic with `rollout` starts it as a canary)",
                         handler.hash(),
                         old.hash()
                     ),

@@ -47,6 +47,13 @@ pub(crate) struct Route {
 }
 
 impl Route {
+    /// Whether `other` routes alike: the same versions, the same share.
+    fn same_as(&self, other: &Route) -> bool {
+        self.serve.as_ref().map(|h| h.hash()) == other.serve.as_ref().map(|h| h.hash())
+            && self.canary.as_ref().map(|(h, s)| (h.hash(), *s))
+                == other.canary.as_ref().map(|(h, s)| (h.hash(), *s))
+    }
+
     /// The handler for an attempt whose job's last failed attempt ran
     /// `last_failed_on`, and whether it is the canary's: the canary takes its
     /// share of attempts, except a job that just failed on it (it retries on
@@ -157,6 +164,7 @@ pub(super) async fn start(
         seen: HashMap::new(),
         said: HashSet::new(),
         next: HashMap::new(),
+        reported: HashMap::new(),
     };
     let mut serving = task.shared.served.subscribe();
     let current = serving.borrow_and_update().clone();
@@ -184,6 +192,8 @@ struct Task {
     said: HashSet<String>,
     /// When each slow topic reports next (ms).
     next: HashMap<String, u64>,
+    /// The file version each topic last reported.
+    reported: HashMap<String, Option<String>>,
 }
 
 /// What a runner last saw of a topic's rollout.
@@ -202,13 +212,16 @@ impl Task {
         let mut routes: Routes = (**self.routes.borrow()).clone();
         routes.retain(|topic, _| serving.config.topic(topic).is_some());
         for cfg in &serving.config.topics {
+            let file = serving.handlers.get(&cfg.name);
             let fast = cfg.rollout.is_some() || routes.contains_key(&cfg.name);
+            // a new file is reported at once, whatever the topic's pace
+            let new_file =
+                self.reported.get(&cfg.name).map(|v| v.as_deref()) != Some(file.map(|h| h.hash()));
             let due = self.next.get(&cfg.name).copied().unwrap_or(0);
-            if !all && !fast && now < due {
+            if !all && !fast && !new_file && now < due {
                 continue;
             }
             self.next.insert(cfg.name.clone(), now + millis(SLOW));
-            let file = serving.handlers.get(&cfg.name);
             match self.sync(cfg, file, now).await {
                 Some(state) => match self.route(cfg, file, &state).await {
                     Some(route) => {
@@ -228,7 +241,17 @@ impl Task {
             used.extend(route.canary.iter().map(|(h, _)| h.hash()));
         }
         self.versions.retain(&used);
-        self.routes.send_replace(Arc::new(routes));
+        // the scheduler wakes for a change only
+        self.routes.send_if_modified(|current| {
+            let same = current.len() == routes.len()
+                && routes
+                    .iter()
+                    .all(|(topic, r)| current.get(topic).is_some_and(|c| c.same_as(r)));
+            if !same {
+                *current = Arc::new(routes);
+            }
+            !same
+        });
     }
 
     /// Report `cfg`'s counts and file version, judge a canary; the rollout
@@ -262,7 +285,11 @@ impl Task {
             )
             .await;
         let mut state = match synced {
-            Ok(state) => state,
+            Ok(state) => {
+                self.reported
+                    .insert(topic.to_owned(), file.map(|h| h.hash().to_owned()));
+                state
+            }
             Err(e) => {
                 tracing::debug!(topic, "rollout report not sent, kept for the next: {e}");
                 shared.meter.restore_tallies(topic, tallies);

@@ -126,7 +126,7 @@ impl Scheduler {
         (self.next_due, self.credit) = kept.into_iter().unzip();
         self.shared
             .serving
-            .send_replace(Arc::new(super::serving(&snapshot)));
+            .send_replace(Arc::new(snapshot.serving()));
         self.config = snapshot.config.clone();
         self.shared.served.send_replace(snapshot);
         self.refresh_routes();

@@ -14,6 +14,7 @@ const state = {
   history: new Map(), // topic -> [done/s]
   rates: new Map(), // topic -> {done, failed}
   dead: { topic: null, offset: 0 },
+  versions: { topic: null },
   topics: [],
 };
 
@@ -30,10 +31,16 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
-async function api(method, path) {
+// `send`, if given, goes as the JSON body
+async function api(method, path, send) {
   const headers = {};
   if (state.token) headers.Authorization = "Bearer " + state.token;
-  const res = await fetch("/api" + path, { method, headers });
+  const init = { method, headers };
+  if (send !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(send);
+  }
+  const res = await fetch("/api" + path, init);
   const body = await res.json().catch(() => ({}));
   if (res.status === 401) {
     $("#token-form").hidden = false;
@@ -49,12 +56,26 @@ function setStatus(text, error) {
   s.classList.toggle("error", !!error);
 }
 
+// a length of time in words: "40 s", "5 min", "2 h", "3 d"
+function span(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return s + " s";
+  if (s < 3600) return Math.round(s / 60) + " min";
+  if (s < 86400) return Math.round(s / 3600) + " h";
+  return Math.round(s / 86400) + " d";
+}
+
 function ago(ms) {
-  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
-  if (s < 60) return s + " s ago";
-  if (s < 3600) return Math.round(s / 60) + " min ago";
-  if (s < 86400) return Math.round(s / 3600) + " h ago";
-  return Math.round(s / 86400) + " d ago";
+  return span(Date.now() - ms) + " ago";
+}
+
+// a time that may be ahead: "in 5 min" or "5 min ago"
+function when(ms) {
+  return ms > Date.now() ? "in " + span(ms - Date.now()) : ago(ms);
+}
+
+function percent(part, whole) {
+  return whole ? (part * 100 / whole).toFixed(1) + "%" : "—";
 }
 
 function short(hash) {
@@ -111,6 +132,7 @@ function drawTopics() {
     const toggle = t.paused
       ? el("button", { class: "resume", onclick: () => act("POST", `/topics/${enc(t.name)}/resume`) }, "resume")
       : el("button", { class: "pause", onclick: () => act("POST", `/topics/${enc(t.name)}/pause`) }, "pause");
+    const versions = el("button", { class: "versions", onclick: () => openVersions(t.name) }, "versions");
     rows.push(el("tr", { "data-topic": t.name, class: t.paused ? "paused" : "" },
       name,
       el("td", { title: t.handler || "" }, el("code", {}, short(t.handler))),
@@ -122,7 +144,7 @@ function drawTopics() {
       el("td", { class: "n failed-rate" }, r ? r.failed.toFixed(1) : "—"),
       el("td", {}, sparkline(state.history.get(t.name) || [])),
       el("td", { class: "n late" }, late),
-      el("td", {}, toggle)));
+      el("td", {}, toggle, " ", versions)));
   }
   body.replaceChildren(...rows);
   const select = $("#lookup-topic");
@@ -137,9 +159,9 @@ function enc(s) {
   return encodeURIComponent(s);
 }
 
-async function act(method, path) {
+async function act(method, path, send) {
   try {
-    await api(method, path);
+    await api(method, path, send);
     await refresh();
   } catch (e) {
     setStatus(e.message, true);
@@ -185,6 +207,79 @@ async function deadAct(method, path) {
   }
 }
 
+async function openVersions(topic) {
+  state.versions = { topic };
+  await drawVersions();
+  $("#versions-section").scrollIntoView({ behavior: "smooth" });
+}
+
+// the topic's stable version and canary side by side, the pin, the policy
+// and the last verdict, and every kept version with a pin button
+async function drawVersions() {
+  const { topic } = state.versions;
+  if (!topic) return;
+  const path = `/topics/${enc(topic)}`;
+  const [kept, status] = await Promise.all([api("GET", path + "/versions"), api("GET", path + "/rollout")]);
+  const r = status.rollout;
+  const c = r.canary;
+  $("#versions-section").hidden = false;
+  $("#versions-topic").textContent = topic;
+  $("#rollout-promote").hidden = !c;
+  $("#rollout-abort").hidden = !c;
+  $("#unpin").hidden = !r.pinned;
+
+  // with a canary, both sides count since it started; without, since first seen
+  const stableKept = kept.versions.find((v) => v.version === r.stable);
+  const stable = c ? c.stable_tally : stableKept ? stableKept.tally : null;
+  const share = (s) => r.pinned ? "— (pinned)" : Math.round(s * 100) + "%";
+  const side = (label, cls, a, b) => el("tr", { class: cls }, el("th", {}, label), el("td", {}, a), el("td", {}, b));
+  $("#rollout tbody").replaceChildren(
+    side("version", "version",
+      el("code", {}, r.stable || "— (no runner has reported yet)"),
+      c ? el("code", {}, c.version) : el("span", { class: "muted" }, "none")),
+    side("share of attempts", "share", share(c ? 1 - c.share : 1), c ? share(c.share) : "—"),
+    side("attempts", "attempts", stable ? String(stable.attempts) : "—", c ? String(c.tally.attempts) : "—"),
+    side("failure rate", "failures",
+      stable ? percent(stable.failures, stable.attempts) : "—",
+      c ? percent(c.tally.failures, c.tally.attempts) : "—"),
+    side("crashes", "crashes", stable ? String(stable.crashes) : "—", c ? String(c.tally.crashes) : "—"),
+    side("window ends", "ends", "—",
+      c ? el("span", { title: new Date(c.ends_ms).toISOString() }, when(c.ends_ms)) : "—"));
+
+  const notes = [];
+  if (r.pinned) {
+    notes.push(el("li", { class: "pinned" }, "pinned to ", el("code", {}, r.pinned.version),
+      ` by ${r.pinned.by}, ${ago(r.pinned.at_ms)}: it serves every attempt`));
+  }
+  const p = status.policy;
+  notes.push(el("li", { class: "policy" }, p
+    ? `policy: canary ${Math.round(p.canary * 100)}% for ${span(p.window_ms)}, at least ${p.min_attempts} attempts, ` +
+      `failure rate at most ${Math.round(p.max_failure_rate * 100)}% and within ${Math.round(p.margin * 100)} points of stable`
+    : "policy: none in queues.toml, a new version replaces the old at once"));
+  if (r.last) {
+    notes.push(el("li", { class: "verdict" }, "last verdict: ", el("code", {}, r.last.version),
+      ` ${r.last.result.replace("_", " ")} by ${r.last.by}, ${ago(r.last.at_ms)}: ${r.last.reason}`));
+  }
+  $("#rollout-notes").replaceChildren(...notes);
+
+  const rows = kept.versions.map((v) => el("tr", { "data-version": v.version },
+    el("td", {}, el("code", {}, v.version)),
+    el("td", {}, el("span", { class: "role " + v.role }, v.role)),
+    el("td", { class: "n" }, String(v.tally.attempts)),
+    el("td", { class: "n" }, percent(v.tally.failures, v.tally.attempts)),
+    el("td", { class: "n" }, String(v.tally.crashes)),
+    el("td", { title: new Date(v.first_seen_ms).toISOString() }, ago(v.first_seen_ms)),
+    el("td", {}, v.role === "pinned" ? "" : el("button", { class: "pin", onclick: () => pin(topic, v.version) }, "pin"))));
+  $("#versions tbody").replaceChildren(...(rows.length ? rows
+    : [el("tr", {}, el("td", { class: "muted", colspan: "7" }, "none yet: a runner records each version it loads"))]));
+}
+
+function pin(topic, version) {
+  if (confirm(`Pin ${topic} to ${version}? Every attempt runs it until you unpin.`)) {
+    act("POST", `/topics/${enc(topic)}/pin`, { version });
+  }
+}
+
 function drawRunners(runners) {
   $("#runners tbody").replaceChildren(...runners.map((r) => el("tr", {},
     el("td", {}, el("code", {}, r.id)),
@@ -216,6 +311,7 @@ async function refresh() {
     drawRunners(runners.runners);
     drawReloads(reloads.reloads);
     if (state.dead.topic) await drawDead();
+    if (state.versions.topic) await drawVersions();
     const n = runners.runners.length;
     setStatus(`${state.topics.length} topics · ${n} runner${n === 1 ? "" : "s"} alive · ${new Date().toLocaleTimeString()}`);
   } catch (e) {
@@ -239,6 +335,15 @@ $("#dead-retry-all").addEventListener("click", () => {
 $("#dead-purge-all").addEventListener("click", () => {
   if (confirm(`Delete every dead letter of ${state.dead.topic} for good?`)) deadAct("DELETE", `/topics/${enc(state.dead.topic)}/dead`);
 });
+$("#rollout-promote").addEventListener("click", () => {
+  const topic = state.versions.topic;
+  if (confirm(`Promote the canary of ${topic}? It serves every attempt from now.`)) act("POST", `/topics/${enc(topic)}/rollout/promote`);
+});
+$("#rollout-abort").addEventListener("click", () => {
+  const topic = state.versions.topic;
+  if (confirm(`Abort the canary of ${topic}? It is retired and not rolled out again.`)) act("POST", `/topics/${enc(topic)}/rollout/abort`);
+});
+$("#unpin").addEventListener("click", () => act("DELETE", `/topics/${enc(state.versions.topic)}/pin`));
 $("#lookup").addEventListener("submit", async (e) => {
   e.preventDefault();
   const out = $("#lookup-result");

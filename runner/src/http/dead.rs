@@ -1,0 +1,176 @@
+//! The routes that change dead letters: run them again (on what the topic
+//! serves, or replayed on a chosen handler version) or delete them for good.
+//! Each needs the token when one is configured.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::change::{Answer, check_kept, checked, parse};
+use super::{ApiError, Shared, WHO};
+use crate::clock::now_ms;
+use crate::redis::{DEAD_BATCH, Queue, QueueError, TopicKeys, check_version};
+
+/// What to do with dead letters.
+#[derive(Clone, Copy)]
+enum Verb<'a> {
+    /// Run again, on this handler version if one is given.
+    Retry(Option<&'a str>),
+    /// Delete for good.
+    Purge,
+}
+
+impl Verb<'_> {
+    /// The answer's word for what was done.
+    fn done(self) -> &'static str {
+        match self {
+            Verb::Retry(_) => "requeued",
+            Verb::Purge => "purged",
+        }
+    }
+}
+
+/// Apply `verb` to dead letters: `ids`, or all when empty, in batches.
+async fn dead_apply(
+    q: &Queue,
+    keys: &TopicKeys,
+    ids: &[String],
+    verb: Verb<'_>,
+) -> Result<Vec<String>, QueueError> {
+    async fn run(
+        q: &Queue,
+        keys: &TopicKeys,
+        ids: &[String],
+        verb: Verb<'_>,
+    ) -> Result<Vec<String>, QueueError> {
+        match verb {
+            Verb::Retry(None) => q.dead_retry(keys, ids, now_ms()).await,
+            Verb::Retry(Some(version)) => q.dead_retry_on(keys, ids, version, now_ms()).await,
+            Verb::Purge => q.dead_purge(keys, ids).await,
+        }
+    }
+    if !ids.is_empty() {
+        return run(q, keys, ids, verb).await;
+    }
+    let mut done = Vec::new();
+    loop {
+        let batch = run(q, keys, &[], verb).await?;
+        let last = batch.len() < DEAD_BATCH;
+        done.extend(batch);
+        if last {
+            return Ok(done);
+        }
+    }
+}
+
+/// The optional body of a dead-letter retry: `{"version": "..."}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryIn {
+    /// Run them on this handler version (one the topic keeps): each job is
+    /// pinned to it.
+    version: Option<String>,
+}
+
+/// The version a retry's body names, checked and kept by `topic`; `None`
+/// for an empty body (today's retry, on what the topic serves).
+async fn retry_version(q: &Queue, topic: &str, body: &Bytes) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
+    let Some(version) = parse::<RetryIn>(value, "")?.version else {
+        return Ok(None);
+    };
+    check_version(&version)
+        .map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "version", why))?;
+    let (_, kept) = q.versions(&q.keys(topic)).await?;
+    check_kept(topic, &version, &kept, "version")?;
+    Ok(Some(version))
+}
+
+/// What a change of dead letters answers: `{verb: what}`, with the version
+/// they were requeued on.
+fn dead_answer(verb: Verb<'_>, what: Value) -> Value {
+    let mut answer = json!({ verb.done(): what });
+    if let Verb::Retry(Some(version)) = verb {
+        answer["version"] = version.into();
+    }
+    answer
+}
+
+/// Log a replay on a chosen version: it changes what runs those jobs.
+fn log_replay(topic: &str, verb: Verb<'_>, requeued: usize) {
+    if let Verb::Retry(Some(version)) = verb {
+        tracing::info!(
+            topic,
+            version,
+            who = WHO,
+            requeued,
+            "dead letters requeued on version {version}"
+        );
+    }
+}
+
+async fn dead_one(
+    app: &super::App,
+    name: &str,
+    keys: &TopicKeys,
+    id: String,
+    verb: Verb<'_>,
+) -> Answer {
+    let hit = dead_apply(&app.ops.queue, keys, std::slice::from_ref(&id), verb).await?;
+    if hit.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no dead letter {id:?} in {name}"),
+        ));
+    }
+    log_replay(name, verb, hit.len());
+    let mut answer = dead_answer(verb, true.into());
+    answer["id"] = id.into();
+    Ok((StatusCode::OK, Json(answer)))
+}
+
+async fn dead_all(app: &super::App, name: &str, keys: &TopicKeys, verb: Verb<'_>) -> Answer {
+    let done = dead_apply(&app.ops.queue, keys, &[], verb).await?;
+    log_replay(name, verb, done.len());
+    Ok((StatusCode::OK, Json(dead_answer(verb, done.len().into()))))
+}
+
+/// `POST /api/topics/{topic}/dead/{id}/retry`: run a dead letter again, due
+/// now, attempts reset; on a chosen handler version with a body
+/// `{"version": "..."}`.
+pub(super) async fn retry(
+    State(app): Shared,
+    Path((name, id)): Path<(String, String)>,
+    body: Bytes,
+) -> Answer {
+    let keys = checked(&app, &name, Some(&id))?;
+    let version = retry_version(&app.ops.queue, &name, &body).await?;
+    dead_one(&app, &name, &keys, id, Verb::Retry(version.as_deref())).await
+}
+
+/// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
+pub(super) async fn purge(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+    let keys = checked(&app, &name, Some(&id))?;
+    dead_one(&app, &name, &keys, id, Verb::Purge).await
+}
+
+/// `POST /api/topics/{topic}/dead/retry`: run every dead letter again; on a
+/// chosen handler version with a body `{"version": "..."}`.
+pub(super) async fn retry_all(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Answer {
+    let keys = checked(&app, &name, None)?;
+    let version = retry_version(&app.ops.queue, &name, &body).await?;
+    dead_all(&app, &name, &keys, Verb::Retry(version.as_deref())).await
+}
+
+/// `DELETE /api/topics/{topic}/dead`: delete every dead letter.
+pub(super) async fn purge_all(State(app): Shared, Path(name): Path<String>) -> Answer {
+    let keys = checked(&app, &name, None)?;
+    dead_all(&app, &name, &keys, Verb::Purge).await
+}

@@ -1,0 +1,170 @@
+//! Which handler version serves a topic: its kept versions and rollout
+//! (reads), and changing it by hand: promote or abort the canary, pin a kept
+//! version and unpin (`hourglass versions`, `rollout`, `pin` and `unpin` over
+//! HTTP). Every change is logged with who made it (`api`) and counted in
+//! Redis (the scrape turns the counts into `hourglass_rollouts_total`).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::change::{checked, parse};
+use super::{ApiError, Shared, WHO, topic_named};
+use crate::clock::now_ms;
+use crate::config::RolloutPolicy;
+use crate::redis::{Change, QueueError, check_version};
+
+type Answer = Result<Json<Value>, ApiError>;
+
+/// `GET /api/topics/{topic}/versions`: the kept handler versions, newest
+/// first, with their roles and totals; as `hourglass versions TOPIC --json`.
+pub(super) async fn versions(State(app): Shared, Path(name): Path<String>) -> Answer {
+    topic_named(&app.ops.serving(), &name)?;
+    let q = &app.ops.queue;
+    let (rollout, versions) = q.versions(&q.keys(&name)).await?;
+    Ok(Json(
+        json!({ "topic": name, "versions": versions, "rollout": rollout }),
+    ))
+}
+
+/// `GET /api/topics/{topic}/rollout`: the stable version, the canary with its
+/// counts, a pin, the last verdict; and the topic's policy in the served
+/// queues.toml (`null`: a new version replaces the old at once).
+pub(super) async fn rollout(State(app): Shared, Path(name): Path<String>) -> Answer {
+    let policy = topic_named(&app.ops.serving(), &name)?.and_then(|t| t.rollout);
+    let q = &app.ops.queue;
+    let rollout = q.rollout(&q.keys(&name)).await?;
+    Ok(Json(json!({
+        "topic": name,
+        "rollout": rollout,
+        "policy": policy.as_ref().map(policy_json),
+    })))
+}
+
+/// A topic's `rollout = { ... }` with its defaults filled in.
+fn policy_json(p: &RolloutPolicy) -> Value {
+    json!({
+        "canary": p.canary,
+        "window_ms": p.window.as_millis() as u64,
+        "min_attempts": p.min_attempts,
+        "max_failure_rate": p.max_failure_rate,
+        "margin": p.margin,
+    })
+}
+
+/// A refused rollout change (no canary, not pinned, a version the topic does
+/// not keep) conflicts with the topic's state: 409 saying why.
+fn conflict(e: QueueError, field: Option<&str>) -> ApiError {
+    match (e, field) {
+        (QueueError::Invalid(why), Some(field)) => {
+            ApiError::field(StatusCode::CONFLICT, field, why)
+        }
+        (QueueError::Invalid(why), None) => ApiError::new(StatusCode::CONFLICT, why),
+        (e, _) => e.into(),
+    }
+}
+
+/// Judge the canary running now by hand: `change` is promote or abort.
+async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> Answer {
+    let keys = checked(app, name, None)?;
+    let q = &app.ops.queue;
+    let before = q.rollout(&keys).await?;
+    // the canary read here is the one judged: one started since is refused as stale
+    let Some(canary) = before.canary.map(|c| c.version) else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("topic {name:?} has no canary being rolled out"),
+        ));
+    };
+    let reason = format!("{result} by hand");
+    q.rollout_change(&keys, &change, WHO, &reason, Some(&canary), now_ms())
+        .await
+        .map_err(|e| conflict(e, None))?;
+    let stable = if change == Change::Promote {
+        Some(canary.clone())
+    } else {
+        before.stable
+    };
+    tracing::info!(
+        topic = name,
+        version = canary,
+        who = WHO,
+        "canary {canary} {reason}"
+    );
+    Ok(Json(
+        json!({ "topic": name, "result": result, "version": canary, "stable": stable }),
+    ))
+}
+
+/// `POST /api/topics/{topic}/rollout/promote`: make the canary the stable
+/// version now.
+pub(super) async fn promote(State(app): Shared, Path(name): Path<String>) -> Answer {
+    verdict(&app, &name, Change::Promote, "promoted").await
+}
+
+/// `POST /api/topics/{topic}/rollout/abort`: take the canary out now; it is
+/// retired (not rolled out again).
+pub(super) async fn abort(State(app): Shared, Path(name): Path<String>) -> Answer {
+    verdict(&app, &name, Change::Abort, "aborted").await
+}
+
+/// The body of a pin: `{"version": "..."}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PinIn {
+    /// The version to serve: one the topic keeps.
+    version: Option<String>,
+}
+
+/// `POST /api/topics/{topic}/pin` `{"version": "..."}`: every attempt runs
+/// this kept version, whatever the handler file and the rollout say.
+pub(super) async fn pin(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Answer {
+    let keys = checked(&app, &name, None)?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
+    let Some(version) = parse::<PinIn>(value, "")?.version else {
+        return Err(ApiError::field(
+            StatusCode::BAD_REQUEST,
+            "version",
+            "missing; send one of the versions GET /api/topics/{topic}/versions lists",
+        ));
+    };
+    check_version(&version)
+        .map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "version", why))?;
+    let change = Change::Pin(version.clone());
+    app.ops
+        .queue
+        .rollout_change(&keys, &change, WHO, "pinned by hand", None, now_ms())
+        .await
+        .map_err(|e| conflict(e, Some("version")))?;
+    tracing::info!(
+        topic = name,
+        version,
+        who = WHO,
+        "pinned by hand to version {version}"
+    );
+    Ok(Json(json!({ "topic": name, "pinned": version })))
+}
+
+/// `DELETE /api/topics/{topic}/pin`: the handler file and the rollout decide
+/// again.
+pub(super) async fn unpin(State(app): Shared, Path(name): Path<String>) -> Answer {
+    let keys = checked(&app, &name, None)?;
+    app.ops
+        .queue
+        .rollout_change(
+            &keys,
+            &Change::Unpin,
+            WHO,
+            "unpinned by hand",
+            None,
+            now_ms(),
+        )
+        .await
+        .map_err(|e| conflict(e, None))?;
+    tracing::info!(topic = name, who = WHO, "unpinned by hand");
+    Ok(Json(json!({ "topic": name, "pinned": null })))
+}

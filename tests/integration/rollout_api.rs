@@ -1,0 +1,592 @@
+//! Handler versions over the HTTP API against a real runner and redis-server:
+//! the kept versions and their roles, a canary shown with its policy,
+//! promoted and aborted by hand (a second promote refused), pins (unknown and
+//! malformed versions refused naming the field), jobs enqueued and dead
+//! letters replayed on a chosen version, `hourglass_rollouts_total` in
+//! /metrics; and the dashboard's Versions panel promoting a canary in a real
+//! headless Chromium.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use hourglass::events::EventKind;
+use serde_json::{Value, json};
+use test_support::browser::Browser;
+use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
+use test_support::fantoccini::{Client, Locator};
+use test_support::http_client::{Answer, call};
+
+use crate::util::{Project, Running, deploy, hash_of, settled};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+const WAIT: Duration = Duration::from_secs(60);
+/// Acked by echo, flaky and probe; order_cancel fails it for good.
+const JOB: &str = r#"{"fail_first":0}"#;
+/// A well-formed version no topic keeps.
+const UNKNOWN: &str = "0123456789abcdef";
+
+/// Topic `pay` (its handler file `pay.wasm`) with `lines` added, served with a token.
+fn topics(lines: &str) -> String {
+    format!(
+        "[[topic]]\nname = \"pay\"\nhandler = \"pay.wasm\"\nmax_attempts = 1\n{lines}\n\n\
+         [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n"
+    )
+}
+
+/// A client for one server, with the token.
+struct Api(String);
+
+impl Api {
+    async fn get(&self, path: &str) -> Answer {
+        call(&self.0, "GET", path, Some(TOKEN), None).await
+    }
+    async fn post(&self, path: &str, body: &str) -> Answer {
+        call(&self.0, "POST", path, Some(TOKEN), Some(body)).await
+    }
+    async fn delete(&self, path: &str) -> Answer {
+        call(&self.0, "DELETE", path, Some(TOKEN), None).await
+    }
+    /// Poll `path` until `wanted` holds for its JSON.
+    async fn until(&self, path: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let answer = self.get(path).await;
+            if answer.status == 200 && wanted(&answer.json()) {
+                return answer.json();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{path}: {} {}",
+                answer.status,
+                answer.body
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    /// `hourglass_rollouts_total` of `pay` by result, once the scrape
+    /// (refreshed from Redis at most once a second) shows `wanted`.
+    async fn rollouts_until(&self, wanted: &[(&str, f64)]) -> HashMap<String, f64> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let answer = self.get("/metrics").await;
+            assert_eq!(answer.status, 200, "{}", answer.body);
+            let lines = answer.body.lines().map(|l| Ok(l.to_owned()));
+            let scrape = test_support::prometheus_parse::Scrape::parse(lines)
+                .expect("the exposition parses");
+            let counts: HashMap<String, f64> = scrape
+                .samples
+                .iter()
+                .filter(|s| {
+                    s.metric == "hourglass_rollouts_total" && s.labels.get("topic") == Some("pay")
+                })
+                .map(|s| match s.value {
+                    // the parser reads an OpenMetrics counter's `_total` sample as untyped
+                    test_support::prometheus_parse::Value::Counter(v)
+                    | test_support::prometheus_parse::Value::Untyped(v) => {
+                        (s.labels.get("result").unwrap_or("").to_owned(), v)
+                    }
+                    ref other => panic!("hourglass_rollouts_total: {other:?}"),
+                })
+                .collect();
+            if wanted.iter().all(|(r, n)| counts.get(*r) == Some(n)) {
+                return counts;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "wanted {wanted:?}, scraped {counts:?}:\n{}",
+                answer.body
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A JSON error with `status`, naming `field` (or none), whose message has `text`.
+fn refused(answer: &Answer, status: u16, field: Option<&str>, text: &str) {
+    assert_eq!(answer.status, status, "{}", answer.body);
+    let v = answer.json();
+    assert_eq!(v["field"].as_str(), field, "{v}");
+    let error = v["error"].as_str().expect("an error message");
+    assert!(error.contains(text), "{text:?} not in {error:?}");
+}
+
+/// The role `/versions` gives `version`, if it lists it.
+fn role_of(listed: &Value, version: &str) -> Option<String> {
+    listed["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["version"] == version)
+        .map(|v| v["role"].as_str().unwrap_or("").to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_is_promoted_aborted_and_a_version_pinned_over_the_api() {
+    let project = Project::new(
+        "concurrency = 2",
+        &topics(r#"rollout = { canary = "50%", for = "1h", min_attempts = 1000 }"#),
+    );
+    let pay = project.handler("pay.wasm");
+    deploy(&pay, &std::fs::read(ECHO).unwrap());
+    let (echo, probe, flaky) = (hash_of(ECHO), hash_of(PROBE), hash_of(FLAKY));
+    let mut running = Running::start(project.config()).await;
+    let addr = running.http.expect("[http] is served").to_string();
+    let api = Api(addr.clone());
+
+    // the version the runner loaded is kept, as the stable one
+    let listed = api
+        .until("/api/topics/pay/versions", |v| {
+            v["versions"].as_array().is_some_and(|l| !l.is_empty())
+        })
+        .await;
+    assert_eq!(listed["topic"], "pay");
+    assert_eq!(
+        listed["versions"].as_array().unwrap().len(),
+        1,
+        "{listed:#}"
+    );
+    assert_eq!(
+        role_of(&listed, &echo).as_deref(),
+        Some("stable"),
+        "{listed:#}"
+    );
+    assert_eq!(listed["rollout"]["stable"], echo.as_str());
+    assert_eq!(api.get("/api/topics/nope/versions").await.status, 404);
+    assert_eq!(api.get("/api/topics/nope/rollout").await.status, 404);
+
+    // the policy as served, defaults filled in; no canary to promote yet
+    let status = api.get("/api/topics/pay/rollout").await.json();
+    assert_eq!(
+        status["policy"],
+        json!({ "canary": 0.5, "window_ms": 3_600_000, "min_attempts": 1000,
+                "max_failure_rate": 0.2, "margin": 0.05 })
+    );
+    assert_eq!(status["rollout"]["canary"], Value::Null, "{status:#}");
+    refused(
+        &api.post("/api/topics/pay/rollout/promote", "").await,
+        409,
+        None,
+        "no canary",
+    );
+
+    // a new file under the policy: a canary with half the attempts for an hour
+    deploy(&pay, &std::fs::read(PROBE).unwrap());
+    let status = api
+        .until("/api/topics/pay/rollout", |v| {
+            v["rollout"]["canary"]["version"] == probe.as_str()
+        })
+        .await;
+    let canary = &status["rollout"]["canary"];
+    assert_eq!(canary["share"], 0.5, "{status:#}");
+    assert_eq!(
+        canary["ends_ms"].as_u64().unwrap() - canary["started_ms"].as_u64().unwrap(),
+        3_600_000
+    );
+    assert_eq!(status["rollout"]["stable"], echo.as_str());
+    let listed = api.get("/api/topics/pay/versions").await.json();
+    assert_eq!(
+        listed["versions"][0]["version"],
+        probe.as_str(),
+        "newest first"
+    );
+    assert_eq!(role_of(&listed, &probe).as_deref(), Some("canary"));
+    assert_eq!(role_of(&listed, &echo).as_deref(), Some("stable"));
+
+    // changes need the token; promote makes the canary stable, once
+    let anonymous = call(
+        &addr,
+        "POST",
+        "/api/topics/pay/rollout/promote",
+        None,
+        Some(""),
+    )
+    .await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let promoted = api.post("/api/topics/pay/rollout/promote", "").await;
+    assert_eq!(promoted.status, 200, "{}", promoted.body);
+    assert_eq!(
+        promoted.json(),
+        json!({ "topic": "pay", "result": "promoted", "version": probe, "stable": probe })
+    );
+    let status = api.get("/api/topics/pay/rollout").await.json();
+    let r = &status["rollout"];
+    assert_eq!(
+        (&r["stable"], &r["canary"]),
+        (&json!(probe), &Value::Null),
+        "{status:#}"
+    );
+    assert_eq!(
+        (
+            &r["last"]["result"],
+            &r["last"]["version"],
+            &r["last"]["by"]
+        ),
+        (&json!("promoted"), &json!(probe), &json!("api")),
+        "{status:#}"
+    );
+    refused(
+        &api.post("/api/topics/pay/rollout/promote", "").await,
+        409,
+        None,
+        "no canary",
+    );
+    let counts = api.rollouts_until(&[("promoted", 1.0)]).await;
+    assert_eq!(counts.get("aborted"), Some(&0.0), "{counts:?}");
+
+    // another new file; aborted: retired, the stable version stays
+    deploy(&pay, &std::fs::read(FLAKY).unwrap());
+    api.until("/api/topics/pay/rollout", |v| {
+        v["rollout"]["canary"]["version"] == flaky.as_str()
+    })
+    .await;
+    let aborted = api.post("/api/topics/pay/rollout/abort", "").await;
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    assert_eq!(
+        aborted.json(),
+        json!({ "topic": "pay", "result": "aborted", "version": flaky, "stable": probe })
+    );
+    let listed = api.get("/api/topics/pay/versions").await.json();
+    assert_eq!(
+        role_of(&listed, &flaky).as_deref(),
+        Some("retired"),
+        "{listed:#}"
+    );
+    assert_eq!(
+        role_of(&listed, &probe).as_deref(),
+        Some("stable"),
+        "{listed:#}"
+    );
+    refused(
+        &api.post("/api/topics/pay/rollout/abort", "").await,
+        409,
+        None,
+        "no canary",
+    );
+
+    // pins: bad input names the field; a kept version is served by every runner
+    let pin = |body: &'static str| api.post("/api/topics/pay/pin", body);
+    refused(
+        &pin(r#"{"version":"nope"}"#).await,
+        400,
+        Some("version"),
+        "16 hex digits",
+    );
+    refused(&pin("{}").await, 400, Some("version"), "missing");
+    refused(
+        &pin(r#"{"versoin":"x"}"#).await,
+        400,
+        Some("versoin"),
+        "unknown field",
+    );
+    refused(&pin("").await, 400, Some("body"), "not JSON");
+    refused(
+        &api.post(
+            "/api/topics/pay/pin",
+            &json!({ "version": UNKNOWN }).to_string(),
+        )
+        .await,
+        409,
+        Some("version"),
+        UNKNOWN,
+    );
+    let anonymous = call(
+        &addr,
+        "POST",
+        "/api/topics/pay/pin",
+        None,
+        Some(&json!({ "version": echo }).to_string()),
+    )
+    .await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let pinned = api
+        .post(
+            "/api/topics/pay/pin",
+            &json!({ "version": echo }).to_string(),
+        )
+        .await;
+    assert_eq!(pinned.status, 200, "{}", pinned.body);
+    assert_eq!(pinned.json(), json!({ "topic": "pay", "pinned": echo }));
+    let status = api.get("/api/topics/pay/rollout").await.json();
+    assert_eq!(
+        (
+            &status["rollout"]["pinned"]["version"],
+            &status["rollout"]["pinned"]["by"]
+        ),
+        (&json!(echo), &json!("api")),
+        "{status:#}"
+    );
+    let listed = api.get("/api/topics/pay/versions").await.json();
+    assert_eq!(
+        role_of(&listed, &echo).as_deref(),
+        Some("pinned"),
+        "{listed:#}"
+    );
+
+    // unpinned: the rollout decides again; a second unpin is refused
+    let unpinned = api.delete("/api/topics/pay/pin").await;
+    assert_eq!(unpinned.status, 200, "{}", unpinned.body);
+    assert_eq!(unpinned.json(), json!({ "topic": "pay", "pinned": null }));
+    let status = api.get("/api/topics/pay/rollout").await.json();
+    assert_eq!(status["rollout"]["pinned"], Value::Null, "{status:#}");
+    refused(
+        &api.delete("/api/topics/pay/pin").await,
+        409,
+        None,
+        "not pinned",
+    );
+
+    // a job pinned at enqueue to a kept version runs on it (the topic serves probe)
+    let job = json!({ "id": "on-echo", "payload": JOB, "version": echo }).to_string();
+    let made = api.post("/api/topics/pay/jobs", &job).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let events = running.until_settled("pay", "on-echo", WAIT).await;
+    assert_eq!(settled(&events, "pay", "on-echo"), Ok(()));
+    let ran: Vec<&str> = events
+        .iter()
+        .filter(|e| e.id == "on-echo")
+        .filter_map(|e| match &e.kind {
+            EventKind::Started { handler, .. } => Some(handler.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ran, [echo.as_str()]);
+    // a version the topic does not keep, or not a version at all: refused, nothing enqueued
+    let unknown = json!({ "id": "on-unknown", "payload": JOB, "version": UNKNOWN });
+    refused(
+        &api.post("/api/topics/pay/jobs", &unknown.to_string()).await,
+        400,
+        Some("version"),
+        UNKNOWN,
+    );
+    assert_eq!(api.get("/api/topics/pay/jobs/on-unknown").await.status, 404);
+    let bulk = json!([{ "payload": JOB, "version": echo }, unknown]).to_string();
+    refused(
+        &api.post("/api/topics/pay/jobs", &bulk).await,
+        400,
+        Some("[1].version"),
+        UNKNOWN,
+    );
+    refused(
+        &api.post("/api/topics/pay/jobs", r#"{"payload":"x","version":"v2"}"#)
+            .await,
+        400,
+        Some("version"),
+        "16 hex digits",
+    );
+
+    // every change counted once, from Redis
+    let counts = api
+        .rollouts_until(&[
+            ("promoted", 1.0),
+            ("aborted", 1.0),
+            ("pinned", 1.0),
+            ("unpinned", 1.0),
+        ])
+        .await;
+    assert_eq!(counts.get("rolled_back"), Some(&0.0), "{counts:?}");
+    assert_eq!(counts.len(), 5, "{counts:?}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_replay_on_a_chosen_version_over_the_api() {
+    // no rollout policy: a new file serves every attempt at once
+    let project = Project::new("concurrency = 2", &topics(""));
+    let pay = project.handler("pay.wasm");
+    deploy(&pay, &std::fs::read(ECHO).unwrap());
+    let (echo, bad) = (hash_of(ECHO), hash_of(ORDER_CANCEL));
+    let mut running = Running::start(project.config()).await;
+    let api = Api(running.http.unwrap().to_string());
+    api.until("/api/topics/pay/versions", |v| {
+        role_of(v, &echo).as_deref() == Some("stable")
+    })
+    .await;
+    deploy(&pay, &std::fs::read(ORDER_CANCEL).unwrap());
+    api.until("/api/topics/pay/versions", |v| {
+        role_of(v, &bad).as_deref() == Some("stable")
+    })
+    .await;
+
+    // three jobs die on the bad version (one attempt each)
+    let mut dead = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut n = 0;
+    while dead.len() < 3 {
+        n += 1;
+        let id = format!("job-{n}");
+        let job = json!({ "id": id, "payload": JOB }).to_string();
+        assert_eq!(api.post("/api/topics/pay/jobs", &job).await.status, 201);
+        let events = running.until_settled("pay", &id, WAIT).await;
+        match settled(&events, "pay", &id) {
+            Err(_) => dead.push(id),
+            // still the old version: the swap had not reached the scheduler yet
+            Ok(()) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "the bad version never served"
+            ),
+        }
+    }
+
+    // bad bodies are refused naming the field; nothing is requeued
+    let retry_one = format!("/api/topics/pay/dead/{}/retry", dead[0]);
+    refused(
+        &api.post(&retry_one, r#"{"version":"v1"}"#).await,
+        400,
+        Some("version"),
+        "16 hex digits",
+    );
+    refused(
+        &api.post(&retry_one, &json!({ "version": UNKNOWN }).to_string())
+            .await,
+        400,
+        Some("version"),
+        UNKNOWN,
+    );
+    refused(
+        &api.post(&retry_one, r#"{"verison":"x"}"#).await,
+        400,
+        Some("verison"),
+        "unknown field",
+    );
+    refused(
+        &api.post(&retry_one, "{").await,
+        400,
+        Some("body"),
+        "not JSON",
+    );
+    assert_eq!(api.get("/api/topics/pay").await.json()["dead"], 3);
+
+    // one, then the rest, on echo: they ack there although the file is still bad
+    let on_echo = json!({ "version": echo }).to_string();
+    let one = api.post(&retry_one, &on_echo).await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(
+        one.json(),
+        json!({ "id": dead[0], "requeued": true, "version": echo })
+    );
+    let rest = api.post("/api/topics/pay/dead/retry", &on_echo).await;
+    assert_eq!(rest.status, 200, "{}", rest.body);
+    assert_eq!(rest.json(), json!({ "requeued": 2, "version": echo }));
+    let queue = project.queue().await;
+    let events = running.after_drained(&queue, &["pay"], WAIT).await;
+    for id in &dead {
+        let ran: Vec<&str> = events
+            .iter()
+            .filter(|e| &e.id == id)
+            .filter_map(|e| match &e.kind {
+                EventKind::Started { handler, .. } => Some(handler.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ran, [echo.as_str()], "{id} replayed on echo");
+        assert_eq!(settled(&events, "pay", id), Ok(()), "{id}");
+    }
+    assert_eq!(api.get("/api/topics/pay").await.json()["dead"], 0);
+    running.stop().await;
+}
+
+/// The text of the first element `css` finds, once `wanted` holds for it.
+async fn until_text(c: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut last = String::new();
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await
+            && let Ok(text) = e.text().await
+        {
+            if wanted(&text) {
+                return text;
+            }
+            last = text;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let page = c.source().await.unwrap_or_default();
+            panic!("{css}: last text {last:?}; page:\n{page}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Click the first element `css` finds.
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_a_canary_beside_the_stable_version_and_promotes_it() {
+    let topics = "[[topic]]\nname = \"pay\"\nhandler = \"pay.wasm\"\n\
+        rollout = { canary = \"25%\", for = \"1h\", min_attempts = 1000 }\n\n\
+        [http]\nlisten = \"127.0.0.1:0\"\n";
+    let project = Project::new("concurrency = 2", topics);
+    let pay = project.handler("pay.wasm");
+    deploy(&pay, &std::fs::read(ECHO).unwrap());
+    let (echo, probe) = (hash_of(ECHO), hash_of(PROBE));
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let api = Api(addr.clone());
+    api.until("/api/topics/pay/rollout", |v| {
+        v["rollout"]["stable"] == echo.as_str()
+    })
+    .await;
+    deploy(&pay, &std::fs::read(PROBE).unwrap());
+    api.until("/api/topics/pay/rollout", |v| {
+        v["rollout"]["canary"]["version"] == probe.as_str()
+    })
+    .await;
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    c.goto(&format!("http://{addr}/")).await.unwrap();
+    until_text(c, "tr[data-topic=pay] td.name", |t| t == "pay").await;
+    click(c, "tr[data-topic=pay] button.versions").await;
+    let versions = until_text(c, "#rollout tr.version", |t| t.contains(&probe)).await;
+    assert!(
+        versions.contains(&echo),
+        "stable beside the canary: {versions}"
+    );
+    let share = until_text(c, "#rollout tr.share", |t| !t.is_empty()).await;
+    assert!(share.contains("75%") && share.contains("25%"), "{share}");
+    let policy = until_text(c, "#rollout-notes li.policy", |t| !t.is_empty()).await;
+    assert!(policy.contains("canary 25% for 1 h"), "{policy}");
+    until_text(c, &format!("#versions tr[data-version='{probe}']"), |t| {
+        t.contains("canary")
+    })
+    .await;
+    let png = c.screenshot().await.unwrap();
+    let dir = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("dashboard-versions.png"), &png).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+
+    // promote asks first; then the canary is the stable version
+    click(c, "#rollout-promote").await;
+    c.accept_alert().await.unwrap();
+    until_text(c, "#rollout-notes li.verdict", |t| {
+        t.contains(&probe) && t.contains("promoted by api")
+    })
+    .await;
+    until_text(c, &format!("#versions tr[data-version='{probe}']"), |t| {
+        t.contains("stable")
+    })
+    .await;
+    let status = api.get("/api/topics/pay/rollout").await.json();
+    assert_eq!(status["rollout"]["stable"], probe.as_str(), "{status:#}");
+    assert!(
+        c.find(Locator::Css("#rollout-promote"))
+            .await
+            .unwrap()
+            .attr("hidden")
+            .await
+            .unwrap()
+            .is_some(),
+        "no canary: no promote button"
+    );
+    browser.close().await;
+    running.stop().await;
+}
