@@ -1,6 +1,8 @@
-//! What happens to jobs, as a stream: the runner's log, `hourglass stats`
-//! lateness and the integration tests all read it. Events are sent after
-//! the state change they report is committed to Redis.
+//! What happens to jobs, as a stream, for Rust callers of
+//! [`crate::Runner::subscribe`] (the integration tests and the benchmark
+//! read it; the log and `hourglass stats` do not: the committer logs, and
+//! stats come from Redis and the heartbeats). Events are sent after the
+//! state change they report is committed to Redis.
 
 /// One thing that happened to one attempt of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
