@@ -57,3 +57,15 @@ local function wake_if_earlier(channel, topic, earliest, before)
     redis.call('PUBLISH', channel, topic .. ' ' .. string.format('%d', earliest))
   end
 end
+
+-- Which handler version serves a topic (rollout_sync.lua, rollout_set.lua): set `fields`
+-- (a flat field, value list) in the rollout hash `key`, stamped with when and by whom,
+-- and bump its generation (what runners log once).
+local function rollout_changed(key, fields, now, who)
+  fields[#fields + 1] = 'at'
+  fields[#fields + 1] = now
+  fields[#fields + 1] = 'by'
+  fields[#fields + 1] = who
+  redis.call('HSET', key, unpack(fields))
+  redis.call('HINCRBY', key, 'gen', 1)
+end

@@ -10,14 +10,7 @@
 --          'unknown version' (not kept), 'not pinned'
 local now, action, who, reason, version = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
-local function changed(fields)
-  fields[#fields + 1] = 'at'
-  fields[#fields + 1] = now
-  fields[#fields + 1] = 'by'
-  fields[#fields + 1] = who
-  redis.call('HSET', KEYS[1], unpack(fields))
-  redis.call('HINCRBY', KEYS[1], 'gen', 1)
-end
+local function changed(fields) rollout_changed(KEYS[1], fields, now, who) end
 
 if action == 'pin' then
   if redis.call('HEXISTS', KEYS[2], version) == 0 then return 'unknown version' end

@@ -14,14 +14,7 @@ local now = tonumber(ARGV[1])
 local file, share, window, keep, who = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 
 local function get(field) return redis.call('HGET', KEYS[1], field) end
-local function changed(fields)
-  fields[#fields + 1] = 'at'
-  fields[#fields + 1] = now
-  fields[#fields + 1] = 'by'
-  fields[#fields + 1] = who
-  redis.call('HSET', KEYS[1], unpack(fields))
-  redis.call('HINCRBY', KEYS[1], 'gen', 1)
-end
+local function changed(fields) rollout_changed(KEYS[1], fields, now, who) end
 local function retired(version)
   return string.find(' ' .. (get('retired') or '') .. ' ', ' ' .. version .. ' ', 1, true) ~= nil
 end

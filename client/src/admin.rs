@@ -99,6 +99,21 @@ impl Queue {
         ids: &[String],
         now_ms: u64,
     ) -> Result<Vec<String>, QueueError> {
+        let mut inv = self.dead_retry_call(keys, now_ms, 1);
+        for id in ids {
+            inv.arg(id);
+        }
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// `dead_retry.lua` with its keys and leading arguments; ids (stride 1)
+    /// or id and record pairs (stride 2) follow.
+    fn dead_retry_call(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        stride: u8,
+    ) -> redis::ScriptInvocation<'static> {
         let mut inv = scripts::DEAD_RETRY.prepare_invoke();
         inv.key(&keys.dead)
             .key(&keys.dead_info)
@@ -107,11 +122,8 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error);
         self.wake_args(&mut inv, keys);
-        inv.arg(now_ms).arg(DEAD_BATCH).arg(1);
-        for id in ids {
-            inv.arg(id);
-        }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        inv.arg(now_ms).arg(DEAD_BATCH).arg(stride);
+        inv
     }
 
     /// [`Queue::dead_retry`] pinning each job to handler `version` (replay on
@@ -144,15 +156,7 @@ impl Queue {
             .arg(&ids)
             .query_async(&mut self.conn.clone())
             .await?;
-        let mut inv = scripts::DEAD_RETRY.prepare_invoke();
-        inv.key(&keys.dead)
-            .key(&keys.dead_info)
-            .key(&keys.pending)
-            .key(&keys.job)
-            .key(&keys.attempt)
-            .key(&keys.error);
-        self.wake_args(&mut inv, keys);
-        inv.arg(now_ms).arg(DEAD_BATCH).arg(2);
+        let mut inv = self.dead_retry_call(keys, now_ms, 2);
         for (id, stored) in ids.iter().zip(&stored) {
             // a record that cannot be read (or is gone) is handled as by
             // `dead_retry`: requeued unchanged (it dies again, saying why), or dropped

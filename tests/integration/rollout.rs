@@ -57,6 +57,41 @@ fn produce(queue: &Queue, n: usize, per_tick: usize) -> tokio::task::JoinHandle<
     })
 }
 
+/// A steady load on `pay` (`per_tick` jobs every 10 ms) until the returned
+/// flag is set: a verdict that needs a sample never waits for a producer
+/// that already stopped (the machine may be slow). The task returns the ids.
+fn produce_until_stopped(
+    queue: &Queue,
+    per_tick: usize,
+) -> (
+    tokio::task::JoinHandle<Vec<String>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (queue, flag) = (queue.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        let keys = queue.keys("pay");
+        let mut ids = Vec::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            tick.tick().await;
+            let now = now_ms();
+            let jobs: Vec<NewJob> = (ids.len()..ids.len() + per_tick)
+                .map(|i| NewJob {
+                    id: Some(format!("job-{i}")),
+                    payload: JOB.as_bytes().to_vec(),
+                    due_at_ms: now,
+                    ..Default::default()
+                })
+                .collect();
+            ids.extend(jobs.iter().filter_map(|j| j.id.clone()));
+            queue.enqueue(&keys, &jobs, now).await.unwrap();
+        }
+        ids
+    });
+    (task, stop)
+}
+
 /// The rollout of `pay` once `wanted` holds.
 async fn rollout_until(queue: &Queue, what: &str, wanted: impl Fn(&Rollout) -> bool) -> Rollout {
     eventually(WAIT, what, || async {
@@ -200,7 +235,7 @@ async fn a_good_canary_is_promoted_when_its_window_ends_and_then_serves_everythi
         r.stable.as_deref() == Some(&stable)
     })
     .await;
-    let producer = produce(&queue, 1_500, 5);
+    let (producer, stop) = produce_until_stopped(&queue, 5);
     deploy(&pay, &std::fs::read(FLAKY).unwrap());
     let canary = rollout_until(&queue, "the good version as a canary", |r| {
         r.canary.as_ref().is_some_and(|c| c.version == good)
@@ -219,6 +254,7 @@ async fn a_good_canary_is_promoted_when_its_window_ends_and_then_serves_everythi
         "not before the window ended: {verdict:?}"
     );
     assert_eq!(after.stable.as_deref(), Some(good.as_str()));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     producer.await.unwrap();
     runner.after_drained(&queue, &["pay"], WAIT).await;
 
@@ -330,7 +366,7 @@ async fn a_runner_killed_mid_rollout_resumes_it_after_a_restart() {
         r.stable.as_deref() == Some(&hash_of(ECHO))
     })
     .await;
-    let producer = produce(&queue, 3_000, 3);
+    let (producer, stop) = produce_until_stopped(&queue, 3);
     deploy(&project.handler("pay.wasm"), &std::fs::read(FLAKY).unwrap());
     let before = rollout_until(&queue, "the canary under way", |r| {
         r.canary
@@ -368,6 +404,7 @@ async fn a_runner_killed_mid_rollout_resumes_it_after_a_restart() {
     .await;
     assert!(after.last.unwrap().at_ms >= before.ends_ms);
     assert_eq!(after.stable.as_deref(), Some(good.as_str()));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     producer.await.unwrap();
     drop(restarted);
 }
@@ -667,7 +704,7 @@ async fn on_a_cluster_a_bad_canary_is_rolled_back_and_a_pin_holds() {
         r.stable.as_deref() == Some(&stable)
     })
     .await;
-    let producer = produce(&queue, 600, 3);
+    let (producer, stop) = produce_until_stopped(&queue, 3);
     deploy(&pay, &std::fs::read(ORDER_CANCEL).unwrap());
     let after = rollout_until(&queue, "the canary rolled back", |r| {
         r.last
@@ -676,6 +713,7 @@ async fn on_a_cluster_a_bad_canary_is_rolled_back_and_a_pin_holds() {
     })
     .await;
     assert_eq!(after.stable.as_deref(), Some(stable.as_str()));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let ids = producer.await.unwrap();
     let events = runner.after_drained(&queue, &["pay"], WAIT).await;
     let lives = lives(&events);
