@@ -13,7 +13,8 @@
 //! - [`events`]: what happened to jobs, as a stream.
 //! - [`http`]: the API, dashboard and `/metrics` at `[http] listen`;
 //!   [`metrics`]: the Prometheus metrics it serves.
-//! - [`cli`]: the `hourglass` command line.
+//! - [`cli`]: the `hourglass` command line; [`job_options`]: a job's
+//!   options as producers write them, checked once for the CLI and the API.
 //! - `clock`, `backoff`: time in milliseconds; retry delays; `private_dir`:
 //!   folders that hold code the runner runs.
 
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod events;
 pub mod http;
+pub mod job_options;
 pub mod metrics;
 pub mod private_dir;
 pub mod redis;

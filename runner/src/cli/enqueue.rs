@@ -6,10 +6,10 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::{Failure, load_producer_config, topic_of};
-use crate::clock::{millis, now_ms};
-use crate::config::parse_duration;
+use crate::clock::now_ms;
+use crate::job_options::JobOptions;
 use crate::redis::connect;
-use crate::redis::{Enqueued, NewJob, Queue, QueueError, check_id, check_version};
+use crate::redis::{Enqueued, Queue, QueueError};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -55,48 +55,27 @@ pub(super) struct Args {
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
-    if let Some(id) = &args.id {
-        check_id(id).map_err(|e| Failure::input(anyhow!("--id: {e}")))?;
-    }
     let payload = read_payload(&args.payload, config.runner.max_payload)?;
     let now = now_ms();
-    let due_at_ms = match (&args.delay, &args.at) {
-        (Some(d), _) => {
-            now + millis(parse_duration(d).map_err(|e| Failure::input(anyhow!("--delay: {e}")))?)
-        }
-        (None, Some(at)) => {
-            let at: jiff::Timestamp = at.parse().map_err(|e| {
-                Failure::input(anyhow!(
-                    "--at {at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"
-                ))
-            })?;
-            u64::try_from(at.as_millisecond())
-                .map_err(|_| Failure::input(anyhow!("--at is before 1970")))?
-        }
-        (None, None) => now,
-    };
-    let unique_for_ms = match &args.unique_for {
-        Some(d) => {
-            millis(parse_duration(d).map_err(|e| Failure::input(anyhow!("--unique-for: {e}")))?)
-        }
-        None => 0,
-    };
-    if let Some(v) = &args.version {
-        check_version(v).map_err(|e| Failure::input(anyhow!("--version: {e}")))?;
-    }
-    let (queue, _embedded) = connect(&config).await?;
-    if let Some(v) = &args.version {
-        kept(&queue, &args.topic, v).await?;
-    }
-    let job = NewJob {
+    let options = JobOptions {
         id: args.id,
-        payload,
-        due_at_ms,
-        max_attempts: args.max_attempts.unwrap_or(0),
-        unique_for_ms,
+        delay: args.delay,
+        at: args.at,
+        due_at_ms: None,
+        max_attempts: args.max_attempts,
+        unique_for: args.unique_for,
         replace: args.replace,
         version: args.version,
     };
+    let job = options.into_job(payload, now).map_err(|e| {
+        let flag = format!("--{}", e.field.replace('_', "-"));
+        Failure::input(anyhow!("{flag}: {}", e.why))
+    })?;
+    let due_at_ms = job.due_at_ms;
+    let (queue, _embedded) = connect(&config).await?;
+    if let Some(v) = &job.version {
+        kept(&queue, &args.topic, v).await?;
+    }
     let answer = queue
         .enqueue(&queue.keys(&args.topic), &[job], now)
         .await

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, Shared, topic_named};
-use crate::clock::{millis, now_ms};
-use crate::config::parse_duration;
-use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, VersionInfo, check_id, check_version};
+use crate::clock::now_ms;
+use crate::job_options::JobOptions;
+use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, VersionInfo, check_id};
 
 pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
@@ -50,12 +50,6 @@ impl JobIn {
         let bad = |field: &str, why: String| {
             ApiError::field(StatusCode::BAD_REQUEST, format!("{path}{field}"), why)
         };
-        if let Some(id) = &self.id {
-            check_id(id).map_err(|why| bad("id", why))?;
-        }
-        if let Some(version) = &self.version {
-            check_version(version).map_err(|why| bad("version", why))?;
-        }
         let payload = match self.payload {
             Value::String(s) => s.into_bytes(),
             Value::Null => {
@@ -75,52 +69,19 @@ impl JobIn {
                 ),
             ));
         }
-        let due_at_ms = match (self.delay, self.at, self.due_at_ms) {
-            (None, None, None) => now,
-            (Some(d), None, None) => {
-                now + millis(parse_duration(&d).map_err(|e| bad("delay", e.to_string()))?)
-            }
-            (None, Some(at), None) => {
-                let t: jiff::Timestamp = at.parse().map_err(|e| {
-                    bad(
-                        "at",
-                        format!("{at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"),
-                    )
-                })?;
-                u64::try_from(t.as_millisecond()).map_err(|_| bad("at", "is before 1970".into()))?
-            }
-            (None, None, Some(ms)) => ms,
-            _ => {
-                return Err(bad(
-                    "delay",
-                    "give one of `delay`, `at` and `due_at_ms`".into(),
-                ));
-            }
-        };
-        if self.max_attempts == Some(0) {
-            return Err(bad("max_attempts", "at least 1".into()));
-        }
-        let unique_for_ms = match &self.unique_for {
-            Some(d) => millis(parse_duration(d).map_err(|e| bad("unique_for", e.to_string()))?),
-            None => 0,
-        };
-        if self.id.is_none() && (unique_for_ms > 0 || self.replace) {
-            let field = if self.replace {
-                "replace"
-            } else {
-                "unique_for"
-            };
-            return Err(bad(field, "needs the job's `id`".into()));
-        }
-        Ok(NewJob {
+        let options = JobOptions {
             id: self.id,
-            payload,
-            due_at_ms,
-            max_attempts: self.max_attempts.unwrap_or(0),
-            unique_for_ms,
+            delay: self.delay,
+            at: self.at,
+            due_at_ms: self.due_at_ms,
+            max_attempts: self.max_attempts,
+            unique_for: self.unique_for,
             replace: self.replace,
             version: self.version,
-        })
+        };
+        options
+            .into_job(payload, now)
+            .map_err(|e| bad(e.field, e.why))
     }
 }
 

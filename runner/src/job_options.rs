@@ -1,0 +1,199 @@
+//! What a producer asks of one job, as written (`hourglass enqueue` flags,
+//! the API's fields), checked once for both: the id, when it is due (`delay`,
+//! `at` or `due_at_ms`), its attempts, `unique_for` and `replace`, a handler
+//! version. The payload's own checks stay with its source (a file, standard
+//! input, JSON); `Queue::enqueue` checks what it stores once more, for
+//! producers that use the client crate directly.
+
+use crate::clock::millis;
+use crate::config::parse_duration;
+use crate::redis::{NewJob, check_id, check_version};
+
+/// A job's options as a producer wrote them.
+#[derive(Debug, Clone, Default)]
+pub struct JobOptions {
+    /// The producer's id.
+    pub id: Option<String>,
+    /// Run after this long ("30s", "15m").
+    pub delay: Option<String>,
+    /// Run at this time (RFC 3339).
+    pub at: Option<String>,
+    /// Run at this time (ms since the epoch).
+    pub due_at_ms: Option<u64>,
+    /// Attempts before dead-lettering.
+    pub max_attempts: Option<u32>,
+    /// Keep the id taken this long ("1h") even after the job is done.
+    pub unique_for: Option<String>,
+    /// Replace the waiting job with this id.
+    pub replace: bool,
+    /// Run every attempt on this handler version.
+    pub version: Option<String>,
+}
+
+/// An option that cannot be used: which (`delay`, `unique_for`, ... as the
+/// API names them; the CLI shows them as flags) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadOption {
+    /// The option at fault.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl JobOptions {
+    /// Check every option and make the job that carries `payload`, due
+    /// relative to `now` (ms).
+    pub fn into_job(self, payload: Vec<u8>, now: u64) -> Result<NewJob, BadOption> {
+        let bad = |field, why: String| BadOption { field, why };
+        if let Some(id) = &self.id {
+            check_id(id).map_err(|why| bad("id", why))?;
+        }
+        if let Some(version) = &self.version {
+            check_version(version).map_err(|why| bad("version", why))?;
+        }
+        let due_at_ms = match (self.delay, self.at, self.due_at_ms) {
+            (None, None, None) => now,
+            (Some(d), None, None) => {
+                now + millis(parse_duration(&d).map_err(|e| bad("delay", e.to_string()))?)
+            }
+            (None, Some(at), None) => {
+                let t: jiff::Timestamp = at.parse().map_err(|e| {
+                    bad(
+                        "at",
+                        format!("{at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"),
+                    )
+                })?;
+                u64::try_from(t.as_millisecond()).map_err(|_| bad("at", "is before 1970".into()))?
+            }
+            (None, None, Some(ms)) => ms,
+            _ => {
+                return Err(bad(
+                    "delay",
+                    "give one of `delay`, `at` and `due_at_ms`".into(),
+                ));
+            }
+        };
+        if self.max_attempts == Some(0) {
+            return Err(bad("max_attempts", "at least 1".into()));
+        }
+        let unique_for_ms = match &self.unique_for {
+            Some(d) => millis(parse_duration(d).map_err(|e| bad("unique_for", e.to_string()))?),
+            None => 0,
+        };
+        if self.id.is_none() && (unique_for_ms > 0 || self.replace) {
+            let field = if self.replace {
+                "replace"
+            } else {
+                "unique_for"
+            };
+            return Err(bad(field, "needs the job's `id`".into()));
+        }
+        Ok(NewJob {
+            id: self.id,
+            payload,
+            due_at_ms,
+            max_attempts: self.max_attempts.unwrap_or(0),
+            unique_for_ms,
+            replace: self.replace,
+            version: self.version,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(o: JobOptions) -> &'static str {
+        o.into_job(Vec::new(), 1_000).unwrap_err().field
+    }
+
+    #[test]
+    fn each_bad_option_is_named() {
+        let o = JobOptions::default;
+        assert_eq!(
+            field(JobOptions {
+                delay: Some("soon".into()),
+                ..o()
+            }),
+            "delay"
+        );
+        assert_eq!(
+            field(JobOptions {
+                at: Some("1969-12-31T23:59:59Z".into()),
+                ..o()
+            }),
+            "at"
+        );
+        assert_eq!(
+            field(JobOptions {
+                delay: Some("1s".into()),
+                due_at_ms: Some(5),
+                ..o()
+            }),
+            "delay"
+        );
+        assert_eq!(
+            field(JobOptions {
+                max_attempts: Some(0),
+                ..o()
+            }),
+            "max_attempts"
+        );
+        assert_eq!(
+            field(JobOptions {
+                replace: true,
+                ..o()
+            }),
+            "replace"
+        );
+        assert_eq!(
+            field(JobOptions {
+                unique_for: Some("1h".into()),
+                ..o()
+            }),
+            "unique_for"
+        );
+        assert_eq!(
+            field(JobOptions {
+                version: Some("v2".into()),
+                ..o()
+            }),
+            "version"
+        );
+        assert_eq!(
+            field(JobOptions {
+                id: Some(String::new()),
+                ..o()
+            }),
+            "id"
+        );
+    }
+
+    #[test]
+    fn due_times_from_delay_at_or_ms() {
+        let due = |o: JobOptions| o.into_job(Vec::new(), 1_000).unwrap().due_at_ms;
+        assert_eq!(due(JobOptions::default()), 1_000);
+        assert_eq!(
+            due(JobOptions {
+                delay: Some("2s".into()),
+                ..Default::default()
+            }),
+            3_000
+        );
+        assert_eq!(
+            due(JobOptions {
+                at: Some("1970-01-01T00:00:05Z".into()),
+                ..Default::default()
+            }),
+            5_000
+        );
+        assert_eq!(
+            due(JobOptions {
+                due_at_ms: Some(7),
+                ..Default::default()
+            }),
+            7
+        );
+    }
+}
