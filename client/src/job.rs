@@ -164,6 +164,39 @@ pub struct Done {
     pub follow_ups: Vec<Parked>,
 }
 
+/// A failed attempt whose job runs again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// The job's id.
+    pub id: String,
+    /// The attempt that failed (the lease's fencing token).
+    pub attempt: u32,
+    /// When the next attempt is due (ms).
+    pub next_due_ms: u64,
+    /// What went wrong.
+    pub failure: Failure,
+}
+
+/// An attempt whose job goes to the dead-letter set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Burial {
+    /// The job's id.
+    pub id: String,
+    /// The last attempt (the lease's fencing token).
+    pub attempt: u32,
+    /// Why it is given up.
+    pub info: DeadInfo,
+}
+
+/// A claimed attempt given back without counting it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The job's id.
+    pub id: String,
+    /// The attempt (the lease's fencing token).
+    pub attempt: u32,
+}
+
 /// A fenced state change (ack, retry, dead-letter, release) that did not
 /// apply to one job, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -56,8 +56,8 @@ use connect::Conn;
 pub use connect::{Endpoint, Tls, redact};
 pub use inspect::{JobState, JobView};
 pub use job::{
-    Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, NewJob, Refusal, Refused, TopicStats,
-    check_id,
+    Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failed, Failure, Held, NewJob, Refusal,
+    Refused, TopicStats, check_id,
 };
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use outbox::{Parked, outbox_token};
@@ -396,11 +396,11 @@ impl Queue {
         job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
-    /// Schedule next attempts; `failed` holds (id, attempt, next due ms, failure).
+    /// Schedule the next attempts of `failed`.
     pub async fn retry(
         &self,
         keys: &TopicKeys,
-        failed: &[(String, u32, u64, Failure)],
+        failed: &[Failed],
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RETRY.prepare_invoke();
         inv.key(&keys.lease)
@@ -408,19 +408,21 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error);
         self.wake_args(&mut inv, keys);
-        for (id, attempt, due, failure) in failed {
-            let json = failure.encode();
-            inv.arg(id).arg(attempt).arg(due).arg(json);
+        for f in failed {
+            inv.arg(&f.id)
+                .arg(f.attempt)
+                .arg(f.next_due_ms)
+                .arg(f.failure.encode());
         }
         job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
-    /// Dead-letter jobs; `dead` holds (id, attempt, why). Enforces `retention`.
-    /// Returns the jobs left alone, and why.
+    /// Dead-letter jobs. Enforces `retention`. Returns the jobs left alone,
+    /// and why.
     pub async fn bury(
         &self,
         keys: &TopicKeys,
-        dead: &[(String, u32, DeadInfo)],
+        dead: &[Burial],
         retention: DeadLetter,
         now_ms: u64,
     ) -> Result<Vec<Refusal>, QueueError> {
@@ -434,9 +436,9 @@ impl Queue {
             .key(&keys.dead_info);
         let oldest = now_ms.saturating_sub(millis(retention.max_age));
         inv.arg(now_ms).arg(retention.keep).arg(oldest);
-        for (id, attempt, info) in dead {
-            let json = serde_json::to_string(info).expect("dead info serializes");
-            inv.arg(id).arg(attempt).arg(json);
+        for d in dead {
+            let json = serde_json::to_string(&d.info).expect("dead info serializes");
+            inv.arg(&d.id).arg(d.attempt).arg(json);
         }
         job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }
@@ -461,19 +463,19 @@ impl Queue {
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
     }
 
-    /// Give back leased jobs without counting their attempt; `held` holds (id, attempt).
+    /// Give back leased jobs without counting their attempt.
     pub async fn release(
         &self,
         keys: &TopicKeys,
-        held: &[(String, u32)],
+        held: &[Held],
         now_ms: u64,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
         self.wake_args(&mut inv, keys);
         inv.arg(now_ms);
-        for (id, attempt) in held {
-            inv.arg(id).arg(attempt);
+        for h in held {
+            inv.arg(&h.id).arg(h.attempt);
         }
         job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hourglass::clock::now_ms;
 use hourglass::config::DeadLetter;
 use hourglass::events::EventKind;
-use hourglass::redis::{DeadInfo, JobState, NewJob, Queue};
+use hourglass::redis::{Burial, DeadInfo, JobState, NewJob, Queue};
 
 use crate::util::{Project, RedisServer, Running, enqueue, hourglass, of};
 
@@ -193,7 +193,11 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
     };
     q.bury(
         &k,
-        &[("old".into(), claimed.jobs[0].attempt, info)],
+        &[Burial {
+            id: "old".into(),
+            attempt: claimed.jobs[0].attempt,
+            info,
+        }],
         retention,
         10,
     )

@@ -2,7 +2,7 @@
 
 use hourglass::config::DeadLetter;
 use hourglass::redis::{
-    DeadInfo, Done, Enqueued, NewJob, Parked, Queue, Refusal, Refused, outbox_token,
+    Burial, DeadInfo, Done, Enqueued, Held, NewJob, Parked, Queue, Refusal, Refused, outbox_token,
 };
 use std::time::Duration;
 
@@ -170,7 +170,11 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
         };
         q.bury(
             &k,
-            &[(j.id.clone(), j.attempt, info)],
+            &[Burial {
+                id: j.id.clone(),
+                attempt: j.attempt,
+                info,
+            }],
             retention,
             10 + n as u64,
         )
@@ -328,7 +332,11 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
         }]
     );
     q.cancel(&k, &["y".to_owned()]).await.unwrap();
-    let released = q.release(&k, &[("y".to_owned(), 1)], 3).await.unwrap();
+    let held = Held {
+        id: "y".to_owned(),
+        attempt: 1,
+    };
+    let released = q.release(&k, &[held], 3).await.unwrap();
     assert_eq!(
         released,
         [Refusal {

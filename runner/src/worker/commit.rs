@@ -17,7 +17,7 @@ use super::decide::Decision;
 use super::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
-use crate::redis::{DeadInfo, Done, Failure, Parked, QueueError, Refusal, Refused};
+use crate::redis::{Burial, Done, Failed, Held, Parked, QueueError, Refusal, Refused};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
@@ -33,11 +33,11 @@ struct Batch {
     topic: Option<Arc<Topic>>,
     acks: Vec<Done>,
     ack_versions: Vec<Arc<str>>,
-    retries: Vec<(String, u32, u64, Failure)>,
+    retries: Vec<Failed>,
     retry_versions: Vec<Arc<str>>,
-    dead: Vec<(String, u32, DeadInfo)>,
+    dead: Vec<Burial>,
     dead_versions: Vec<Arc<str>>,
-    releases: Vec<(String, u32)>,
+    releases: Vec<Held>,
     release_versions: Vec<Arc<str>>,
     /// The latest decision time in the batch: the `now` of its scripts.
     at_ms: u64,
@@ -67,15 +67,27 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                     next_due_ms,
                     failure,
                 } => {
-                    b.retries.push((c.id, c.attempt, next_due_ms, failure));
+                    b.retries.push(Failed {
+                        id: c.id,
+                        attempt: c.attempt,
+                        next_due_ms,
+                        failure,
+                    });
                     b.retry_versions.push(c.version);
                 }
                 Decision::Dead(info) => {
-                    b.dead.push((c.id, c.attempt, info));
+                    b.dead.push(Burial {
+                        id: c.id,
+                        attempt: c.attempt,
+                        info,
+                    });
                     b.dead_versions.push(c.version);
                 }
                 Decision::Release => {
-                    b.releases.push((c.id, c.attempt));
+                    b.releases.push(Held {
+                        id: c.id,
+                        attempt: c.attempt,
+                    });
                     b.release_versions.push(c.version);
                 }
             }
@@ -140,13 +152,18 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             &b.retries,
             &b.retry_versions,
             &refused,
-            |r| &r.0,
+            |r| &r.id,
             Outcome::Retry,
         );
-        for (id, attempt, next_due_ms, failure) in b
+        for Failed {
+            id,
+            attempt,
+            next_due_ms,
+            failure,
+        } in b
             .retries
             .into_iter()
-            .filter(|r| !is_refused(&refused, &r.0))
+            .filter(|r| !is_refused(&refused, &r.id))
         {
             let wait = Duration::from_millis(next_due_ms.saturating_sub(now));
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = failure.handler.as_deref().unwrap_or("-"), "retrying in {}: {}", humantime::format_duration(wait), failure.error);
@@ -173,10 +190,12 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             &b.dead,
             &b.dead_versions,
             &refused,
-            |d| &d.0,
+            |d| &d.id,
             Outcome::Dead,
         );
-        for (id, attempt, info) in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.0)) {
+        for Burial { id, attempt, info } in
+            b.dead.into_iter().filter(|d| !is_refused(&refused, &d.id))
+        {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
                 name,
@@ -201,14 +220,10 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             &b.releases,
             &b.release_versions,
             &refused,
-            |r| &r.0,
+            |r| &r.id,
             Outcome::Released,
         );
-        for (id, attempt) in b
-            .releases
-            .iter()
-            .filter(|(id, _)| !is_refused(&refused, id))
-        {
+        for Held { id, attempt } in b.releases.iter().filter(|h| !is_refused(&refused, &h.id)) {
             tracing::debug!(topic = %name, job_id = %id, attempt, "released, not counted as an attempt");
             shared.emit(name, id, *attempt, EventKind::Released);
             released += 1;
