@@ -12,8 +12,8 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, HttpServer, Rate, RedisConfig, RedisTarget,
-    RolloutPolicy, RunnerConfig, TlsFiles, Token, TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, Rate, RedisConfig, RedisTarget, RolloutPolicy,
+    RunnerConfig, TlsFiles, TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
@@ -40,58 +40,6 @@ pub(super) struct Http {
     pub token: Option<Spanned<String>>,
     #[serde(default)]
     pub public_read: bool,
-}
-
-impl Http {
-    /// Validate: an address to bind, a token that is set, and no open
-    /// (tokenless) server beyond loopback.
-    pub fn resolve(self, whole: Range<usize>) -> Result<HttpServer, Invalid> {
-        let span = self.listen.span();
-        let listen: std::net::SocketAddr = self.listen.get_ref().parse().map_err(|_| {
-            (
-                span.clone(),
-                format!(
-                    "field `listen`: {:?} is not an address and port, e.g. \"127.0.0.1:9090\"",
-                    self.listen.get_ref()
-                ),
-            )
-        })?;
-        let token = match self.token {
-            None => None,
-            Some(t) => {
-                let span = t.span();
-                let value = expand_env(t.get_ref())
-                    .map_err(|m| (span.clone(), format!("field `token`: {m}")))?;
-                if value.len() < 16 {
-                    return Err((
-                        span,
-                        "field `token`: at least 16 characters (e.g. `openssl rand -hex 32`)"
-                            .into(),
-                    ));
-                }
-                Some(Token::new(value))
-            }
-        };
-        if token.is_none() && !listen.ip().is_loopback() {
-            return Err((
-                span,
-                format!(
-                    "field `listen`: {listen} is reachable beyond this machine; set `token` (e.g. token = \"${{HOURGLASS_TOKEN}}\") or listen on 127.0.0.1"
-                ),
-            ));
-        }
-        if token.is_none() && self.public_read {
-            return Err((
-                whole,
-                "field `public_read`: only means something with a `token` (without one everything is open on loopback)".into(),
-            ));
-        }
-        Ok(HttpServer {
-            listen,
-            token,
-            public_read: self.public_read,
-        })
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -230,7 +178,7 @@ pub(super) struct RawRate {
     pub burst: u32,
 }
 
-type Invalid = (Range<usize>, String);
+pub(super) type Invalid = (Range<usize>, String);
 
 impl Redis {
     pub fn resolve(self, base: &Path) -> Result<RedisConfig, Invalid> {
@@ -329,7 +277,7 @@ impl Redis {
 }
 
 /// Replace `${NAME}` with the variable's value, so secrets stay out of the file.
-fn expand_env(text: &str) -> Result<String, String> {
+pub(super) fn expand_env(text: &str) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {

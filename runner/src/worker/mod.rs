@@ -27,6 +27,7 @@ mod meter;
 pub(crate) mod rollout;
 mod runner;
 mod scheduler;
+mod verdict;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -4,10 +4,12 @@
 //! Every error names the file, line and column and the field at fault.
 
 mod grants;
-mod http;
+mod outbound;
 mod place;
 mod raw;
+mod restart;
 mod schedule;
+mod server;
 mod units;
 
 use grants::{resolve_grants, resolve_http};
@@ -18,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use hourglass_client::{DeadLetter, redact};
-pub use http::{Access, Host, HttpGrant, HttpLimits, MAX_RESPONSE, Scheme, Target};
+pub use outbound::{Access, Host, HttpGrant, HttpLimits, MAX_RESPONSE, Scheme, Target};
 pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
+pub use server::{HttpServer, Token};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// Where the jobs live.
@@ -206,39 +209,6 @@ pub struct Config {
     pub http: Option<HttpServer>,
     /// `[[schedule]]`: jobs enqueued on a cron expression or period.
     pub schedules: Vec<ScheduleConfig>,
-}
-
-/// The `[http]` section: where the API, dashboard and `/metrics` are served.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpServer {
-    /// The address to bind (restart-only).
-    pub listen: std::net::SocketAddr,
-    /// The bearer token every request needs (reads too, unless `public_read`).
-    pub token: Option<Token>,
-    /// Reads (GET) need no token; changes still do.
-    pub public_read: bool,
-}
-
-/// A secret that never appears in `Debug` output (and so in no log).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
-
-impl Token {
-    /// Wrap `secret`.
-    pub fn new(secret: String) -> Token {
-        Token(secret)
-    }
-
-    /// The secret itself, for comparing.
-    pub fn expose(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(***)")
-    }
 }
 
 /// A configuration that cannot be used, with where and why.
@@ -455,86 +425,7 @@ impl Config {
     pub fn topic(&self, name: &str) -> Option<&TopicConfig> {
         self.topics.iter().find(|t| t.name == name)
     }
-
-    /// The settings that differ in `new` but only take effect at a restart
-    /// (the connection, the instance pool, the watched folder, the cache).
-    pub fn restart_needed(&self, new: &Config) -> Vec<&'static str> {
-        RESTART_ONLY
-            .iter()
-            .filter(|(_, differs, _)| differs(self, new))
-            .map(|(name, _, _)| *name)
-            .collect()
-    }
-
-    /// Keep this (running) configuration's restart-only settings in `new`, the
-    /// configuration a reload applies; the names of those that differed.
-    pub fn keep_restart_only(&self, new: &mut Config) -> Vec<&'static str> {
-        let mut kept = Vec::new();
-        for (name, differs, keep) in RESTART_ONLY {
-            if differs(self, new) {
-                keep(new, self);
-                kept.push(*name);
-            }
-        }
-        kept
-    }
 }
-
-/// A setting a reload cannot change: its name, whether two configurations
-/// differ in it, and how to copy the running value into a new configuration.
-type RestartOnly = (
-    &'static str,
-    fn(&Config, &Config) -> bool,
-    fn(&mut Config, &Config),
-);
-
-/// Every restart-only setting, listed once.
-const RESTART_ONLY: &[RestartOnly] = &[
-    (
-        "[http] listen",
-        |a, b| a.http.as_ref().map(|h| h.listen) != b.http.as_ref().map(|h| h.listen),
-        |new, old| match (&mut new.http, &old.http) {
-            (Some(n), Some(o)) => n.listen = o.listen,
-            // served or not is decided at start: keep the running choice
-            (n, o) => *n = o.clone(),
-        },
-    ),
-    (
-        "[redis]",
-        |a, b| a.redis != b.redis,
-        |new, old| new.redis = old.redis.clone(),
-    ),
-    (
-        "[runner] concurrency",
-        |a, b| a.runner.concurrency != b.runner.concurrency,
-        |new, old| new.runner.concurrency = old.runner.concurrency,
-    ),
-    (
-        "[runner] handlers_dir",
-        |a, b| a.runner.handlers_dir != b.runner.handlers_dir,
-        |new, old| new.runner.handlers_dir = old.runner.handlers_dir.clone(),
-    ),
-    (
-        "[runner] compile_cache",
-        |a, b| a.runner.compile_cache != b.runner.compile_cache,
-        |new, old| new.runner.compile_cache = old.runner.compile_cache.clone(),
-    ),
-    (
-        "[runner] max_payload",
-        |a, b| a.runner.max_payload != b.runner.max_payload,
-        |new, old| new.runner.max_payload = old.runner.max_payload,
-    ),
-    (
-        "[runner] keep_versions",
-        |a, b| a.runner.keep_versions != b.runner.keep_versions,
-        |new, old| new.runner.keep_versions = old.runner.keep_versions,
-    ),
-    (
-        "[runner] versions_dir",
-        |a, b| a.runner.versions_dir != b.runner.versions_dir,
-        |new, old| new.runner.versions_dir = old.runner.versions_dir.clone(),
-    ),
-];
 
 /// Topic names end up inside Redis keys and hash tags: keep them plain.
 pub fn check_topic_name(name: &str) -> Result<(), String> {

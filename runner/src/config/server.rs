@@ -1,0 +1,92 @@
+//! The `[http]` section: where this process serves the dashboard, the API
+//! and `/metrics` (what its handlers may call out to is `outbound.rs`).
+
+use std::ops::Range;
+
+use super::raw::{Http, Invalid, expand_env};
+
+/// The `[http]` section: where the API, dashboard and `/metrics` are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpServer {
+    /// The address to bind (restart-only).
+    pub listen: std::net::SocketAddr,
+    /// The bearer token every request needs (reads too, unless `public_read`).
+    pub token: Option<Token>,
+    /// Reads (GET) need no token; changes still do.
+    pub public_read: bool,
+}
+
+/// A secret that never appears in `Debug` output (and so in no log).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// Wrap `secret`.
+    pub fn new(secret: String) -> Token {
+        Token(secret)
+    }
+
+    /// The secret itself, for comparing.
+    pub fn expose(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// `[http]` as written, checked.
+impl Http {
+    /// Validate: an address to bind, a token that is set, and no open
+    /// (tokenless) server beyond loopback.
+    pub fn resolve(self, whole: Range<usize>) -> Result<HttpServer, Invalid> {
+        let span = self.listen.span();
+        let listen: std::net::SocketAddr = self.listen.get_ref().parse().map_err(|_| {
+            (
+                span.clone(),
+                format!(
+                    "field `listen`: {:?} is not an address and port, e.g. \"127.0.0.1:9090\"",
+                    self.listen.get_ref()
+                ),
+            )
+        })?;
+        let token = match self.token {
+            None => None,
+            Some(t) => {
+                let span = t.span();
+                let value = expand_env(t.get_ref())
+                    .map_err(|m| (span.clone(), format!("field `token`: {m}")))?;
+                if value.len() < 16 {
+                    return Err((
+                        span,
+                        "field `token`: at least 16 characters (e.g. `openssl rand -hex 32`)"
+                            .into(),
+                    ));
+                }
+                Some(Token::new(value))
+            }
+        };
+        if token.is_none() && !listen.ip().is_loopback() {
+            return Err((
+                span,
+                format!(
+                    "field `listen`: {listen} is reachable beyond this machine; set `token` (e.g. token = \"${{HOURGLASS_TOKEN}}\") or listen on 127.0.0.1"
+                ),
+            ));
+        }
+        if token.is_none() && self.public_read {
+            return Err((
+                whole,
+                "field `public_read`: only means something with a `token` (without one everything is open on loopback)".into(),
+            ));
+        }
+        Ok(HttpServer {
+            listen,
+            token,
+            public_read: self.public_read,
+        })
+    }
+}
