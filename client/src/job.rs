@@ -83,6 +83,17 @@ pub struct ClaimedJob {
     pub last_failure: Option<Failure>,
 }
 
+impl ClaimedJob {
+    /// The attempts the job gets: its own, or `topic_default` when it set
+    /// none (or its record cannot be read).
+    pub fn max_attempts(&self, topic_default: u32) -> u32 {
+        match self.record.as_ref().map_or(0, |r| r.max_attempts) {
+            0 => topic_default,
+            n => n,
+        }
+    }
+}
+
 /// The answer to a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {

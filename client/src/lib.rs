@@ -34,8 +34,10 @@
 //! `now_ms` from its caller so tests control the clock.
 
 mod admin;
+mod claim;
 pub mod clock;
 mod connect;
+mod error;
 mod inspect;
 mod job;
 pub mod keys;
@@ -52,8 +54,10 @@ use std::time::Duration;
 use redis::Value;
 
 pub use admin::{Cancelled, DEAD_BATCH};
+pub use claim::RateLimit;
 use connect::Conn;
 pub use connect::{Endpoint, Tls, redact};
+pub use error::QueueError;
 pub use inspect::{JobState, JobView};
 pub use job::{
     Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failed, Failure, Held, NewJob, Refusal,
@@ -62,66 +66,10 @@ pub use job::{
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use outbox::{Parked, outbox_token};
 pub use record::{CorruptRecord, Record, check_version};
-use reply::{bytes, number, optional_string, string};
+use reply::string;
 pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
 pub use wake::{Wake, listen as listen_for_wakes};
-
-/// A failed pipeline operation: bad input (permanent) or Redis (retryable).
-#[derive(Debug, thiserror::Error)]
-pub enum QueueError {
-    /// The connection or the server failed; retrying may help. (Not a
-    /// `source`: the error's own text already includes its cause.)
-    #[error("redis: {0}")]
-    Redis(redis::RedisError),
-    /// A script answered something this version does not understand.
-    #[error("unexpected reply from redis: {0}")]
-    Protocol(String),
-    /// The request itself is wrong (a bad id, a payload over the limit):
-    /// nothing was written, and retrying cannot help.
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl From<redis::RedisError> for QueueError {
-    fn from(e: redis::RedisError) -> QueueError {
-        QueueError::Redis(e)
-    }
-}
-
-impl QueueError {
-    /// Whether trying again later may succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            QueueError::Invalid(_) => false,
-            QueueError::Protocol(_) => true,
-            QueueError::Redis(e) => !is_misconfigured(e),
-        }
-    }
-}
-
-/// A failure no retry fixes: wrong credentials, a password missing, a bad URL,
-/// a certificate not trusted (or not presented).
-fn is_misconfigured(e: &redis::RedisError) -> bool {
-    use redis::ErrorKind;
-    // TLS and cluster start-up failures arrive as I/O errors: read their text
-    let text = e.to_string().to_ascii_lowercase();
-    matches!(
-        e.kind(),
-        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig
-    ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-        || text.contains("authentication")
-        || text.contains("certificate")
-}
-
-/// A topic's rate, as the claim script enforces it (GCRA) across runners.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
-    /// The steady spacing between starts, in ms (fractional).
-    pub interval_ms: f64,
-    /// Starts allowed at once beyond the steady rate.
-    pub burst: u32,
-}
 
 /// The largest payload a job may carry unless configured otherwise: 1 MiB.
 pub const DEFAULT_PAYLOAD: u64 = 1 << 20;
@@ -294,76 +242,6 @@ impl Queue {
             }
         }
         Ok(out)
-    }
-
-    /// Lease up to `limit` jobs due by `now_ms` until `lease_until_ms`.
-    pub async fn claim(
-        &self,
-        keys: &TopicKeys,
-        now_ms: u64,
-        lease_until_ms: u64,
-        limit: usize,
-    ) -> Result<Claimed, QueueError> {
-        self.claim_limited(keys, now_ms, lease_until_ms, limit, None)
-            .await
-    }
-
-    /// [`Queue::claim`] under a rate shared by every runner: at most as many
-    /// as `rate` allows now; `next_due_ms` is then when the rate allows the
-    /// next start (if a job is due by then).
-    pub async fn claim_limited(
-        &self,
-        keys: &TopicKeys,
-        now_ms: u64,
-        lease_until_ms: u64,
-        limit: usize,
-        rate: Option<RateLimit>,
-    ) -> Result<Claimed, QueueError> {
-        let rate = rate.unwrap_or(RateLimit {
-            interval_ms: 0.0,
-            burst: 0,
-        });
-        let reply: Vec<Value> = scripts::CLAIM
-            .key(&keys.pending)
-            .key(&keys.lease)
-            .key(&keys.job)
-            .key(&keys.attempt)
-            .key(&keys.error)
-            .key(&keys.paused)
-            .key(&keys.rate)
-            .arg(now_ms)
-            .arg(lease_until_ms)
-            .arg(limit)
-            .arg(rate.interval_ms)
-            .arg(rate.burst)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        let (head, rest) = reply
-            .split_first()
-            .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
-        let (next_due_ms, paused) = match head {
-            Value::Int(-2) => (None, true),
-            Value::Int(_) => (None, false),
-            v => (Some(number(v)?), false),
-        };
-        let mut jobs = Vec::with_capacity(rest.len() / 5);
-        for job in rest.chunks(5) {
-            let [id, due, attempt, record, error] = job else {
-                return Err(QueueError::Protocol(format!("claim answered {job:?}")));
-            };
-            jobs.push(ClaimedJob {
-                id: string(id)?,
-                due_at_ms: number(due)?,
-                attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
-                record: Record::decode(&bytes(record)?),
-                last_failure: optional_string(error)?.map(Failure::parse),
-            });
-        }
-        Ok(Claimed {
-            jobs,
-            next_due_ms,
-            paused,
-        })
     }
 
     /// Delete finished jobs, parking their follow-ups in the topic's outbox in

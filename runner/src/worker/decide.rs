@@ -38,6 +38,7 @@ pub(super) fn before_run(
     job: ClaimedJob,
     now: u64,
 ) -> Result<(JobInput, Option<String>), Decision> {
+    let max_attempts = job.max_attempts(cfg.max_attempts);
     let ClaimedJob {
         id,
         due_at_ms,
@@ -55,10 +56,6 @@ pub(super) fn before_run(
                 now,
             )));
         }
-    };
-    let max_attempts = match record.max_attempts {
-        0 => cfg.max_attempts,
-        n => n,
     };
     if attempt > max_attempts {
         let (last, handler) = match last_failure {

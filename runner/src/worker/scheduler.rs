@@ -33,8 +33,7 @@ const RETENTION_SCAN: Duration = Duration::from_secs(60);
 /// even if no message arrives (a lost message never leaves due jobs waiting).
 const WATCHDOG: Duration = Duration::from_secs(1);
 
-/// Never-known due time.
-const NEVER: u64 = u64::MAX;
+const NEVER: u64 = u64::MAX; // a due time never known
 
 pub(super) struct Scheduler {
     shared: Arc<Shared>,
@@ -46,8 +45,7 @@ pub(super) struct Scheduler {
     next_due: Vec<u64>,
     /// Weighted topics: the starts each is owed (deficit round robin).
     credit: Vec<f64>,
-    /// Each topic's route (same index), when it does not simply serve its
-    /// file's version (a rollout, a pin): see `rollout.rs`.
+    /// Each topic's route (same index) if not its file's version: `rollout.rs`.
     route: Vec<Option<Arc<Route>>>,
     /// Routes as the rollout task publishes them.
     routes: watch::Receiver<Arc<Routes>>,
@@ -395,18 +393,14 @@ impl Scheduler {
                 .slot(&self.global)
                 .expect("checked free capacity");
             let (handler, canary) = match &route {
-                Some(route) => {
-                    let failed_on = job.last_failure.as_ref().and_then(|f| f.handler.as_deref());
-                    let max = match job.record.as_ref().map_or(0, |r| r.max_attempts) {
-                        0 => topic.cfg.max_attempts,
-                        n => n,
-                    };
-                    route.pick(failed_on, job.attempt >= max)
-                }
+                Some(route) => route.pick(
+                    job.last_failure.as_ref().and_then(|f| f.handler.as_deref()),
+                    job.attempt >= job.max_attempts(topic.cfg.max_attempts),
+                ),
                 None => topic.handler.as_ref().map(|h| (h, false)),
             }
+            .map(|(h, canary)| (h.clone(), canary))
             .expect("checked that the topic serves");
-            let handler = handler.clone();
             let guard = Attempt::new(
                 topic.clone(),
                 job.id.clone(),

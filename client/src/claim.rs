@@ -1,0 +1,88 @@
+//! Claiming due jobs (`claim.lua`): leases, attempt counters, and a
+//! topic's rate limit shared by every runner (GCRA).
+
+use redis::Value;
+
+use super::reply::{bytes, number, optional_string, string};
+use super::{Claimed, ClaimedJob, Failure, Queue, QueueError, Record, TopicKeys, scripts};
+
+/// A topic's rate, as the claim script enforces it (GCRA) across runners.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// The steady spacing between starts, in ms (fractional).
+    pub interval_ms: f64,
+    /// Starts allowed at once beyond the steady rate.
+    pub burst: u32,
+}
+
+impl Queue {
+    /// Lease up to `limit` jobs due by `now_ms` until `lease_until_ms`.
+    pub async fn claim(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Claimed, QueueError> {
+        self.claim_limited(keys, now_ms, lease_until_ms, limit, None)
+            .await
+    }
+
+    /// [`Queue::claim`] under a rate shared by every runner: at most as many
+    /// as `rate` allows now; `next_due_ms` is then when the rate allows the
+    /// next start (if a job is due by then).
+    pub async fn claim_limited(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+        rate: Option<RateLimit>,
+    ) -> Result<Claimed, QueueError> {
+        let rate = rate.unwrap_or(RateLimit {
+            interval_ms: 0.0,
+            burst: 0,
+        });
+        let reply: Vec<Value> = scripts::CLAIM
+            .key(&keys.pending)
+            .key(&keys.lease)
+            .key(&keys.job)
+            .key(&keys.attempt)
+            .key(&keys.error)
+            .key(&keys.paused)
+            .key(&keys.rate)
+            .arg(now_ms)
+            .arg(lease_until_ms)
+            .arg(limit)
+            .arg(rate.interval_ms)
+            .arg(rate.burst)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let (head, rest) = reply
+            .split_first()
+            .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
+        let (next_due_ms, paused) = match head {
+            Value::Int(-2) => (None, true),
+            Value::Int(_) => (None, false),
+            v => (Some(number(v)?), false),
+        };
+        let mut jobs = Vec::with_capacity(rest.len() / 5);
+        for job in rest.chunks(5) {
+            let [id, due, attempt, record, error] = job else {
+                return Err(QueueError::Protocol(format!("claim answered {job:?}")));
+            };
+            jobs.push(ClaimedJob {
+                id: string(id)?,
+                due_at_ms: number(due)?,
+                attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
+                record: Record::decode(&bytes(record)?),
+                last_failure: optional_string(error)?.map(Failure::parse),
+            });
+        }
+        Ok(Claimed {
+            jobs,
+            next_due_ms,
+            paused,
+        })
+    }
+}

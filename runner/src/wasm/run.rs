@@ -1,0 +1,107 @@
+//! One attempt: a fresh store and instance of a handler inside its topic's
+//! sandbox, its time and memory limits, and how it ended ([`Finish`]).
+
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, UpdateDeadline};
+
+use super::bindings::hourglass::handler::types as wit;
+use super::host::{Host, Said};
+use super::{Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
+
+impl Runtime {
+    /// Run one attempt in a fresh instance inside `sandbox`.
+    pub async fn run(&self, handler: &LoadedHandler, job: JobInput, sandbox: &Sandbox) -> Finish {
+        let deadline = Instant::now() + sandbox.timeout;
+        let ctx = JobContext {
+            topic: job.topic.clone(),
+            id: job.id.clone(),
+            attempt: job.attempt,
+            handler: handler.hash.clone(),
+        };
+        let host = match Host::new(ctx, sandbox, deadline, self.outbound.clone()) {
+            Ok(host) => host,
+            Err(why) => return Finish::Failed(why),
+        };
+        let mut store = Store::new(&self.engine, host);
+        store.limiter(|h| &mut h.limits);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut cx| {
+            if Instant::now() >= deadline {
+                cx.data_mut().timed_out = true;
+                wasmtime::bail!("time limit exceeded");
+            }
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        });
+        let input = wit::Job {
+            id: job.id,
+            topic: job.topic,
+            payload: job.payload,
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            enqueued_at: job.enqueued_at_ms,
+            due_at: job.due_at_ms,
+        };
+        // Epochs do not interrupt host calls (a guest waiting on a WASI clock):
+        // the timer is the second line of defence, dropping the call outright.
+        let call = async {
+            let instance = match handler.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => {
+                    return Err(Stop::NoSlot(format!("{e}")));
+                }
+                Err(e) => return Err(Stop::Trap(e)),
+            };
+            let _alive = self.in_use.enter();
+            instance
+                .call_handle(&mut store, &input)
+                .await
+                .map_err(Stop::Trap)
+        };
+        let result = tokio::time::timeout(sandbox.timeout + epoch::TICK * 4, call).await;
+        let host = store.data_mut();
+        host.flush_output();
+        match result {
+            Ok(Ok(wit::Outcome::Ack)) => Finish::Ack(host.take_follow_ups()),
+            Ok(Ok(wit::Outcome::Retry(r))) => Finish::Retry {
+                delay: r.delay_ms.map(Duration::from_millis),
+                reason: r.reason,
+            },
+            Ok(Ok(wit::Outcome::Fail(reason))) => Finish::Fail(reason),
+            Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
+            Err(_elapsed) => Finish::Failed(format!(
+                "time limit of {} exceeded",
+                humantime::format_duration(sandbox.timeout)
+            )),
+            Ok(Err(Stop::Trap(_))) if host.timed_out => Finish::Failed(format!(
+                "time limit of {} exceeded",
+                humantime::format_duration(sandbox.timeout)
+            )),
+            Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Failed(format!(
+                "memory limit of {} exceeded (the handler asked for {})",
+                size(sandbox.memory),
+                size(host.limits.exceeded.unwrap_or_default() as u64)
+            )),
+            Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.stderr_summary() {
+                Some(Said::Exception(message)) => format!("uncaught exception: {message}"),
+                Some(Said::Line(line)) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
+                None => format!("trapped: {}", root_cause(&e)),
+            }),
+        }
+    }
+}
+
+enum Stop {
+    NoSlot(String),
+    Trap(wasmtime::Error),
+}
+
+fn root_cause(e: &wasmtime::Error) -> String {
+    match e.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => e.root_cause().to_string(),
+    }
+}
