@@ -9,7 +9,7 @@ use hourglass::events::EventKind;
 use serde_json::{Value, json};
 use test_support::http_client::{Answer, call};
 
-use crate::util::{Project, RedisServer, Running, hash_of, hourglass_bin};
+use crate::util::{Project, RedisServer, Running, eventually, hash_of, hourglass_bin};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -32,16 +32,15 @@ impl Api {
     }
     /// Poll `path` until `wanted` holds for its JSON.
     async fn until(&self, path: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(Duration::from_secs(30), path, || async {
             let answer = self.get(path).await;
             let v = answer.json();
-            if answer.status == 200 && wanted(&v) {
-                return v;
+            match answer.status == 200 && wanted(&v) {
+                true => Ok(v),
+                false => Err(format!("{} {v:#}", answer.status)),
             }
-            assert!(tokio::time::Instant::now() < deadline, "{path}: {v:#}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -508,17 +507,20 @@ async fn a_redis_outage_is_a_503_with_a_retry_hint() {
     .await;
     assert_eq!(ready.status, 503, "{}", ready.body);
     redis.resume();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let answer = api
-            .post("/api/topics/echo/jobs", r#"{"id":"after","payload":"x"}"#)
-            .await;
-        if answer.status == 201 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{}", answer.body);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "an enqueue after Redis is back",
+        || async {
+            let answer = api
+                .post("/api/topics/echo/jobs", r#"{"id":"after","payload":"x"}"#)
+                .await;
+            match answer.status {
+                201 => Ok(()),
+                other => Err(format!("{other} {}", answer.body)),
+            }
+        },
+    )
+    .await;
     running.stop().await;
 }
 
@@ -544,14 +546,16 @@ async fn hourglass_serve_needs_only_redis_and_http() {
         .spawn()
         .unwrap();
     let addr = format!("127.0.0.1:{port}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(&addr).await.is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "hourglass serve did not listen"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        "hourglass serve listening",
+        || async {
+            tokio::net::TcpStream::connect(&addr)
+                .await
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
     // no token on loopback: open; any valid topic name (the file lists none)
     let made = call(
         &addr,

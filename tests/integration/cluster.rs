@@ -3,15 +3,17 @@
 //! runners sharing topics without running a job twice.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::{JobState, NewJob};
 use test_support::RedisCluster;
 
-use crate::util::{Project, Running, backlog, enqueue, hourglass_bin, of, start_order};
+use crate::util::{
+    Project, RUNNER_LOG, RunnerProcess, Running, backlog, enqueue, eventually, of, start_order,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -166,20 +168,19 @@ async fn a_runner_killed_mid_job_on_a_cluster_loses_nothing() {
     );
     let queue = project.queue().await;
     let id = enqueue(&queue, "slow", r#"{"spin_ms":800}"#, 0, 0).await;
-    let mut first = Command::new(hourglass_bin())
-        .args(["run", "--config"])
-        .arg(project.config_path())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = RunnerProcess::launch(&project, RUNNER_LOG);
     let keys = queue.keys("slow");
-    let deadline = Instant::now() + WAIT;
-    while queue.stats(&keys, now_ms()).await.unwrap().running == 0 {
-        assert!(Instant::now() < deadline, "never claimed");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    first.kill().unwrap();
-    first.wait().unwrap();
+    eventually(WAIT, "the first runner claimed the job", || {
+        first.assert_alive();
+        async {
+            match queue.stats(&keys, now_ms()).await.unwrap() {
+                s if s.running > 0 => Ok(()),
+                s => Err(format!("{s:?}")),
+            }
+        }
+    })
+    .await;
+    first.kill(); // SIGKILL, mid-job
     let mut second = Running::start(project.config()).await;
     let events = second.until_settled("slow", &id, WAIT).await;
     assert_eq!(
@@ -226,11 +227,13 @@ async fn two_runners_share_topics_on_a_cluster_and_run_every_job_once() {
             .await
             .unwrap();
     }
-    let deadline = Instant::now() + WAIT;
-    while std::fs::read_dir(data.path()).unwrap().count() < n {
-        assert!(Instant::now() < deadline, "not all jobs ran");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(WAIT, "every job ran", || async {
+        match std::fs::read_dir(data.path()).unwrap().count() {
+            ran if ran >= n => Ok(()),
+            ran => Err(format!("{ran} of {n} ran")),
+        }
+    })
+    .await;
     let mut acked = BTreeMap::new();
     for (name, runner) in [("one", &mut one), ("two", &mut two)] {
         let mut count = 0;

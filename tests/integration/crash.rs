@@ -1,12 +1,11 @@
 //! Losing a runner: SIGKILL mid-job, and graceful shutdown.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 
-use crate::util::{Project, Running, enqueue, hourglass_bin};
+use crate::util::{Project, RUNNER_LOG, RunnerProcess, Running, enqueue, eventually};
 
 const TOPICS: &str = r#"
 [[topic]]
@@ -20,30 +19,24 @@ max_attempts = 3
 async fn a_runner_killed_mid_job_loses_nothing() {
     let project = Project::new("concurrency = 4\nlease_margin = \"500ms\"", TOPICS);
     let queue = project.queue().await;
-    let log = std::fs::File::create(project.dir.path().join("runner.log")).unwrap();
-    let mut first = Command::new(hourglass_bin())
-        .args(["run", "--config"])
-        .arg(project.config_path())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut first = RunnerProcess::launch(&project, RUNNER_LOG);
     let id = enqueue(&queue, "slow", r#"{"spin_ms":1500}"#, 0, 0).await;
     let keys = queue.keys("slow");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while queue.stats(&keys, now_ms()).await.unwrap().running == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the first runner never claimed the job"
-        );
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "the first runner exited early"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    first.kill().unwrap(); // SIGKILL, mid-job
-    first.wait().unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the first runner claimed the job",
+        || {
+            first.assert_alive();
+            async {
+                match queue.stats(&keys, now_ms()).await.unwrap() {
+                    s if s.running > 0 => Ok(()),
+                    s => Err(format!("{s:?}")),
+                }
+            }
+        },
+    )
+    .await;
+    first.kill(); // SIGKILL, mid-job
     assert_eq!(
         queue.stats(&keys, now_ms()).await.unwrap().running,
         1,

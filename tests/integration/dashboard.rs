@@ -12,7 +12,7 @@ use test_support::browser::Browser;
 use test_support::fantoccini::{Client, Locator};
 use test_support::http_client::call;
 
-use crate::util::{Project, Running};
+use crate::util::{Project, Running, eventually};
 
 const TOPICS: &str = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
     [[topic]]\nname = \"panic\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\n\n\
@@ -20,35 +20,31 @@ const TOPICS: &str = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
 
 /// The text of the first element `css` finds, once `wanted` holds for it.
 async fn until_text(c: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    loop {
-        if let Ok(e) = c.find(Locator::Css(css)).await
-            && let Ok(text) = e.text().await
+    eventually(Duration::from_secs(30), css, || async {
+        let text = match c.find(Locator::Css(css)).await {
+            Ok(e) => e.text().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(text) = &text
+            && wanted(text)
         {
-            if wanted(&text) {
-                return text;
-            }
-            last = text;
+            return Ok(text.clone());
         }
-        if tokio::time::Instant::now() > deadline {
-            let page = c.source().await.unwrap_or_default();
-            panic!("{css}: last text {last:?}; page:\n{page}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let page = c.source().await.unwrap_or_default();
+        Err(format!("text {text:?}; page:\n{page}"))
+    })
+    .await
 }
 
 /// Wait until nothing matches `css`.
 async fn until_gone(c: &Client, css: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while c.find(Locator::Css(css)).await.is_ok() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{css} is still there"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(Duration::from_secs(30), &format!("{css} gone"), || async {
+        match c.find(Locator::Css(css)).await {
+            Ok(_) => Err("still there".to_owned()),
+            Err(_) => Ok(()),
+        }
+    })
+    .await
 }
 
 /// Where test artifacts go: beside the build, kept after the run.
@@ -176,16 +172,16 @@ async fn the_dashboard_stays_usable_with_100_topics_and_10000_dead_letters() {
     .await;
     assert_eq!(answer.status, 200);
     // every one of them dies (the handler panics, one attempt)
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
+    // a deadline, not a speed claim
+    eventually(Duration::from_secs(120), "10,000 dead", || async {
         let topic = call(&addr, "GET", "/api/topics/boom", None, None).await;
         let body: serde_json::Value = serde_json::from_str(&topic.body).unwrap();
-        if body["dead"] == 10_000 {
-            break;
+        match body["dead"] == 10_000 {
+            true => Ok(()),
+            false => Err(body.to_string()),
         }
-        assert!(tokio::time::Instant::now() < deadline, "{body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
 
     let browser = Browser::start().await;
     let c = &browser.client;

@@ -1,18 +1,20 @@
 //! Faults: a runner killed under load, redis-server restarted under load,
-//! Redis unreachable at start and for a minute mid-run, SIGTERM with jobs in
+//! Redis unreachable at start and for 15 s mid-run, SIGTERM with jobs in
 //! flight. Every job is accounted for by the files the probe handler leaves,
 //! one per execution (`<id>.<attempt>`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::{Enqueued, NewJob, Queue, TopicStats};
 
-use crate::util::{Project, RedisServer, Running, hourglass_bin};
+use crate::util::{Project, RedisServer, RunnerProcess, Running, eventually};
+
+/// How long Redis is away mid-run in the outage test.
+const OUTAGE: Duration = Duration::from_secs(15);
 
 fn topics(data: &Path, extra: &str) -> String {
     format!(
@@ -58,55 +60,27 @@ async fn stats(queue: &Queue) -> TopicStats {
 
 /// Poll until `done` holds of the topic's counts (or panic after `within`).
 async fn until_stats(queue: &Queue, within: Duration, done: impl Fn(&TopicStats) -> bool) {
-    let deadline = Instant::now() + within;
-    loop {
+    eventually(within, "the work topic's counts", || async {
         match queue.stats(&queue.keys("work"), now_ms()).await {
-            Ok(s) if done(&s) => return,
-            Ok(s) => assert!(Instant::now() < deadline, "still {s:?} after {within:?}"),
-            Err(e) => assert!(Instant::now() < deadline, "redis: {e}"),
+            Ok(s) if done(&s) => Ok(()),
+            Ok(s) => Err(format!("{s:?}")),
+            Err(e) => Err(format!("redis: {e}")),
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 fn drained(s: &TopicStats) -> bool {
     s.scheduled + s.ready + s.running == 0
 }
 
-/// `hourglass run` as a child process logging to `log`.
-fn spawn_runner(project: &Project, log: &Path) -> Child {
-    Command::new(hourglass_bin())
-        .args(["run", "--config"])
-        .arg(project.config_path())
-        // the scheduler's debug lines show each retry of a failed claim
-        .env(
-            "RUST_LOG",
-            "info,wasmtime=warn,cranelift=warn,hourglass::worker::scheduler=debug",
-        )
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
-
-/// Wait until the runner's log contains `text` (the runner must stay alive).
-async fn until_logged(runner: &mut Child, log: &Path, text: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let seen = std::fs::read_to_string(log).unwrap_or_default();
-        if seen.contains(text) {
-            return;
-        }
-        assert!(
-            runner.try_wait().unwrap().is_none(),
-            "the runner exited; log:\n{seen}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "{text:?} not logged within {within:?}; log:\n{seen}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// `hourglass run` as a child process; the scheduler's debug lines show each
+/// retry of a failed claim.
+fn spawn_runner(project: &Project) -> RunnerProcess {
+    RunnerProcess::launch(
+        project,
+        "info,wasmtime=warn,cranelift=warn,hourglass::worker::scheduler=debug",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,11 +98,9 @@ async fn a_runner_killed_under_load_loses_nothing_and_only_jobs_in_flight_run_tw
         .await
         .unwrap();
 
-    let log = project.dir.path().join("first.log");
-    let mut first = spawn_runner(&project, &log);
+    let first = spawn_runner(&project);
     until_stats(&queue, Duration::from_secs(60), |s| s.ready < 1400).await;
-    first.kill().unwrap(); // SIGKILL, mid-stream
-    first.wait().unwrap();
+    first.kill(); // SIGKILL, mid-stream
     let in_flight = stats(&queue).await.running;
     assert!(
         in_flight >= 2,
@@ -241,7 +213,7 @@ async fn redis_restarted_under_load_loses_no_acknowledged_enqueue() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_unreachable_at_start_and_for_a_minute_mid_run_the_runner_waits_and_recovers() {
+async fn redis_unreachable_at_start_and_mid_run_the_runner_waits_backs_off_and_recovers() {
     let store = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut redis = RedisServer::persistent(store.path());
@@ -249,59 +221,48 @@ async fn redis_unreachable_at_start_and_for_a_minute_mid_run_the_runner_waits_an
     redis.stop();
 
     // at start: it waits, says so once, and does not exit
-    let log = project.dir.path().join("runner.log");
-    let mut runner = spawn_runner(&project, &log);
-    until_logged(&mut runner, &log, "waiting for it", Duration::from_secs(30)).await;
+    let mut runner = spawn_runner(&project);
+    runner
+        .logged("waiting for it", Duration::from_secs(30))
+        .await;
+    // (the sleeps here are the outages' lengths, not waits for something)
     tokio::time::sleep(Duration::from_secs(2)).await;
+    runner.assert_alive();
     redis.resume();
-    until_logged(
-        &mut runner,
-        &log,
-        "hourglass running",
-        Duration::from_secs(60),
-    )
-    .await;
+    runner
+        .logged("hourglass running", Duration::from_secs(60))
+        .await;
     let queue = project.queue().await;
     let keys = queue.keys("work");
     let first: Vec<NewJob> = (0..20).map(|i| job(format!("a{i}"), 0)).collect();
     queue.enqueue(&keys, &first, now_ms()).await.unwrap();
     until_stats(&queue, Duration::from_secs(30), drained).await;
 
-    // mid-run: jobs due during a one-minute outage run after it
+    // mid-run: jobs due during a 15 s outage (1 s to 10.5 s in) run after it.
+    // 15 s is long enough for the claim backoff to reach its 2 s cap and
+    // retry at it; the minute this took before added only more of that
     let during: Vec<NewJob> = (0..20)
-        .map(|i| job(format!("b{i}"), now_ms() + 2_000 + i * 2_000))
+        .map(|i| job(format!("b{i}"), now_ms() + 1_000 + i * 500))
         .collect();
     queue.enqueue(&keys, &during, now_ms()).await.unwrap();
     redis.stop();
     let outage = Instant::now();
-    until_logged(
-        &mut runner,
-        &log,
-        "claiming failed",
-        Duration::from_secs(30),
-    )
-    .await;
-    while outage.elapsed() < Duration::from_secs(60) {
-        assert!(
-            runner.try_wait().unwrap().is_none(),
-            "the runner exited during the outage"
-        );
+    runner
+        .logged("claiming failed", Duration::from_secs(30))
+        .await;
+    while outage.elapsed() < OUTAGE {
+        runner.assert_alive();
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     redis.resume();
-    until_logged(
-        &mut runner,
-        &log,
-        "reachable again",
-        Duration::from_secs(30),
-    )
-    .await;
+    runner
+        .logged("reachable again", Duration::from_secs(30))
+        .await;
     until_stats(&queue, Duration::from_secs(30), drained).await;
     let after: Vec<NewJob> = (0..20).map(|i| job(format!("c{i}"), 0)).collect();
     queue.enqueue(&keys, &after, now_ms()).await.unwrap();
     until_stats(&queue, Duration::from_secs(30), drained).await;
-    runner.kill().unwrap();
-    runner.wait().unwrap();
+    let text = runner.kill();
 
     let runs = executions(data.path());
     for prefix in ["a", "b", "c"] {
@@ -314,14 +275,42 @@ async fn redis_unreachable_at_start_and_for_a_minute_mid_run_the_runner_waits_an
     }
     // the outage is said once when it starts and once when it ends, and the
     // runner waits between tries (backoff up to 2 s), not spins
-    let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text.matches("claiming failed: ").count(), 1, "{text}");
     assert_eq!(text.matches("reachable again").count(), 1, "{text}");
-    let retries = text.matches("claiming failed again, retrying in").count();
+    // each retry says the pause before the next: they double from 100 ms (the
+    // first, 50 ms, follows the warning) to the 2 s cap and stay there. A
+    // refused connection takes the client about 1.1 s to report here, so a
+    // 15 s outage (about 13 s of it seen) makes about 7 retries, the last ones
+    // at the cap. At least 6 shows the cap reached and kept; at most 20 rules
+    // out spinning: at one try per 1.1 s it would make some 12 in 13 s,
+    // but with the stated pauses not doubling, which fails the first check
+    let pauses: Vec<Duration> = text
+        .lines()
+        .filter_map(|l| l.split("claiming failed again, retrying in ").nth(1))
+        .map(|rest| pause_of(rest.split(':').next().unwrap()))
+        .collect();
+    eprintln!("claim retries in a {OUTAGE:?} outage, with pauses {pauses:?}");
+    for (i, pause) in pauses.iter().enumerate() {
+        let expected =
+            (Duration::from_millis(100) * 2u32.pow(i.min(5) as u32)).min(Duration::from_secs(2));
+        assert_eq!(*pause, expected, "pause {i} of {pauses:?}\n{text}");
+    }
     assert!(
-        (10..=60).contains(&retries),
-        "{retries} claim retries in a 60 s outage: with backoff up to 2 s there are about 35\n{text}"
+        (6..=20).contains(&pauses.len()),
+        "{} claim retries in a {OUTAGE:?} outage: with backoff up to 2 s there are about 7\n{text}",
+        pauses.len()
     );
+    assert_eq!(pauses.last(), Some(&Duration::from_secs(2)), "{text}");
+}
+
+/// A pause as the runner writes it (`Duration`'s Debug: `100ms`, `1.6s`, `2s`).
+fn pause_of(text: &str) -> Duration {
+    let text = text.trim();
+    let ms: f64 = match text.strip_suffix("ms") {
+        Some(ms) => ms.parse().unwrap(),
+        None => text.strip_suffix('s').unwrap().parse::<f64>().unwrap() * 1_000.0,
+    };
+    Duration::from_millis(ms.round() as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,15 +336,10 @@ async fn sigterm_with_jobs_in_flight_finishes_what_it_can_and_releases_the_rest_
         max_attempts: 0,
         ..Default::default()
     };
-    let log = project.dir.path().join("runner.log");
-    let mut runner = spawn_runner(&project, &log);
-    until_logged(
-        &mut runner,
-        &log,
-        "hourglass running",
-        Duration::from_secs(30),
-    )
-    .await;
+    let mut runner = spawn_runner(&project);
+    runner
+        .logged("hourglass running", Duration::from_secs(30))
+        .await;
     queue
         .enqueue(&keys, &[short, long], now_ms())
         .await
@@ -366,7 +350,8 @@ async fn sigterm_with_jobs_in_flight_finishes_what_it_can_and_releases_the_rest_
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = runner.wait().unwrap();
+    // a deadline, not a speed claim: the grace is 1 s, the long job runs 20 s
+    let status = runner.exit(Duration::from_secs(15)).await;
     assert!(status.success(), "{status}");
     let s = stats(&queue).await;
     assert_eq!(

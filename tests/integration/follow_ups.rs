@@ -8,7 +8,7 @@ use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::{Done, Enqueued, NewJob, OUTBOX_SWEEP, Parked};
 
-use crate::util::{Project, RedisServer, Running, enqueue, of};
+use crate::util::{Project, RedisServer, Running, enqueue, eventually, of};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -32,6 +32,17 @@ handler = "echo.wasm"
 
 fn plan(follow_ups: &str, then: &str) -> String {
     format!(r#"{{"follow_ups":[{follow_ups}],"then":"{then}"}}"#)
+}
+
+/// The length of the hash `key` (an outbox: follow-ups parked, not yet delivered).
+async fn hlen(project: &Project, key: &str) -> u64 {
+    let client = redis::Client::open(project.endpoint.urls[0].as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("HLEN")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
 }
 
 async fn dead_reason(runner: &mut Running, topic: &str, id: &str) -> String {
@@ -223,12 +234,18 @@ async fn a_unique_follow_up_is_not_enqueued_again_within_its_window() {
         of(&events, "parent", &second).last(),
         Some(&&EventKind::Acked)
     );
-    // delivery follows the ack at once: give a repeat time to show, then look
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut later = Vec::new();
-    while let Ok(e) = runner.events.try_recv() {
-        later.push(e);
-    }
+    // the ack parked the follow-up; once the parent's outbox is empty its
+    // delivery is over, and a repeat it enqueued would be in the child topic:
+    // wait for that to drain too, with every event until then
+    let outbox = queue.keys("parent").outbox;
+    eventually(WAIT, "the parent's outbox drained", || async {
+        match hlen(&project, &outbox).await {
+            0 => Ok(()),
+            n => Err(format!("{n} entries")),
+        }
+    })
+    .await;
+    let later = runner.after_drained(&queue, &["child"], WAIT).await;
     assert!(
         of(&later, "child", "daily-7").is_empty(),
         "the repeat within the window was enqueued: {later:#?}"

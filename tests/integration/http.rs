@@ -10,7 +10,7 @@ use std::time::Duration;
 use hourglass::events::{Event, EventKind};
 use test_support::{HttpServer, Reply};
 
-use crate::util::{Project, Running, enqueue, of, retry_reasons, settled};
+use crate::util::{Project, Running, enqueue, eventually, of, retry_reasons, settled};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -271,14 +271,13 @@ handler = "echo.wasm"
     let queue = project.queue().await;
     let stuck = enqueue(&queue, "stuck", &fetch(&server.url()), 0, 0).await;
     // wait until the request is at the server, then send more work
-    let arrived = tokio::time::Instant::now() + WAIT;
-    while server.received().is_empty() {
-        assert!(
-            tokio::time::Instant::now() < arrived,
-            "the request never arrived"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(WAIT, "the request arrived", || async {
+        match server.received().len() {
+            0 => Err("no request".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
     let mut echoes = Vec::new();
     for _ in 0..20 {
         echoes.push(enqueue(&queue, "echo", "hi", 0, 0).await);

@@ -316,8 +316,12 @@ async fn a_python_topic_at_concurrency_16_runs_16_at_once_and_releases_none() {
         .unwrap();
     let mut runner = Running::start(project.config()).await;
     // watch how many Python instances are alive while the backlog drains
+    // (sampled every 5 ms, finer than `eventually`'s 20 ms, to see the peak)
     let keys = queue.keys("py");
     let mut most = 0;
+    // a deadline, not a speed claim: 500 × 50 ms over 16 is about 2 s, and
+    // Python instances start slowly on two shared cores
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         most = most.max(runner.instances.now());
         let s = queue
@@ -327,6 +331,10 @@ async fn a_python_topic_at_concurrency_16_runs_16_at_once_and_releases_none() {
         if s.ready + s.scheduled + s.running == 0 {
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the backlog did not drain: {s:?}, at most {most} instances at once"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let events = runner.after_drained(&queue, &["py"], WAIT).await;

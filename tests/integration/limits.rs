@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hourglass::events::EventKind;
 
-use crate::util::{Project, Running, enqueue};
+use crate::util::{Project, Running, enqueue, eventually};
 
 const TOPICS: &str = r#"
 [defaults]
@@ -165,14 +165,17 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         let input = input("a");
         tokio::spawn(async move { runtime.run(&probe, input, &sandbox).await })
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while server.received().is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the first attempt never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        "the first attempt started",
+        || async {
+            match server.received().len() {
+                0 => Err("no request".to_owned()),
+                _ => Ok(()),
+            }
+        },
+    )
+    .await;
     let second = runtime.run(&probe, input("b"), &sandbox).await;
     assert!(
         matches!(second, Finish::NotStarted(_)),

@@ -3,14 +3,15 @@
 //! `handlers/` by the `test-support` crate.
 //!
 //! Index:
-//! - `util`: the redis-server guard, project fixtures, runner and event helpers.
+//! - `util`: the redis-server guard, project fixtures, runner and event helpers,
+//!   `eventually` (wait for a condition with a deadline), `RunnerProcess`.
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
 //! - `jobs`: ack, delay (never early), retry, dead-letter, idempotent enqueue, end to end.
 //! - `limits`: traps, time limit, memory limit; a stopped handler pins no worker.
 //! - `priority`: strict priority across topics.
 //! - `crash`: a runner killed with SIGKILL mid-job loses nothing; graceful shutdown.
 //! - `faults`: a runner killed under load, redis-server restarted under load, Redis
-//!   unreachable at start and for a minute, SIGTERM with jobs in flight.
+//!   unreachable at start and for 15 s mid-run, SIGTERM with jobs in flight.
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `http`: outbound HTTP behind per-topic grants, its limits, the webhook
@@ -22,6 +23,12 @@
 //! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
+//! - `api`: the HTTP API, /metrics and health: every route valid and invalid,
+//!   authentication, bulk enqueue, a Redis outage as 503, metrics that match.
+//! - `dashboard`: the page in a headless Chromium: counts, dead letters,
+//!   retry, pause; 100 topics and 10,000 dead letters paged.
+//! - `scheduling`: weights, rate limits across runners, cron and `every`
+//!   schedules with `missed`, unique-for and replace.
 //! - `rollout`: handler versions rolled out under a canary: rolled back, promoted,
 //!   two runner processes, a SIGKILL mid-rollout; pins; replay on a version.
 //! - `rollout_api`: the same over HTTP: versions, promote, abort, pin, enqueue and
@@ -32,7 +39,6 @@
 
 mod api;
 mod cli;
-mod client;
 mod cluster;
 mod crash;
 mod dashboard;

@@ -2,13 +2,12 @@
 //! serve), one killed with SIGKILL drops out within the heartbeat's time to
 //! live, one stopped gracefully leaves at once.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::redis::{Queue, RunnerInfo};
 
-use crate::util::{Project, Running, hash_of, hourglass, hourglass_bin};
+use crate::util::{Project, RUNNER_LOG, RunnerProcess, Running, eventually, hash_of, hourglass};
 
 /// Wait until `wanted` holds for the runners alive now.
 async fn until_runners(
@@ -16,18 +15,14 @@ async fn until_runners(
     within: Duration,
     wanted: impl Fn(&[RunnerInfo]) -> bool,
 ) -> Vec<RunnerInfo> {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
+    eventually(within, "the runners listed", || async {
         let runners = queue.runners(now_ms()).await.unwrap();
-        if wanted(&runners) {
-            return runners;
+        match wanted(&runners) {
+            true => Ok(runners),
+            false => Err(format!("{runners:#?}")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "runners now: {runners:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,13 +33,7 @@ async fn live_runners_are_listed_and_a_killed_one_drops_out() {
     );
     let queue = project.queue().await;
     let here = Running::start(project.config()).await;
-    let mut there = Command::new(hourglass_bin())
-        .args(["run", "--config"])
-        .arg(project.config_path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let there = RunnerProcess::launch(&project, RUNNER_LOG);
     let runners = until_runners(&queue, Duration::from_secs(30), |r| r.len() == 2).await;
     let pids: Vec<u32> = runners.iter().map(|r| r.pid).collect();
     assert!(
@@ -81,8 +70,7 @@ async fn live_runners_are_listed_and_a_killed_one_drops_out() {
     assert!(stats["echo"]["late_p99_ms"].is_u64(), "{stats}");
 
     // SIGKILL: no goodbye; it drops out when its time to live runs out
-    there.kill().unwrap();
-    there.wait().unwrap();
+    there.kill();
     // (its time to live is 6 s: well within the wait)
     let runners = until_runners(&queue, Duration::from_secs(15), |r| r.len() == 1).await;
     assert_eq!(runners[0].pid, std::process::id());

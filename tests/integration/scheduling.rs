@@ -1,7 +1,6 @@
 //! Scheduling beyond strict priority: weighted shares inside a priority
 //! class, and a rate limit that holds across runner processes.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hourglass::clock::now_ms;
@@ -9,7 +8,9 @@ use hourglass::events::EventKind;
 use hourglass::redis::NewJob;
 use test_support::{HttpServer, Reply};
 
-use crate::util::{Project, RedisServer, Running, backlog, hourglass_bin, start_order};
+use crate::util::{
+    Project, RUNNER_LOG, RedisServer, RunnerProcess, Running, backlog, eventually, start_order,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weights_share_starts_three_to_one_below_a_strict_priority_topic() {
@@ -87,7 +88,9 @@ async fn a_rate_limit_holds_on_a_three_master_cluster() {
 
 /// 500 jobs at 50/s (burst 5) across an in-process runner and an `hourglass
 /// run` process: each job's handler calls a local HTTP server, which notes
-/// when. They take 10 s ± 10% and no one-second window holds more than 55.
+/// when. They cannot take less than the limit allows (9.9 s) and no
+/// one-second window holds more than 55. (How close to the limit they run is
+/// a speed claim: the bench measures it.)
 async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Project) {
     let server = HttpServer::start(vec![Reply::status(200, "ok")]);
     let topics = format!(
@@ -109,43 +112,42 @@ async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Proje
         })
         .collect();
     let here = Running::start(project.config()).await;
-    let mut there = Command::new(hourglass_bin())
-        .args(["run", "--config"])
-        .arg(project.config_path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // both runners up (each has said so) before the jobs arrive
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while queue.runners(now_ms()).await.unwrap().len() < 2 {
-        assert!(Instant::now() < deadline, "the second runner did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut there = RunnerProcess::launch(&project, RUNNER_LOG);
+    there
+        .logged("hourglass running", Duration::from_secs(60))
+        .await;
+    // both runners up (each has said so in Redis) before the jobs arrive
+    eventually(Duration::from_secs(30), "two runners listed", || async {
+        match queue.runners(now_ms()).await.unwrap().len() {
+            2.. => Ok(()),
+            n => Err(format!("{n} runners")),
+        }
+    })
+    .await;
     queue
         .enqueue(&queue.keys("limited"), &jobs, now_ms())
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.received().len() < 500 {
-        assert!(
-            Instant::now() < deadline,
-            "only {} calls",
-            server.received().len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = there.kill();
-    let _ = there.wait();
+    // a deadline, not a speed claim: at 50/s they need 10 s
+    eventually(Duration::from_secs(60), "500 calls", || async {
+        match server.received().len() {
+            500.. => Ok(()),
+            n => Err(format!("{n} calls")),
+        }
+    })
+    .await;
+    there.kill();
     here.stop().await;
     let mut at: Vec<Instant> = server.received().iter().map(|r| r.at).collect();
     at.sort();
     let took = at[at.len() - 1] - at[0];
-    // 500 starts at 50/s after a burst of 6: 494 / 50 = 9.9 s
+    // 500 starts at 50/s after a burst of 6: at least 494 / 50 = 9.9 s (less
+    // 10% for the calls' jitter); faster means the limit did not hold
     eprintln!("rate 50/s: 500 calls over {took:?}");
+    assert_eq!(at.len(), 500, "one call per job");
     assert!(
-        (Duration::from_millis(9_000)..=Duration::from_millis(11_000)).contains(&took),
-        "500 jobs at 50/s took {took:?}"
+        took >= Duration::from_millis(9_000),
+        "500 jobs at 50/s took only {took:?}"
     );
     let busiest = (0..at.len())
         .map(|i| {
@@ -220,11 +222,13 @@ async fn unique_for_keeps_an_id_taken_after_the_ack_until_it_expires() {
         "one reservation per id"
     );
     // the reservations expire by themselves
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while reservations(&redis.url()).await > 0 {
-        assert!(Instant::now() < deadline, "reservations did not expire");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(Duration::from_secs(10), "reservations expired", || async {
+        match reservations(&redis.url()).await {
+            0 => Ok(()),
+            n => Err(format!("{n} reservations")),
+        }
+    })
+    .await;
     let after = queue.enqueue(&k, &jobs[..1], now_ms()).await.unwrap();
     assert_eq!(after, [Enqueued::New("u0".into())]);
     // without an id there is nothing to reserve
@@ -341,8 +345,15 @@ async fn missed_while_down(project: &Project, missed: &str) -> Vec<u64> {
     assert!(now < fifth, "stopping took too long");
     tokio::time::sleep(Duration::from_millis(fifth + 100 - now)).await;
     let mut runner = Running::start(project.config()).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let events = drain(&mut runner);
+    // catching up comes first: the missed fire times are due at once, the
+    // next regular ones 0.9 s and 1.9 s after the start; once the second of
+    // those has run, a catch-up run would have shown long before
+    let mut events = runner
+        .until(Duration::from_secs(30), |seen| {
+            started_ticks(seen).iter().any(|t| *t > fifth + 1_000)
+        })
+        .await;
+    events.extend(drain(&mut runner));
     runner.stop().await;
     started_ticks(&events)
         .into_iter()
@@ -357,10 +368,24 @@ async fn a_schedule_fires_once_per_tick_across_three_runners_and_catches_up_as_t
     for _ in 0..3 {
         runners.push(Running::start(project.config()).await);
     }
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // wait for eleven fire times to have run (a deadline, not a speed
+    // claim): the ten before the last have had a second for a duplicate to show
     let mut events = Vec::new();
-    for r in &mut runners {
-        events.extend(drain(r));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        for r in &mut runners {
+            events.extend(drain(r));
+        }
+        let mut ticks = started_ticks(&events);
+        ticks.dedup();
+        if ticks.len() >= 11 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "11 ticks not started in time: {ticks:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for r in runners {
         r.stop().await;
@@ -369,7 +394,10 @@ async fn a_schedule_fires_once_per_tick_across_three_runners_and_catches_up_as_t
     let mut unique = ticks.clone();
     unique.dedup();
     assert_eq!(unique, ticks, "a fire time ran twice");
-    assert!(ticks.len() >= 9, "10 s of a per-second schedule: {ticks:?}");
+    assert!(
+        ticks.len() >= 11,
+        "eleven fire times of a per-second schedule: {ticks:?}"
+    );
     assert!(
         ticks.windows(2).all(|w| w[1] - w[0] == 1_000),
         "every second, none skipped: {ticks:?}"

@@ -378,6 +378,25 @@ pub fn hourglass(project: &Project, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// [`hourglass`], given `within` to exit: past that it is killed and the
+/// test fails (a call that would hang fails instead of hanging the suite).
+pub async fn hourglass_within(
+    project: &Project,
+    args: &[&str],
+    within: Duration,
+) -> std::process::Output {
+    let output = tokio::process::Command::new(hourglass_bin())
+        .args(args)
+        .arg("--config")
+        .arg(project.config_path())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(within, output).await {
+        Ok(out) => out.unwrap(),
+        Err(_) => panic!("hourglass {args:?} did not exit within {within:?}"),
+    }
+}
+
 /// Enqueue `n` jobs due at `due` to each topic, ids `<topic><i>`, in one call per topic.
 pub async fn backlog(queue: &Queue, topics: &[&str], n: usize, due: u64) {
     for topic in topics {
@@ -413,23 +432,80 @@ pub struct RunnerProcess {
     log: PathBuf,
 }
 
+/// The log filter [`RunnerProcess::start`] runs with.
+pub const RUNNER_LOG: &str = "info,wasmtime=warn,cranelift=warn";
+
 impl RunnerProcess {
     /// Start it and wait until it says it is running.
     pub fn start(project: &Project) -> RunnerProcess {
-        let log = project.dir.path().join("runner.log");
-        let child = std::process::Command::new(hourglass_bin())
-            .args(["run", "--config"])
-            .arg(project.config_path())
-            .env("RUST_LOG", "info,wasmtime=warn,cranelift=warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let runner = RunnerProcess { child, log };
+        let runner = RunnerProcess::launch(project, RUNNER_LOG);
         // a deadline, not a speed claim: big components compile cold here,
         // on two cores shared with the other tests
         runner.wait_for("hourglass running", Duration::from_secs(180));
         runner
+    }
+
+    /// Start it with `RUST_LOG=rust_log` and its log in a file of its own
+    /// (`runner.log`, `runner-2.log`, ...); return at once, without waiting
+    /// for it to say it is running (Redis may be away on purpose).
+    pub fn launch(project: &Project, rust_log: &str) -> RunnerProcess {
+        let mut log = project.dir.path().join("runner.log");
+        let mut n = 1;
+        while log.exists() {
+            n += 1;
+            log = project.dir.path().join(format!("runner-{n}.log"));
+        }
+        let child = std::process::Command::new(hourglass_bin())
+            .args(["run", "--config"])
+            .arg(project.config_path())
+            .env("RUST_LOG", rust_log)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        RunnerProcess { child, log }
+    }
+
+    /// Its process id (to send it a signal).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait, without blocking a runtime thread, until the log holds `text`;
+    /// the first line that does. Fails at once if the process exits first.
+    pub async fn logged(&mut self, text: &str, within: Duration) -> String {
+        eventually(within, &format!("{text:?} logged"), || {
+            let exited = self.child.try_wait().unwrap();
+            let log = self.log();
+            async move {
+                if let Some(line) = log.lines().find(|l| l.contains(text)) {
+                    return Ok(line.to_owned());
+                }
+                match exited {
+                    Some(status) => panic!("the runner exited ({status}); log:\n{log}"),
+                    None => Err(format!("log:\n{log}")),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Fail if the process has exited.
+    pub fn assert_alive(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!("the runner exited ({status}); log:\n{}", self.log());
+        }
+    }
+
+    /// Wait for it to exit on its own (after a signal); its status.
+    pub async fn exit(mut self, within: Duration) -> std::process::ExitStatus {
+        let log = self.log.clone();
+        eventually(within, "the runner exited", || {
+            let status = self.child.try_wait().unwrap();
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            async move { status.ok_or(format!("still running; log:\n{log}")) }
+        })
+        .await
     }
 
     /// The log so far.
