@@ -144,7 +144,8 @@ async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Proje
     // 500 starts at 50/s after a burst of 6: at least 494 / 50 = 9.9 s (less
     // 10% for the calls' jitter); faster means the limit did not hold
     eprintln!("rate 50/s: 500 calls over {took:?}");
-    assert_eq!(at.len(), 500, "one call per job");
+    // at least once: a call whose answer was lost retries, and calls again
+    assert!(at.len() >= 500, "a call per job: {}", at.len());
     assert!(
         took >= Duration::from_millis(9_000),
         "500 jobs at 50/s took only {took:?}"
@@ -341,6 +342,20 @@ async fn missed_while_down(project: &Project, missed: &str) -> Vec<u64> {
         .unwrap();
     // the fifth whole second after the cursor has passed, the sixth has not
     let fifth = (cursor / 1_000 + 5) * 1_000;
+    // a runner stopped between enqueueing a fire time and moving the cursor
+    // leaves that job waiting: it runs as enqueued, not as a catch-up
+    let mut enqueued = Vec::new();
+    for t in (cursor + 1_000..=fifth).step_by(1_000) {
+        let id = format!("tick@{t}");
+        if queue
+            .inspect(&queue.keys("echo"), &id, now_ms())
+            .await
+            .unwrap()
+            .is_some()
+        {
+            enqueued.push(t);
+        }
+    }
     let now = now_ms();
     assert!(now < fifth, "stopping took too long");
     tokio::time::sleep(Duration::from_millis(fifth + 100 - now)).await;
@@ -357,7 +372,7 @@ async fn missed_while_down(project: &Project, missed: &str) -> Vec<u64> {
     runner.stop().await;
     started_ticks(&events)
         .into_iter()
-        .filter(|t| *t > cursor && *t <= fifth)
+        .filter(|t| *t > cursor && *t <= fifth && !enqueued.contains(t))
         .collect()
 }
 
