@@ -154,7 +154,10 @@ pub(super) async fn run(
         Finish::Ack(_) => Some(Ran::Ok),
         Finish::Retry { .. } | Finish::Fail(_) => Some(Ran::Failed),
         Finish::Failed(_) => Some(Ran::Crashed),
-        Finish::NotStarted(_) => None,
+        Finish::NotStarted(why) => {
+            tracing::warn!(topic = %cfg.name, job_id = %attempt.id, "attempt not started, released: {why}");
+            None
+        }
     };
     shared
         .meter

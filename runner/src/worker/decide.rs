@@ -148,10 +148,7 @@ pub(super) fn after_run(
                 now,
             ));
         }
-        Finish::NotStarted(why) => {
-            tracing::warn!(topic = %cfg.name, "attempt not started, released: {why}");
-            return Decision::Release;
-        }
+        Finish::NotStarted(_) => return Decision::Release,
         Finish::Retry { delay, reason } => (delay, reason),
         Finish::Failed(reason) => (None, reason),
     };
