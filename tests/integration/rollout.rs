@@ -108,6 +108,21 @@ async fn rollout_until(queue: &Queue, what: &str, wanted: impl Fn(&Rollout) -> b
     .await
 }
 
+/// A project whose `pay` topic has `rollout` and serves echo, with a runner
+/// in this process, once Redis records echo as the stable version.
+async fn serving_echo(runner_lines: &str, rollout: &str) -> (Project, Running, Queue) {
+    let project = Project::new(runner_lines, &topic(rollout));
+    deploy(&project.handler("pay.wasm"), &std::fs::read(ECHO).unwrap());
+    let runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let stable = hash_of(ECHO);
+    rollout_until(&queue, "echo recorded as stable", |r| {
+        r.stable.as_deref() == Some(&stable)
+    })
+    .await;
+    (project, runner, queue)
+}
+
 /// Per job, the handler version of each attempt and how the job ended.
 fn lives(events: &[Event]) -> HashMap<&str, (Vec<&str>, Vec<&EventKind>)> {
     let mut lives: HashMap<&str, (Vec<&str>, Vec<&EventKind>)> = HashMap::new();
@@ -123,21 +138,13 @@ fn lives(events: &[Event]) -> HashMap<&str, (Vec<&str>, Vec<&EventKind>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies() {
-    let project = Project::new(
+    let (project, mut runner, queue) = serving_echo(
         "concurrency = 8",
-        &topic(
-            r#"rollout = { canary = "10%", for = "60s", min_attempts = 20, max_failure_rate = 0.2 }"#,
-        ),
-    );
-    let pay = project.handler("pay.wasm");
-    deploy(&pay, &std::fs::read(ECHO).unwrap());
-    let (stable, bad) = (hash_of(ECHO), hash_of(ORDER_CANCEL));
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    rollout_until(&queue, "echo recorded as stable", |r| {
-        r.stable.as_deref() == Some(&stable)
-    })
+        r#"rollout = { canary = "10%", for = "60s", min_attempts = 20, max_failure_rate = 0.2 }"#,
+    )
     .await;
+    let pay = project.handler("pay.wasm");
+    let (stable, bad) = (hash_of(ECHO), hash_of(ORDER_CANCEL));
 
     let producer = produce(&queue, 2_000, 5);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -220,21 +227,13 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_good_canary_is_promoted_when_its_window_ends_and_then_serves_everything() {
-    let project = Project::new(
+    let (project, mut runner, queue) = serving_echo(
         "concurrency = 8",
-        &topic(
-            r#"rollout = { canary = "30%", for = "2s", min_attempts = 20, max_failure_rate = 0.2 }"#,
-        ),
-    );
-    let pay = project.handler("pay.wasm");
-    deploy(&pay, &std::fs::read(ECHO).unwrap());
-    let (stable, good) = (hash_of(ECHO), hash_of(FLAKY));
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    rollout_until(&queue, "echo recorded as stable", |r| {
-        r.stable.as_deref() == Some(&stable)
-    })
+        r#"rollout = { canary = "30%", for = "2s", min_attempts = 20, max_failure_rate = 0.2 }"#,
+    )
     .await;
+    let pay = project.handler("pay.wasm");
+    let good = hash_of(FLAKY);
     let (producer, stop) = produce_until_stopped(&queue, 5);
     deploy(&pay, &std::fs::read(FLAKY).unwrap());
     let canary = rollout_until(&queue, "the good version as a canary", |r| {
