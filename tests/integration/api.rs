@@ -9,40 +9,11 @@ use hourglass::events::EventKind;
 use serde_json::{Value, json};
 use test_support::http_client::{Answer, call};
 
-use crate::util::{Project, RedisServer, Running, eventually, hash_of, hourglass_bin};
-
-const TOKEN: &str = "test-token-0123456789abcdef";
+use crate::util::{Api, Project, RedisServer, Running, TOKEN, eventually, hash_of, hourglass_bin};
 
 const TOPICS: &str = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
     [[topic]]\nname = \"panic\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\n\n\
     [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n";
-
-/// A client for one server, with the token.
-struct Api(String);
-
-impl Api {
-    async fn get(&self, path: &str) -> Answer {
-        call(&self.0, "GET", path, Some(TOKEN), None).await
-    }
-    async fn post(&self, path: &str, body: &str) -> Answer {
-        call(&self.0, "POST", path, Some(TOKEN), Some(body)).await
-    }
-    async fn delete(&self, path: &str) -> Answer {
-        call(&self.0, "DELETE", path, Some(TOKEN), None).await
-    }
-    /// Poll `path` until `wanted` holds for its JSON.
-    async fn until(&self, path: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        eventually(Duration::from_secs(30), path, || async {
-            let answer = self.get(path).await;
-            let v = answer.json();
-            match answer.status == 200 && wanted(&v) {
-                true => Ok(v),
-                false => Err(format!("{} {v:#}", answer.status)),
-            }
-        })
-        .await
-    }
-}
 
 /// A 4xx JSON error naming `field`.
 fn refused(answer: &Answer, status: u16, field: &str) {

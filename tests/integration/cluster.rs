@@ -13,6 +13,7 @@ use test_support::RedisCluster;
 
 use crate::util::{
     Project, RUNNER_LOG, RunnerProcess, Running, backlog, enqueue, eventually, of, start_order,
+    until_running,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -169,17 +170,7 @@ async fn a_runner_killed_mid_job_on_a_cluster_loses_nothing() {
     let queue = project.queue().await;
     let id = enqueue(&queue, "slow", r#"{"spin_ms":800}"#, 0, 0).await;
     let mut first = RunnerProcess::launch(&project, RUNNER_LOG);
-    let keys = queue.keys("slow");
-    eventually(WAIT, "the first runner claimed the job", || {
-        first.assert_alive();
-        async {
-            match queue.stats(&keys, now_ms()).await.unwrap() {
-                s if s.running > 0 => Ok(()),
-                s => Err(format!("{s:?}")),
-            }
-        }
-    })
-    .await;
+    until_running(&mut first, &queue, "slow", WAIT).await;
     first.kill(); // SIGKILL, mid-job
     let mut second = Running::start(project.config()).await;
     let events = second.until_settled("slow", &id, WAIT).await;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 
-use crate::util::{Project, RUNNER_LOG, RunnerProcess, Running, enqueue, eventually};
+use crate::util::{Project, RUNNER_LOG, RunnerProcess, Running, enqueue, until_running};
 
 const TOPICS: &str = r#"
 [[topic]]
@@ -22,20 +22,7 @@ async fn a_runner_killed_mid_job_loses_nothing() {
     let mut first = RunnerProcess::launch(&project, RUNNER_LOG);
     let id = enqueue(&queue, "slow", r#"{"spin_ms":1500}"#, 0, 0).await;
     let keys = queue.keys("slow");
-    eventually(
-        Duration::from_secs(30),
-        "the first runner claimed the job",
-        || {
-            first.assert_alive();
-            async {
-                match queue.stats(&keys, now_ms()).await.unwrap() {
-                    s if s.running > 0 => Ok(()),
-                    s => Err(format!("{s:?}")),
-                }
-            }
-        },
-    )
-    .await;
+    until_running(&mut first, &queue, "slow", Duration::from_secs(30)).await;
     first.kill(); // SIGKILL, mid-job
     assert_eq!(
         queue.stats(&keys, now_ms()).await.unwrap().running,

@@ -16,9 +16,8 @@ use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
 use test_support::fantoccini::{Client, Locator};
 use test_support::http_client::{Answer, call};
 
-use crate::util::{Project, Running, deploy, hash_of, settled};
+use crate::util::{Api, Project, Running, TOKEN, deploy, hash_of, settled};
 
-const TOKEN: &str = "test-token-0123456789abcdef";
 const WAIT: Duration = Duration::from_secs(60);
 /// Acked by echo, flaky and probe; order_cancel fails it for good.
 const JOB: &str = r#"{"fail_first":0}"#;
@@ -33,71 +32,40 @@ fn topics(lines: &str) -> String {
     )
 }
 
-/// A client for one server, with the token.
-struct Api(String);
-
-impl Api {
-    async fn get(&self, path: &str) -> Answer {
-        call(&self.0, "GET", path, Some(TOKEN), None).await
-    }
-    async fn post(&self, path: &str, body: &str) -> Answer {
-        call(&self.0, "POST", path, Some(TOKEN), Some(body)).await
-    }
-    async fn delete(&self, path: &str) -> Answer {
-        call(&self.0, "DELETE", path, Some(TOKEN), None).await
-    }
-    /// Poll `path` until `wanted` holds for its JSON.
-    async fn until(&self, path: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let answer = self.get(path).await;
-            if answer.status == 200 && wanted(&answer.json()) {
-                return answer.json();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{path}: {} {}",
-                answer.status,
-                answer.body
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+/// `hourglass_rollouts_total` of `pay` by result, once the scrape
+/// (refreshed from Redis at most once a second) shows `wanted`.
+async fn rollouts_until(api: &Api, wanted: &[(&str, f64)]) -> HashMap<String, f64> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let answer = api.get("/metrics").await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let lines = answer.body.lines().map(|l| Ok(l.to_owned()));
+        let scrape =
+            test_support::prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+        let counts: HashMap<String, f64> = scrape
+            .samples
+            .iter()
+            .filter(|s| {
+                s.metric == "hourglass_rollouts_total" && s.labels.get("topic") == Some("pay")
+            })
+            .map(|s| match s.value {
+                // the parser reads an OpenMetrics counter's `_total` sample as untyped
+                test_support::prometheus_parse::Value::Counter(v)
+                | test_support::prometheus_parse::Value::Untyped(v) => {
+                    (s.labels.get("result").unwrap_or("").to_owned(), v)
+                }
+                ref other => panic!("hourglass_rollouts_total: {other:?}"),
+            })
+            .collect();
+        if wanted.iter().all(|(r, n)| counts.get(*r) == Some(n)) {
+            return counts;
         }
-    }
-    /// `hourglass_rollouts_total` of `pay` by result, once the scrape
-    /// (refreshed from Redis at most once a second) shows `wanted`.
-    async fn rollouts_until(&self, wanted: &[(&str, f64)]) -> HashMap<String, f64> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let answer = self.get("/metrics").await;
-            assert_eq!(answer.status, 200, "{}", answer.body);
-            let lines = answer.body.lines().map(|l| Ok(l.to_owned()));
-            let scrape = test_support::prometheus_parse::Scrape::parse(lines)
-                .expect("the exposition parses");
-            let counts: HashMap<String, f64> = scrape
-                .samples
-                .iter()
-                .filter(|s| {
-                    s.metric == "hourglass_rollouts_total" && s.labels.get("topic") == Some("pay")
-                })
-                .map(|s| match s.value {
-                    // the parser reads an OpenMetrics counter's `_total` sample as untyped
-                    test_support::prometheus_parse::Value::Counter(v)
-                    | test_support::prometheus_parse::Value::Untyped(v) => {
-                        (s.labels.get("result").unwrap_or("").to_owned(), v)
-                    }
-                    ref other => panic!("hourglass_rollouts_total: {other:?}"),
-                })
-                .collect();
-            if wanted.iter().all(|(r, n)| counts.get(*r) == Some(n)) {
-                return counts;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "wanted {wanted:?}, scraped {counts:?}:\n{}",
-                answer.body
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "wanted {wanted:?}, scraped {counts:?}:\n{}",
+            answer.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -229,7 +197,7 @@ async fn a_canary_is_promoted_aborted_and_a_version_pinned_over_the_api() {
         None,
         "no canary",
     );
-    let counts = api.rollouts_until(&[("promoted", 1.0)]).await;
+    let counts = rollouts_until(&api, &[("promoted", 1.0)]).await;
     assert_eq!(counts.get("aborted"), Some(&0.0), "{counts:?}");
 
     // another new file; aborted: retired, the stable version stays
@@ -374,14 +342,16 @@ async fn a_canary_is_promoted_aborted_and_a_version_pinned_over_the_api() {
     );
 
     // every change counted once, from Redis
-    let counts = api
-        .rollouts_until(&[
+    let counts = rollouts_until(
+        &api,
+        &[
             ("promoted", 1.0),
             ("aborted", 1.0),
             ("pinned", 1.0),
             ("unpinned", 1.0),
-        ])
-        .await;
+        ],
+    )
+    .await;
     assert_eq!(counts.get("rolled_back"), Some(&0.0), "{counts:?}");
     assert_eq!(counts.len(), 5, "{counts:?}");
     running.stop().await;

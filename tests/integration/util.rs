@@ -571,3 +571,57 @@ where
         }
     }
 }
+
+/// The API token the HTTP tests' queues.toml files set.
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A client for one runner's HTTP API, sending [`TOKEN`].
+pub struct Api(pub String);
+
+impl Api {
+    pub async fn get(&self, path: &str) -> test_support::http_client::Answer {
+        test_support::http_client::call(&self.0, "GET", path, Some(TOKEN), None).await
+    }
+    pub async fn post(&self, path: &str, body: &str) -> test_support::http_client::Answer {
+        test_support::http_client::call(&self.0, "POST", path, Some(TOKEN), Some(body)).await
+    }
+    pub async fn delete(&self, path: &str) -> test_support::http_client::Answer {
+        test_support::http_client::call(&self.0, "DELETE", path, Some(TOKEN), None).await
+    }
+    /// Poll `path` until `wanted` holds for its JSON (a 200 answer).
+    pub async fn until(
+        &self,
+        path: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        eventually(Duration::from_secs(60), path, || async {
+            let answer = self.get(path).await;
+            let v = answer.json();
+            match answer.status == 200 && wanted(&v) {
+                true => Ok(v),
+                false => Err(format!("{} {v:#}", answer.status)),
+            }
+        })
+        .await
+    }
+}
+
+/// Wait until `runner` (still alive) holds a lease on a job of `topic`.
+pub async fn until_running(
+    runner: &mut RunnerProcess,
+    queue: &Queue,
+    topic: &str,
+    within: Duration,
+) {
+    let keys = queue.keys(topic);
+    eventually(within, "the runner claimed the job", || {
+        runner.assert_alive();
+        async {
+            match queue.stats(&keys, now_ms()).await.unwrap() {
+                s if s.running > 0 => Ok(()),
+                s => Err(format!("{s:?}")),
+            }
+        }
+    })
+    .await;
+}
