@@ -18,7 +18,6 @@
 //! - `clock`, `backoff`: time in milliseconds; retry delays; `private_dir`:
 //!   folders that hold code the runner runs.
 
-pub mod backoff;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, anyhow};
 use hourglass_builder::{BuildError, Project};
 
-use super::Failure;
+use super::Exit;
 use crate::wasm::Runtime;
 
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub(super) struct Args {
     out: Option<PathBuf>,
 }
 
-pub(super) async fn run(config: &std::path::Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &std::path::Path, args: Args) -> Result<(), Exit> {
     let runner = crate::Config::load_for(config, crate::config::Check::Producer).ok();
     let cache = runner.as_ref().and_then(|c| c.runner.compile_cache.clone());
     let out = match (args.out, runner) {
@@ -51,13 +51,13 @@ fn build_all(
     projects: &[PathBuf],
     out: &std::path::Path,
     cache: Option<&std::path::Path>,
-) -> Result<(), Failure> {
+) -> Result<(), Exit> {
     let runtime = Runtime::new(1, cache).context("creating the WebAssembly engine")?;
     let failure = |e: BuildError| {
         if e.is_input() {
-            Failure::input(e)
+            Exit::input(e)
         } else {
-            Failure::from(e)
+            Exit::from(e)
         }
     };
     for dir in projects {
@@ -69,7 +69,7 @@ fn build_all(
         for component in built {
             // what cannot serve is never placed where a runner would load it
             let compiled = std::time::Instant::now();
-            runtime.load(&component).map_err(Failure::input)?;
+            runtime.load(&component).map_err(Exit::input)?;
             let compiled = compiled.elapsed();
             let placed = hourglass_builder::place(&component, out).map_err(failure)?;
             let size = std::fs::metadata(&placed).map(|m| m.len()).unwrap_or(0);

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_producer_config, topic_of};
+use super::{Exit, load_producer_config, topic_of};
 use crate::redis::connect;
 use crate::redis::{Cancelled, check_id};
 
@@ -21,11 +21,11 @@ pub(super) struct Args {
     ids: Vec<String>,
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     for id in &args.ids {
-        check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;
+        check_id(id).map_err(|e| Exit::input(anyhow!(e)))?;
     }
     let (queue, _embedded) = connect(&config).await?;
     let answer = queue.cancel(&queue.keys(&args.topic), &args.ids).await?;

@@ -6,17 +6,17 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::{Failure, load_config};
+use super::{Exit, load_config};
 use crate::wasm::Runtime;
 
-pub(super) async fn run(path: &Path) -> Result<(), Failure> {
+pub(super) async fn run(path: &Path) -> Result<(), Exit> {
     let config = load_config(path)?;
     let report = tokio::task::spawn_blocking(move || {
         let runtime = Runtime::new(1, config.runner.compile_cache.as_deref())
             .context("creating the WebAssembly engine")?;
         let mut lines = Vec::new();
         for topic in &config.topics {
-            let unfit = |e: String| Failure::input(anyhow::anyhow!("topic {:?}: {e}", topic.name));
+            let unfit = |e: String| Exit::input(anyhow::anyhow!("topic {:?}: {e}", topic.name));
             let handler = runtime
                 .load(&topic.handler)
                 .map_err(|e| unfit(e.to_string()))?;
@@ -62,7 +62,7 @@ pub(super) async fn run(path: &Path) -> Result<(), Failure> {
                 ));
             }
         }
-        Ok::<_, Failure>((
+        Ok::<_, Exit>((
             config.path.display().to_string(),
             config.topics.len(),
             lines,

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::inspect::when;
-use super::{Failure, load_producer_config, topic_of};
+use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
 use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id, check_version};
@@ -58,13 +58,13 @@ pub(super) struct Selection {
     all: bool,
 }
 
-pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, command: Command) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     let topic = match &command {
         Command::List { topic, .. } => topic,
         Command::Retry { which: s, .. } | Command::Purge(s) => {
             for id in &s.ids {
-                check_id(id).map_err(|e| Failure::input(anyhow!(e)))?;
+                check_id(id).map_err(|e| Exit::input(anyhow!(e)))?;
             }
             &s.topic
         }
@@ -81,7 +81,7 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Failure> 
         } => list(&queue, &keys, offset, limit, json).await,
         Command::Retry { which: s, version } => {
             if let Some(v) = &version {
-                check_version(v).map_err(|e| Failure::input(anyhow!("--version: {e}")))?;
+                check_version(v).map_err(|e| Exit::input(anyhow!("--version: {e}")))?;
                 super::enqueue::kept(&queue, &s.topic, v).await?;
             }
             let done = apply(&queue, &keys, &s, Verb::Requeue(version.as_deref())).await?;
@@ -109,7 +109,7 @@ async fn list(
     offset: usize,
     limit: usize,
     json: bool,
-) -> Result<(), Failure> {
+) -> Result<(), Exit> {
     let now = now_ms();
     let letters = queue.dead_list(keys, offset, limit).await?;
     if json {
@@ -148,7 +148,7 @@ async fn apply(
     keys: &TopicKeys,
     s: &Selection,
     verb: Verb<'_>,
-) -> Result<usize, Failure> {
+) -> Result<usize, Exit> {
     let run = |ids: Vec<String>| async move {
         match verb {
             Verb::Requeue(None) => queue.dead_retry(keys, &ids, now_ms()).await,

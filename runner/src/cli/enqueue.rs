@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_producer_config, topic_of};
+use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::job_options::JobOptions;
 use crate::redis::connect;
@@ -52,7 +52,7 @@ pub(super) struct Args {
     version: Option<String>,
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     let payload = read_payload(&args.payload, config.runner.max_payload)?;
@@ -69,7 +69,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     };
     let job = options.into_job(payload, now).map_err(|e| {
         let flag = format!("--{}", e.field.replace('_', "-"));
-        Failure::input(anyhow!("{flag}: {}", e.why))
+        Exit::input(anyhow!("{flag}: {}", e.why))
     })?;
     let due_at_ms = job.due_at_ms;
     let (queue, _embedded) = connect(&config).await?;
@@ -80,7 +80,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
         .enqueue(&queue.keys(&args.topic), &[job], now)
         .await
         .map_err(|e| match e {
-            QueueError::Invalid(_) => Failure::input(e),
+            QueueError::Invalid(_) => Exit::input(e),
             e => e.into(),
         })?;
     let due = jiff::Timestamp::from_millisecond(due_at_ms as i64)
@@ -108,25 +108,25 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Failure> {
+fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Exit> {
     let bytes = if arg == "-" {
         let mut buf = Vec::new();
         std::io::stdin()
             .take(max + 1)
             .read_to_end(&mut buf)
-            .map_err(|e| Failure::input(anyhow!("reading the payload from standard input: {e}")))?;
+            .map_err(|e| Exit::input(anyhow!("reading the payload from standard input: {e}")))?;
         buf
     } else if let Some(file) = arg.strip_prefix('@') {
         let mut buf = Vec::new();
         std::fs::File::open(file)
             .and_then(|f| f.take(max + 1).read_to_end(&mut buf))
-            .map_err(|e| Failure::input(anyhow!("reading the payload file {file:?}: {e}")))?;
+            .map_err(|e| Exit::input(anyhow!("reading the payload file {file:?}: {e}")))?;
         buf
     } else {
         arg.as_bytes().to_vec()
     };
     if bytes.len() as u64 > max {
-        return Err(Failure::input(anyhow!(
+        return Err(Exit::input(anyhow!(
             "the payload is larger than the limit of {max} bytes ([runner] max_payload in queues.toml)"
         )));
     }
@@ -135,13 +135,13 @@ fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Failure> {
 
 /// Refuse `version` unless `topic` keeps it (a job pinned to a version no
 /// runner has would only fail).
-pub(super) async fn kept(queue: &Queue, topic: &str, version: &str) -> Result<(), Failure> {
+pub(super) async fn kept(queue: &Queue, topic: &str, version: &str) -> Result<(), Exit> {
     let (_, versions) = queue.versions(&queue.keys(topic)).await?;
     if versions.iter().any(|v| v.version == version) {
         return Ok(());
     }
     let known: Vec<&str> = versions.iter().map(|v| v.version.as_str()).collect();
-    Err(Failure::input(anyhow!(
+    Err(Exit::input(anyhow!(
         "--version: topic {topic:?} keeps no version {version} (kept: {})",
         if known.is_empty() {
             "none yet".to_owned()

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{Failure, load_producer_config, topic_of};
+use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
 use crate::redis::{JobState, JobView, check_id};
@@ -22,10 +22,10 @@ pub(super) struct Args {
     json: bool,
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     let topic_max = topic_of(&config, &args.topic)?.map(|t| t.max_attempts);
-    check_id(&args.id).map_err(|e| Failure::input(anyhow!(e)))?;
+    check_id(&args.id).map_err(|e| Exit::input(anyhow!(e)))?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
     let Some(view) = queue

@@ -93,26 +93,26 @@ enum Command {
     New(new::Args),
 }
 
-/// An error with the exit code it deserves.
+/// How a command ends badly: an error and the exit code it deserves.
 #[derive(Debug)]
-pub(crate) struct Failure {
+pub(crate) struct Exit {
     pub code: u8,
     pub error: anyhow::Error,
 }
 
-impl Failure {
+impl Exit {
     /// Bad input: exit code 2.
-    pub fn input(error: impl Into<anyhow::Error>) -> Failure {
-        Failure {
+    pub fn input(error: impl Into<anyhow::Error>) -> Exit {
+        Exit {
             code: 2,
             error: error.into(),
         }
     }
 }
 
-impl<E: Into<anyhow::Error>> From<E> for Failure {
-    fn from(error: E) -> Failure {
-        Failure {
+impl<E: Into<anyhow::Error>> From<E> for Exit {
+    fn from(error: E) -> Exit {
+        Exit {
             code: 1,
             error: error.into(),
         }
@@ -158,7 +158,7 @@ pub fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure { code, error }) => {
+        Err(Exit { code, error }) => {
             eprintln!("error: {error:#}");
             ExitCode::from(code)
         }
@@ -182,14 +182,14 @@ fn init_tracing(quiet: bool) {
 }
 
 /// Load the configuration; an invalid one is bad input.
-pub(crate) fn load_config(path: &std::path::Path) -> Result<crate::Config, Failure> {
-    crate::Config::load(path).map_err(Failure::input)
+pub(crate) fn load_config(path: &std::path::Path) -> Result<crate::Config, Exit> {
+    crate::Config::load(path).map_err(Exit::input)
 }
 
 /// The configuration as a producer or operator needs it: `[redis]` and the
 /// topic names; handler files and grants are not looked at.
-pub(crate) fn load_producer_config(path: &std::path::Path) -> Result<crate::Config, Failure> {
-    crate::Config::load_for(path, crate::config::Check::Producer).map_err(Failure::input)
+pub(crate) fn load_producer_config(path: &std::path::Path) -> Result<crate::Config, Exit> {
+    crate::Config::load_for(path, crate::config::Check::Producer).map_err(Exit::input)
 }
 
 /// The topic called `name`. A file that names topics knows them all: an
@@ -198,15 +198,15 @@ pub(crate) fn load_producer_config(path: &std::path::Path) -> Result<crate::Conf
 pub(crate) fn topic_of<'c>(
     config: &'c crate::Config,
     name: &str,
-) -> Result<Option<&'c crate::config::TopicConfig>, Failure> {
+) -> Result<Option<&'c crate::config::TopicConfig>, Exit> {
     if config.topics.is_empty() {
         crate::config::check_topic_name(name)
-            .map_err(|why| Failure::input(anyhow::anyhow!("topic: {why}")))?;
+            .map_err(|why| Exit::input(anyhow::anyhow!("topic: {why}")))?;
         return Ok(None);
     }
     config.topic(name).map(Some).ok_or_else(|| {
         let known: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
-        Failure::input(anyhow::anyhow!(
+        Exit::input(anyhow::anyhow!(
             "topic {name:?} is not in {} (topics: {})",
             config.path.display(),
             known.join(", ")

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use hourglass_builder::{Lang as BuilderLang, NewProject, SdkSource};
 
-use super::Failure;
+use super::Exit;
 
 /// The SDK of the source tree this binary was built from, if it is still there.
 const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
@@ -47,7 +47,7 @@ pub(super) struct Args {
     sdk: Option<String>,
 }
 
-pub(super) async fn run(args: Args) -> Result<(), Failure> {
+pub(super) async fn run(args: Args) -> Result<(), Exit> {
     let is_git = |s: &str| {
         ["https://", "http://", "ssh://", "git@"]
             .iter()
@@ -71,9 +71,9 @@ pub(super) async fn run(args: Args) -> Result<(), Failure> {
     })
     .map_err(|e| {
         if e.is_input() {
-            Failure::input(e)
+            Exit::input(e)
         } else {
-            Failure::from(e)
+            Exit::from(e)
         }
     })?;
     println!("created {} ({lang})", root.display());

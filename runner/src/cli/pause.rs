@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{Failure, load_producer_config, topic_of};
+use super::{Exit, load_producer_config, topic_of};
 use crate::redis::connect;
 
 #[derive(Debug, clap::Args)]
@@ -12,7 +12,7 @@ pub(super) struct Args {
     topic: String,
 }
 
-pub(super) async fn run(config: &Path, args: Args, pause: bool) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args, pause: bool) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     let (queue, _embedded) = connect(&config).await?;

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::inspect::when;
-use super::{Failure, load_producer_config, topic_of};
+use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::config::RolloutPolicy;
 use crate::redis::{Change, Queue, QueueError, Rollout, Tally, VersionInfo, connect};
@@ -68,7 +68,7 @@ pub(super) struct UnpinArgs {
 }
 
 /// Connect for `topic`; the queue and the topic's policy, if the file has one.
-async fn open(config: &Path, topic: &str) -> Result<(Queue, Option<RolloutPolicy>), Failure> {
+async fn open(config: &Path, topic: &str) -> Result<(Queue, Option<RolloutPolicy>), Exit> {
     let config = load_producer_config(config)?;
     let policy = topic_of(&config, topic)?.and_then(|t| t.rollout);
     let (queue, _embedded) = connect(&config).await?;
@@ -76,14 +76,14 @@ async fn open(config: &Path, topic: &str) -> Result<(Queue, Option<RolloutPolicy
 }
 
 /// A refusal (no canary, unknown version) is bad input; Redis away is not.
-fn refused(e: QueueError) -> Failure {
+fn refused(e: QueueError) -> Exit {
     match e {
-        QueueError::Invalid(_) => Failure::input(e),
+        QueueError::Invalid(_) => Exit::input(e),
         e => e.into(),
     }
 }
 
-pub(super) async fn versions(config: &Path, args: VersionsArgs) -> Result<(), Failure> {
+pub(super) async fn versions(config: &Path, args: VersionsArgs) -> Result<(), Exit> {
     let (queue, _) = open(config, &args.topic).await?;
     let (rollout, versions) = queue.versions(&queue.keys(&args.topic)).await?;
     if args.json {
@@ -149,7 +149,7 @@ fn counts(t: &Tally) -> String {
     )
 }
 
-pub(super) async fn rollout(config: &Path, args: RolloutArgs) -> Result<(), Failure> {
+pub(super) async fn rollout(config: &Path, args: RolloutArgs) -> Result<(), Exit> {
     let (queue, policy) = open(config, &args.topic).await?;
     let keys = queue.keys(&args.topic);
     let change = match args.action {
@@ -252,8 +252,8 @@ fn status(topic: &str, r: &Rollout, policy: Option<&RolloutPolicy>, now: u64) ->
     out
 }
 
-pub(super) async fn pin(config: &Path, args: PinArgs) -> Result<(), Failure> {
-    crate::redis::check_version(&args.version).map_err(|e| Failure::input(anyhow!(e)))?;
+pub(super) async fn pin(config: &Path, args: PinArgs) -> Result<(), Exit> {
+    crate::redis::check_version(&args.version).map_err(|e| Exit::input(anyhow!(e)))?;
     let (queue, _) = open(config, &args.topic).await?;
     let keys = queue.keys(&args.topic);
     queue
@@ -274,7 +274,7 @@ pub(super) async fn pin(config: &Path, args: PinArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-pub(super) async fn unpin(config: &Path, args: UnpinArgs) -> Result<(), Failure> {
+pub(super) async fn unpin(config: &Path, args: UnpinArgs) -> Result<(), Exit> {
     let (queue, _) = open(config, &args.topic).await?;
     let keys = queue.keys(&args.topic);
     queue

@@ -4,10 +4,10 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::{Failure, load_config};
+use super::{Exit, load_config};
 use crate::Runner;
 
-pub(super) async fn run(config: &Path) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path) -> Result<(), Exit> {
     let config = load_config(config)?;
     let config_http = config.http.as_ref().map(|h| h.listen);
     let mut shutdown = Box::pin(shutdown_signal());
@@ -22,7 +22,7 @@ pub(super) async fn run(config: &Path) -> Result<(), Failure> {
     // the API and dashboard: bound before jobs run, so a taken port fails at once
     let server = match &config_http {
         Some(addr) => {
-            let listener = crate::http::bind(*addr).await.map_err(Failure::input)?;
+            let listener = crate::http::bind(*addr).await.map_err(Exit::input)?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let ops = runner.ops();
             let task = tokio::spawn(crate::http::serve(listener, ops, async {
@@ -47,17 +47,15 @@ pub(super) async fn run(config: &Path) -> Result<(), Failure> {
 }
 
 /// `hourglass serve`: the API, dashboard and metrics without claiming jobs.
-pub(super) async fn serve(config: &Path) -> Result<(), Failure> {
+pub(super) async fn serve(config: &Path) -> Result<(), Exit> {
     let config = super::load_producer_config(config)?;
     let Some(http) = config.http.clone() else {
-        return Err(Failure::input(anyhow::anyhow!(
+        return Err(Exit::input(anyhow::anyhow!(
             "{} has no [http] section; add one, e.g.\n\n[http]\nlisten = \"127.0.0.1:9090\"",
             config.path.display()
         )));
     };
-    let listener = crate::http::bind(http.listen)
-        .await
-        .map_err(Failure::input)?;
+    let listener = crate::http::bind(http.listen).await.map_err(Exit::input)?;
     let (queue, _embedded) = crate::redis::connect(&config).await?;
     let ops = crate::http::Ops::without_jobs(queue, config);
     tracing::info!("serving the API and dashboard only (no jobs are claimed here)");

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::inspect::when;
-use super::{Failure, load_producer_config};
+use super::{Exit, load_producer_config};
 use crate::clock::now_ms;
 use crate::redis::connect;
 
@@ -19,7 +19,7 @@ pub(super) struct Args {
     json: bool,
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::inspect::when;
-use super::{Failure, load_producer_config};
+use super::{Exit, load_producer_config};
 use crate::clock::now_ms;
 use crate::config::{ScheduleConfig, When};
 use crate::redis::connect;
@@ -38,7 +38,7 @@ fn show(schedule: &ScheduleConfig, ms: u64) -> String {
     }
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     if config.schedules.is_empty() {
         println!("no [[schedule]] in {}", config.path.display());

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Failure, load_producer_config};
+use super::{Exit, load_producer_config};
 use crate::clock::now_ms;
 use crate::redis::{RunnerInfo, connect};
 
@@ -97,7 +97,7 @@ fn lateness(runners: &[RunnerInfo], topic: &str) -> (Option<u64>, Option<u64>) {
     })
 }
 
-pub(super) async fn run(config: &Path, args: Args) -> Result<(), Failure> {
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     let (queue, _embedded) = connect(&config).await?;
     let mut rates = Rates::default();

@@ -3,6 +3,7 @@
 //!
 //! Every error names the file, line and column and the field at fault.
 
+mod backoff;
 mod grants;
 mod outbound;
 mod place;
@@ -19,8 +20,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use backoff::Backoff;
 pub use hourglass_client::{DeadLetter, redact};
-pub use outbound::{Access, Host, HttpGrant, HttpLimits, MAX_RESPONSE, Scheme, Target};
+pub use outbound::{Access, HttpGrant, HttpLimits, MAX_RESPONSE, RemoteHost, Scheme, Target};
 pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
 pub use server::{HttpServer, Token};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
@@ -80,19 +82,6 @@ pub struct RunnerConfig {
     pub keep_versions: u32,
     /// Where kept handler versions are stored (private to the runner).
     pub versions_dir: PathBuf,
-}
-
-/// Exponential backoff between attempts: `base * factor^(attempt-1)`, capped, with jitter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
-    /// Delay after the first failed attempt.
-    pub base: Duration,
-    /// Growth per further attempt.
-    pub factor: f64,
-    /// Upper bound on any delay.
-    pub max: Duration,
-    /// Fraction (0..=1) by which each delay is randomly shortened or lengthened.
-    pub jitter: f64,
 }
 
 /// One `[[topic]]`, with the `[defaults]` applied.

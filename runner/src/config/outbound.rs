@@ -82,19 +82,19 @@ impl Scheme {
 
 /// The host part of a grant or a request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Host {
+pub enum RemoteHost {
     /// A DNS name, lowercase, without a trailing dot.
     Name(String),
     /// An IP address literal.
     Ip(IpAddr),
 }
 
-impl fmt::Display for Host {
+impl fmt::Display for RemoteHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Host::Name(name) => f.write_str(name),
-            Host::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
-            Host::Ip(ip) => write!(f, "{ip}"),
+            RemoteHost::Name(name) => f.write_str(name),
+            RemoteHost::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
+            RemoteHost::Ip(ip) => write!(f, "{ip}"),
         }
     }
 }
@@ -105,7 +105,7 @@ pub struct Target {
     /// The scheme.
     pub scheme: Scheme,
     /// The host.
-    pub host: Host,
+    pub host: RemoteHost,
     /// The port (the scheme's when the request names none).
     pub port: u16,
 }
@@ -133,7 +133,7 @@ impl fmt::Display for Target {
 /// A grant's host: exact, or every name one label below a domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pattern {
-    Exact(Host),
+    Exact(RemoteHost),
     /// `*.suffix`: the suffix without the `*.`.
     Wildcard(String),
 }
@@ -170,7 +170,7 @@ impl HttpGrant {
         let host = match host.strip_prefix("*.") {
             Some(suffix) => {
                 let suffix = match parse_host(suffix).map_err(|e| format!("{text:?}: {e}"))? {
-                    Host::Name(name) if name.contains('.') => name,
+                    RemoteHost::Name(name) if name.contains('.') => name,
                     _ => {
                         return Err(format!(
                             "{text:?}: a wildcard stands for one label in front of a domain of at least two labels, e.g. \"*.example.com\""
@@ -200,7 +200,7 @@ impl HttpGrant {
         }
         match (&self.host, &target.host) {
             (Pattern::Exact(host), wanted) if host == wanted => Access::Explicit,
-            (Pattern::Wildcard(suffix), Host::Name(name)) => {
+            (Pattern::Wildcard(suffix), RemoteHost::Name(name)) => {
                 match name.strip_suffix(suffix.as_str()) {
                     Some(label)
                         if label.len() > 1
@@ -258,7 +258,7 @@ impl Grants {
     /// (what lets a wildcard-matched name resolve to a private address).
     pub fn grants_address(&self, target: &Target, ip: IpAddr) -> bool {
         let literal = Target {
-            host: Host::Ip(ip),
+            host: RemoteHost::Ip(ip),
             ..target.clone()
         };
         self.http
@@ -301,15 +301,15 @@ fn split_authority(authority: &str) -> Result<(&str, Option<u16>), String> {
 }
 
 /// A name (lowercased, trailing dot dropped) or an IP literal (`[..]` for IPv6).
-fn parse_host(host: &str) -> Result<Host, String> {
+fn parse_host(host: &str) -> Result<RemoteHost, String> {
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         return v6
             .parse()
-            .map(Host::Ip)
+            .map(RemoteHost::Ip)
             .map_err(|_| format!("{host:?} is not an IPv6 address"));
     }
     if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(Host::Ip(ip));
+        return Ok(RemoteHost::Ip(ip));
     }
     let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
     let label_ok = |l: &str| {
@@ -323,7 +323,7 @@ fn parse_host(host: &str) -> Result<Host, String> {
     if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
         return Err(format!("{host:?} is not a host name or IP address"));
     }
-    Ok(Host::Name(name))
+    Ok(RemoteHost::Name(name))
 }
 
 #[cfg(test)]

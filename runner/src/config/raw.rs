@@ -26,7 +26,7 @@ pub(super) struct File {
     #[serde(default)]
     pub defaults: Defaults,
     #[serde(default, rename = "topic")]
-    pub topics: Vec<Topic>,
+    pub topics: Vec<RawTopic>,
     pub http: Option<Spanned<Http>>,
     #[serde(default, rename = "schedule")]
     pub schedules: Vec<super::schedule::RawSchedule>,
@@ -138,7 +138,7 @@ pub(super) struct Defaults {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Topic {
+pub(super) struct RawTopic {
     pub name: Spanned<String>,
     pub handler: Spanned<PathBuf>,
     pub priority: Option<i64>,
@@ -336,7 +336,7 @@ impl Runner {
     }
 }
 
-impl Topic {
+impl RawTopic {
     pub fn resolve(&self, defaults: &Defaults, runner: &RunnerConfig) -> TopicConfig {
         let backoff = self
             .backoff

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, Shared, topic_named};
+use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::redis::{RunnerInfo, TopicStats, check_id};
 use crate::reload::Serving;
@@ -56,7 +56,7 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
 }
 
 /// `GET /api/topics`: every topic with its counts.
-pub(super) async fn topics(State(app): Shared) -> Answer {
+pub(super) async fn topics(State(app): AppState) -> Answer {
     let o = app.ops.overview().await?;
     let list: Vec<Value> = o
         .topics
@@ -69,7 +69,7 @@ pub(super) async fn topics(State(app): Shared) -> Answer {
 }
 
 /// `GET /api/topics/{topic}`.
-pub(super) async fn topic(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn topic(State(app): AppState, Path(name): Path<String>) -> Answer {
     let serving = app.ops.serving();
     topic_named(&serving, &name)?;
     let q = &app.ops.queue;
@@ -80,7 +80,7 @@ pub(super) async fn topic(State(app): Shared, Path(name): Path<String>) -> Answe
 }
 
 /// `GET /api/topics/{topic}/jobs/{id}`: where the job is, its attempts and last failure.
-pub(super) async fn job(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+pub(super) async fn job(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
     topic_named(&app.ops.serving(), &name)?;
     check_id(&id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
     let q = &app.ops.queue;
@@ -112,7 +112,7 @@ const MAX_PAGE: usize = 500;
 
 /// `GET /api/topics/{topic}/dead?offset=0&limit=50`: dead letters, newest first.
 pub(super) async fn dead(
-    State(app): Shared,
+    State(app): AppState,
     Path(name): Path<String>,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Answer {
@@ -147,7 +147,7 @@ pub(super) async fn dead(
 }
 
 /// `GET /api/stats`: counts per topic, as `hourglass stats --json`.
-pub(super) async fn stats(State(app): Shared) -> Answer {
+pub(super) async fn stats(State(app): AppState) -> Answer {
     let o = app.ops.overview().await?;
     let map: serde_json::Map<String, Value> = o
         .topics
@@ -158,13 +158,13 @@ pub(super) async fn stats(State(app): Shared) -> Answer {
 }
 
 /// `GET /api/runners`: the runners alive now.
-pub(super) async fn runners(State(app): Shared) -> Answer {
+pub(super) async fn runners(State(app): AppState) -> Answer {
     let runners = app.ops.queue.runners(now_ms()).await?;
     Ok(Json(json!({ "runners": runners })))
 }
 
 /// `GET /api/reloads`: this runner's recent reloads, newest first.
-pub(super) async fn reloads(State(app): Shared) -> Answer {
+pub(super) async fn reloads(State(app): AppState) -> Answer {
     let records = app.ops.reloads.as_ref().map(|f| f()).unwrap_or_default();
     let list: Vec<Value> = records
         .into_iter()
@@ -194,7 +194,7 @@ pub(super) async fn healthz() -> Json<Value> {
 }
 
 /// `GET /readyz`: Redis answers and every topic has a handler loaded.
-pub(super) async fn readyz(State(app): Shared) -> (StatusCode, Json<Value>) {
+pub(super) async fn readyz(State(app): AppState) -> (StatusCode, Json<Value>) {
     let serving = app.ops.serving();
     let mut problems = Vec::new();
     if let Err(e) = app.ops.queue.ping().await {

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, Shared, topic_named};
+use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::job_options::JobOptions;
 use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, VersionInfo, check_id};
@@ -116,7 +116,7 @@ fn status(e: &Enqueued) -> Value {
 
 /// `POST /api/topics/{topic}/jobs`: one job (an object) or many (an array,
 /// up to 10,000), answered per job with its id and `new` or `duplicate`.
-pub(super) async fn enqueue(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Answer {
+pub(super) async fn enqueue(State(app): AppState, Path(name): Path<String>, body: Bytes) -> Answer {
     let serving = app.ops.serving();
     topic_named(&serving, &name)?;
     let body: Value = serde_json::from_slice(&body)
@@ -233,7 +233,10 @@ pub(super) fn checked(
 }
 
 /// `DELETE /api/topics/{topic}/jobs/{id}`: delete the job wherever it is.
-pub(super) async fn cancel(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+pub(super) async fn cancel(
+    State(app): AppState,
+    Path((name, id)): Path<(String, String)>,
+) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
     let was = app
         .ops
@@ -267,11 +270,11 @@ async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {
 }
 
 /// `POST /api/topics/{topic}/pause`: stop claiming on every runner.
-pub(super) async fn pause(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn pause(State(app): AppState, Path(name): Path<String>) -> Answer {
     set_paused(&app, &name, true).await
 }
 
 /// `POST /api/topics/{topic}/resume`: claim again.
-pub(super) async fn resume(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn resume(State(app): AppState, Path(name): Path<String>) -> Answer {
     set_paused(&app, &name, false).await
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::change::{Answer, check_kept, checked, parse};
-use super::{ApiError, Shared, WHO};
+use super::{ApiError, AppState, WHO};
 use crate::clock::now_ms;
 use crate::redis::{DEAD_BATCH, Queue, QueueError, TopicKeys, check_version};
 
@@ -146,7 +146,7 @@ async fn dead_all(app: &super::App, name: &str, keys: &TopicKeys, verb: Verb<'_>
 /// now, attempts reset; on a chosen handler version with a body
 /// `{"version": "..."}`.
 pub(super) async fn retry(
-    State(app): Shared,
+    State(app): AppState,
     Path((name, id)): Path<(String, String)>,
     body: Bytes,
 ) -> Answer {
@@ -156,21 +156,28 @@ pub(super) async fn retry(
 }
 
 /// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
-pub(super) async fn purge(State(app): Shared, Path((name, id)): Path<(String, String)>) -> Answer {
+pub(super) async fn purge(
+    State(app): AppState,
+    Path((name, id)): Path<(String, String)>,
+) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
     dead_one(&app, &name, &keys, id, Verb::Purge).await
 }
 
 /// `POST /api/topics/{topic}/dead/retry`: run every dead letter again; on a
 /// chosen handler version with a body `{"version": "..."}`.
-pub(super) async fn retry_all(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Answer {
+pub(super) async fn retry_all(
+    State(app): AppState,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Answer {
     let keys = checked(&app, &name, None)?;
     let version = retry_version(&app.ops.queue, &name, &body).await?;
     dead_all(&app, &name, &keys, Verb::Retry(version.as_deref())).await
 }
 
 /// `DELETE /api/topics/{topic}/dead`: delete every dead letter.
-pub(super) async fn purge_all(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn purge_all(State(app): AppState, Path(name): Path<String>) -> Answer {
     let keys = checked(&app, &name, None)?;
     dead_all(&app, &name, &keys, Verb::Purge).await
 }

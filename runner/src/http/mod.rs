@@ -77,7 +77,7 @@ struct App {
     scrape: scrape::Cache,
 }
 
-type Shared = State<Arc<App>>;
+type AppState = State<Arc<App>>;
 
 /// The router: every route, behind authentication.
 fn router(ops: Ops) -> Router {
@@ -155,7 +155,7 @@ fn is_open(path: &str) -> bool {
 /// Bearer-token check: every change needs the token; reads too unless
 /// `public_read`; a wrong token is refused wherever it is given. No token
 /// configured (loopback only) means open.
-async fn auth(State(app): Shared, request: Request, next: Next) -> Response {
+async fn auth(State(app): AppState, request: Request, next: Next) -> Response {
     let serving = app.ops.serving();
     let Some(http) = &serving.config.http else {
         return next.run(request).await;

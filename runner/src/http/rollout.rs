@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::change::{checked, parse};
-use super::{ApiError, Shared, WHO, topic_named};
+use super::{ApiError, AppState, WHO, topic_named};
 use crate::clock::now_ms;
 use crate::config::RolloutPolicy;
 use crate::redis::{Change, QueueError, check_version};
@@ -21,7 +21,7 @@ type Answer = Result<Json<Value>, ApiError>;
 
 /// `GET /api/topics/{topic}/versions`: the kept handler versions, newest
 /// first, with their roles and totals; as `hourglass versions TOPIC --json`.
-pub(super) async fn versions(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> Answer {
     topic_named(&app.ops.serving(), &name)?;
     let q = &app.ops.queue;
     let (rollout, versions) = q.versions(&q.keys(&name)).await?;
@@ -33,7 +33,7 @@ pub(super) async fn versions(State(app): Shared, Path(name): Path<String>) -> An
 /// `GET /api/topics/{topic}/rollout`: the stable version, the canary with its
 /// counts, a pin, the last verdict; and the topic's policy in the served
 /// queues.toml (`null`: a new version replaces the old at once).
-pub(super) async fn rollout(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn rollout(State(app): AppState, Path(name): Path<String>) -> Answer {
     let policy = topic_named(&app.ops.serving(), &name)?.and_then(|t| t.rollout);
     let q = &app.ops.queue;
     let rollout = q.rollout(&q.keys(&name)).await?;
@@ -101,13 +101,13 @@ async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> 
 
 /// `POST /api/topics/{topic}/rollout/promote`: make the canary the stable
 /// version now.
-pub(super) async fn promote(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn promote(State(app): AppState, Path(name): Path<String>) -> Answer {
     verdict(&app, &name, Change::Promote, "promoted").await
 }
 
 /// `POST /api/topics/{topic}/rollout/abort`: take the canary out now; it is
 /// retired (not rolled out again).
-pub(super) async fn abort(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn abort(State(app): AppState, Path(name): Path<String>) -> Answer {
     verdict(&app, &name, Change::Abort, "aborted").await
 }
 
@@ -121,7 +121,7 @@ struct PinIn {
 
 /// `POST /api/topics/{topic}/pin` `{"version": "..."}`: every attempt runs
 /// this kept version, whatever the handler file and the rollout say.
-pub(super) async fn pin(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Answer {
+pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: Bytes) -> Answer {
     let keys = checked(&app, &name, None)?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
@@ -151,7 +151,7 @@ pub(super) async fn pin(State(app): Shared, Path(name): Path<String>, body: Byte
 
 /// `DELETE /api/topics/{topic}/pin`: the handler file and the rollout decide
 /// again.
-pub(super) async fn unpin(State(app): Shared, Path(name): Path<String>) -> Answer {
+pub(super) async fn unpin(State(app): AppState, Path(name): Path<String>) -> Answer {
     let keys = checked(&app, &name, None)?;
     app.ops
         .queue

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use super::{App, Shared};
+use super::{App, AppState};
 use crate::metrics::{RolloutLabels, StateLabels, StatusLabels, TopicLabel, VersionLabels};
 use crate::redis::Rollout;
 
@@ -25,7 +25,7 @@ pub(super) struct Cache {
 /// The exposition format prometheus-client writes.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-pub(super) async fn metrics(State(app): Shared) -> impl IntoResponse {
+pub(super) async fn metrics(State(app): AppState) -> impl IntoResponse {
     // one scrape at a time: a refresh clears and refills families
     let mut read_at = app.scrape.read_at.lock().await;
     if read_at.is_none_or(|t| t.elapsed() >= FRESH) {

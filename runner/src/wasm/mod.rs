@@ -99,7 +99,7 @@ pub enum Finish {
     Fail(String),
     /// The attempt failed without an answer: trap, time limit or memory
     /// limit; the reason says which.
-    Failed(String),
+    Crashed(String),
     /// The attempt could not start for a reason that is not the job's fault
     /// (no instance slot free): release it without counting the attempt.
     NotStarted(String),

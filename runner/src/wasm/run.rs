@@ -21,7 +21,7 @@ impl Runtime {
         };
         let host = match Host::new(ctx, sandbox, deadline, self.outbound.clone()) {
             Ok(host) => host,
-            Err(why) => return Finish::Failed(why),
+            Err(why) => return Finish::Crashed(why),
         };
         let mut store = Store::new(&self.engine, host);
         store.limiter(|h| &mut h.limits);
@@ -72,20 +72,20 @@ impl Runtime {
             },
             Ok(Ok(wit::Outcome::Fail(reason))) => Finish::Fail(reason),
             Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
-            Err(_elapsed) => Finish::Failed(format!(
+            Err(_elapsed) => Finish::Crashed(format!(
                 "time limit of {} exceeded",
                 humantime::format_duration(sandbox.timeout)
             )),
-            Ok(Err(Stop::Trap(_))) if host.timed_out => Finish::Failed(format!(
+            Ok(Err(Stop::Trap(_))) if host.timed_out => Finish::Crashed(format!(
                 "time limit of {} exceeded",
                 humantime::format_duration(sandbox.timeout)
             )),
-            Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Failed(format!(
+            Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Crashed(format!(
                 "memory limit of {} exceeded (the handler asked for {})",
                 size(sandbox.memory),
                 size(host.limits.exceeded.unwrap_or_default() as u64)
             )),
-            Ok(Err(Stop::Trap(e))) => Finish::Failed(match host.stderr_summary() {
+            Ok(Err(Stop::Trap(e))) => Finish::Crashed(match host.stderr_summary() {
                 Some(Said::Exception(message)) => format!("uncaught exception: {message}"),
                 Some(Said::Line(line)) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
                 None => format!("trapped: {}", root_cause(&e)),

@@ -1,7 +1,7 @@
 //! One attempt of one job, the walk after the claim: run it in a fresh
 //! instance, decide what its end asks for, hand that to the committer.
 //!
-//! An [`Attempt`] is the guard of a claimed job: it holds the job's capacity
+//! An [`InFlight`] is the guard of a claimed job: it holds the job's capacity
 //! ([`Slot`]) and owes the committer exactly one [`Completion`]. Dropped
 //! without one (its task was stopped at shutdown), it sends a release, so
 //! every attempt's end goes through the committer and comes out as an event.
@@ -36,7 +36,7 @@ pub(super) struct Completion {
 }
 
 /// The guard of one claimed job: its capacity, and the one completion it owes.
-pub(super) struct Attempt {
+pub(super) struct InFlight {
     topic: Arc<Topic>,
     id: String,
     attempt: u32,
@@ -46,8 +46,8 @@ pub(super) struct Attempt {
     _slot: Slot,
 }
 
-impl Attempt {
-    /// Attempt `attempt` of job `id` on handler `version`, holding `slot`
+impl InFlight {
+    /// The guard of attempt `attempt` of job `id` on handler `version`, holding `slot`
     /// until it is dropped.
     pub fn new(
         topic: Arc<Topic>,
@@ -56,8 +56,8 @@ impl Attempt {
         version: Arc<str>,
         slot: Slot,
         commits: mpsc::UnboundedSender<Completion>,
-    ) -> Attempt {
-        Attempt {
+    ) -> InFlight {
+        InFlight {
             topic,
             id,
             attempt,
@@ -86,7 +86,7 @@ impl Attempt {
     }
 }
 
-impl Drop for Attempt {
+impl Drop for InFlight {
     fn drop(&mut self) {
         if !self.committed {
             // stopped before it could decide (shutdown): give the job back uncounted
@@ -103,31 +103,31 @@ pub(super) async fn run(
     handler: LoadedHandler,
     canary: bool,
     job: ClaimedJob,
-    mut attempt: Attempt,
-) -> Attempt {
-    let topic = attempt.topic.clone();
+    mut flight: InFlight,
+) -> InFlight {
+    let topic = flight.topic.clone();
     let cfg = &topic.cfg;
     let (input, pin) = match decide::before_run(cfg, job, now_ms()) {
         Ok(ready) => ready,
         Err(decision) => {
-            attempt.complete(decision, now_ms());
-            return attempt;
+            flight.complete(decision, now_ms());
+            return flight;
         }
     };
     // a job pinned to a version runs on it, whatever the topic serves
     let (handler, canary) = match pin {
         Some(version) if version != handler.hash() => match shared.versions.load(&version).await {
             Ok(pinned) => {
-                attempt.version = pinned.version().clone();
+                flight.version = pinned.version().clone();
                 (pinned, false)
             }
             Err(why) => {
                 let now = now_ms();
-                attempt.complete(
+                flight.complete(
                     decide::pinned_elsewhere(input.attempt, &version, &why, now),
                     now,
                 );
-                return attempt;
+                return flight;
             }
         },
         Some(_) => (handler, false),
@@ -137,10 +137,10 @@ pub(super) async fn run(
     let started_at_ms = now_ms();
     let late_ms = started_at_ms.saturating_sub(due_at_ms);
     shared.meter.started(&cfg.name, late_ms);
-    tracing::debug!(topic = %cfg.name, job_id = %attempt.id, attempt = number, handler = handler.hash(), late_ms, "started");
+    tracing::debug!(topic = %cfg.name, job_id = %flight.id, attempt = number, handler = handler.hash(), late_ms, "started");
     shared.emit(
         &cfg.name,
-        &attempt.id,
+        &flight.id,
         number,
         EventKind::Started {
             due_at_ms,
@@ -153,9 +153,9 @@ pub(super) async fn run(
     let how = match &finish {
         Finish::Ack(_) => Some(Ran::Ok),
         Finish::Retry { .. } | Finish::Fail(_) => Some(Ran::Failed),
-        Finish::Failed(_) => Some(Ran::Crashed),
+        Finish::Crashed(_) => Some(Ran::Crashed),
         Finish::NotStarted(why) => {
-            tracing::warn!(topic = %cfg.name, job_id = %attempt.id, "attempt not started, released: {why}");
+            tracing::warn!(topic = %cfg.name, job_id = %flight.id, "attempt not started, released: {why}");
             None
         }
     };
@@ -176,6 +176,6 @@ pub(super) async fn run(
         now,
         rand::random::<f64>(),
     );
-    attempt.complete(decision, now);
-    attempt
+    flight.complete(decision, now);
+    flight
 }

@@ -150,7 +150,7 @@ pub(super) fn after_run(
         }
         Finish::NotStarted(_) => return Decision::Release,
         Finish::Retry { delay, reason } => (delay, reason),
-        Finish::Failed(reason) => (None, reason),
+        Finish::Crashed(reason) => (None, reason),
     };
     if attempt >= max_attempts {
         return Decision::Dead(dead(
@@ -224,7 +224,7 @@ mod tests {
             RanOn::stable("h"),
             attempt,
             5,
-            Finish::Failed("trap".into()),
+            Finish::Crashed("trap".into()),
             1_000_000,
             unit,
         ) {

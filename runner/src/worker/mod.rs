@@ -2,7 +2,7 @@
 //! priority order and runs each in a fresh instance until shut down.
 //!
 //! A job's walk, one step per file: the scheduler claims it
-//! (`scheduler.rs`) and gives it an `Attempt` guard holding its
+//! (`scheduler.rs`) and gives it an `InFlight` guard holding its
 //! capacity; `attempt.rs` runs it; `decide.rs` turns how it ended into a
 //! decision; `commit.rs` writes the decision to Redis and reports it (event
 //! and log line). A guard dropped without a decision (shutdown) releases its

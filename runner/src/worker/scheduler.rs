@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::attempt::{self, Attempt, Completion};
+use super::attempt::{self, Completion, InFlight};
 use super::capacity::Capacity;
 use super::heartbeat::Heartbeat;
 use super::rollout::{Route, Routes};
@@ -55,7 +55,7 @@ pub(super) struct Scheduler {
     /// only when reaped here, so capacity never changes in the middle of a
     /// claim round (strict priority would otherwise let a lower topic take a
     /// slot freed meanwhile).
-    tasks: JoinSet<Attempt>,
+    tasks: JoinSet<InFlight>,
     /// What this runner tells the others (and `hourglass runners`).
     heartbeat: Heartbeat,
 }
@@ -401,7 +401,7 @@ impl Scheduler {
             }
             .map(|(h, canary)| (h.clone(), canary))
             .expect("checked that the topic serves");
-            let guard = Attempt::new(
+            let guard = InFlight::new(
                 topic.clone(),
                 job.id.clone(),
                 job.attempt,
@@ -441,7 +441,7 @@ impl Scheduler {
 }
 
 /// Drop a finished attempt's guard, freeing its slot.
-fn reaped(joined: Result<Attempt, tokio::task::JoinError>) {
+fn reaped(joined: Result<InFlight, tokio::task::JoinError>) {
     if let Err(e) = joined
         && !e.is_cancelled()
     {

@@ -19,7 +19,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::{Call, Sent, refuse};
-use crate::config::{Access, Grants, Host, Target};
+use crate::config::{Access, Grants, RemoteHost, Target};
 
 /// Connect (see [`connect`]) and exchange (see [`exchange`]).
 pub(super) async fn send(
@@ -69,8 +69,8 @@ async fn connect(
                 Error::TlsCertificateError
             })?;
             let name = match &target.host {
-                Host::Ip(ip) => rustls::pki_types::ServerName::from(*ip),
-                Host::Name(name) => rustls::pki_types::ServerName::try_from(name.clone())
+                RemoteHost::Ip(ip) => rustls::pki_types::ServerName::from(*ip),
+                RemoteHost::Name(name) => rustls::pki_types::ServerName::try_from(name.clone())
                     .map_err(|_| Error::HttpRequestUriInvalid)?,
             };
             let connector = tokio_rustls::TlsConnector::from(tls);
@@ -166,8 +166,8 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for 
 /// keeping (for a wildcard grant) only public or explicitly granted addresses.
 async fn resolve(call: &Call, target: &Target, access: Access) -> Result<Vec<SocketAddr>, Error> {
     let name = match &target.host {
-        Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, target.port)]),
-        Host::Name(name) => name,
+        RemoteHost::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, target.port)]),
+        RemoteHost::Name(name) => name,
     };
     let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), target.port))
         .await

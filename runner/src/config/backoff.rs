@@ -1,8 +1,20 @@
-//! The delay before the next attempt when a handler does not choose one.
+//! The delay before the next attempt when a handler does not choose one:
+//! a topic's `backoff`, and the curve it describes.
 
 use std::time::Duration;
 
-use crate::config::Backoff;
+/// Exponential backoff between attempts: `base * factor^(attempt-1)`, capped, with jitter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failed attempt.
+    pub base: Duration,
+    /// Growth per further attempt.
+    pub factor: f64,
+    /// Upper bound on any delay.
+    pub max: Duration,
+    /// Fraction (0..=1) by which each delay is randomly shortened or lengthened.
+    pub jitter: f64,
+}
 
 impl Backoff {
     /// The delay after failed attempt `attempt` (1-based): `base * factor^(attempt-1)`,
