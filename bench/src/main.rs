@@ -514,16 +514,8 @@ impl Bench {
     async fn cluster(&mut self) -> anyhow::Result<()> {
         let cluster = test_support::RedisCluster::start();
         let topics = 8;
-        let single = Endpoint {
-            urls: vec![self.url.clone()],
-            cluster: false,
-            tls: None,
-        };
-        let multi = Endpoint {
-            urls: cluster.urls(),
-            cluster: true,
-            tls: None,
-        };
+        let single = Endpoint::url(&self.url);
+        let multi = Endpoint::cluster(cluster.urls());
         for r in 0..self.args.repeats {
             eprintln!("== cluster {}/{}", r + 1, self.args.repeats);
             server::flush(&self.url).await?;

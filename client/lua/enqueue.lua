@@ -5,7 +5,8 @@
 -- per enqueue, not per job.
 -- KEYS[1]: pending zset   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
--- KEYS[8 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
+-- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
+-- KEYS[9 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
 --            replace (1: replace the waiting job with this id)
@@ -13,6 +14,7 @@
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
 --          3 = not replaced: that job is running
 local STRIDE = 5
+redis.call('SET', KEYS[9], LAYOUT, 'NX')
 local before = head_due(KEYS[1])
 local ids, blanks = {}, 0
 for i = 3, #ARGV, STRIDE do
@@ -58,7 +60,7 @@ for j, id in ipairs(ids) do
     end
   elseif seen[id] then
     status = 0
-  elseif unique_for > 0 and redis.call('EXISTS', KEYS[8 + j]) == 1 then
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[9 + j]) == 1 then
     status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
@@ -74,7 +76,7 @@ for j, id in ipairs(ids) do
   if status == 1 or status == 2 then
     seen[id] = true
     if unique_for > 0 then
-      redis.call('SET', KEYS[8 + j], '1', 'PX', unique_for)
+      redis.call('SET', KEYS[9 + j], '1', 'PX', unique_for)
     end
     fields[#fields + 1] = id
     fields[#fields + 1] = ARGV[i + 2]

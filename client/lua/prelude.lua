@@ -1,6 +1,9 @@
 -- Prepended to every script at load: batching helpers and the wake-up rule.
 -- Every script that may wake the runners takes ARGV[1]: wake channel, ARGV[2]: topic.
 
+-- The Redis layout these scripts write (client/src/layout.rs: LAYOUT).
+local LAYOUT = '2'
+
 -- Lua's unpack fails beyond about 8000 values: every multi-value call goes in chunks.
 local CHUNK = 1000
 

@@ -38,7 +38,7 @@ impl Queue {
         for id in ids {
             inv.arg(id);
         }
-        let reply: Vec<String> = inv.invoke_async(&mut self.conn.clone()).await?;
+        let reply: Vec<String> = self.invoke_durable(&inv).await?;
         reply
             .iter()
             .map(|was| match was.as_str() {
@@ -103,7 +103,7 @@ impl Queue {
         for id in ids {
             inv.arg(id);
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        self.invoke_durable(&inv).await
     }
 
     /// `dead_retry.lua` with its keys and leading arguments; ids (stride 1)
@@ -169,7 +169,7 @@ impl Queue {
             };
             inv.arg(id).arg(pinned.unwrap_or_default());
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        self.invoke_durable(&inv).await
     }
 
     /// Delete dead letters and their payloads: these ids, or when `ids` is
@@ -185,7 +185,7 @@ impl Queue {
         for id in ids {
             inv.arg(id);
         }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+        self.invoke_durable(&inv).await
     }
 
     /// Pause (`true`) or resume a topic; whether that changed anything.
@@ -233,5 +233,21 @@ impl Queue {
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(())
+    }
+}
+
+impl Queue {
+    /// The server's `maxmemory-policy` (from `INFO memory`; on a cluster, one
+    /// node's), if it says. Anything but `noeviction` lets Redis delete job
+    /// keys under memory pressure.
+    pub async fn eviction_policy(&self) -> Result<Option<String>, QueueError> {
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(info
+            .lines()
+            .find_map(|l| l.strip_prefix("maxmemory_policy:"))
+            .map(|p| p.trim().to_owned()))
     }
 }

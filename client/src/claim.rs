@@ -4,7 +4,7 @@
 use redis::Value;
 
 use super::reply::{bytes, number, optional_string, string};
-use super::{Claimed, ClaimedJob, Failure, Queue, QueueError, Record, TopicKeys, scripts};
+use super::{Claimed, ClaimedJob, Failure, Held, Queue, QueueError, Record, TopicKeys, scripts};
 
 /// A topic's rate, as the claim script enforces it (GCRA) across runners.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,8 +43,8 @@ impl Queue {
             interval_ms: 0.0,
             burst: 0,
         });
-        let reply: Vec<Value> = scripts::CLAIM
-            .key(&keys.pending)
+        let mut inv = scripts::CLAIM.prepare_invoke();
+        inv.key(&keys.pending)
             .key(&keys.lease)
             .key(&keys.job)
             .key(&keys.attempt)
@@ -55,9 +55,8 @@ impl Queue {
             .arg(lease_until_ms)
             .arg(limit)
             .arg(rate.interval_ms)
-            .arg(rate.burst)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+            .arg(rate.burst);
+        let (reply, confirmed): (Vec<Value>, _) = self.invoke_then_confirm(&inv).await?;
         let (head, rest) = reply
             .split_first()
             .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;
@@ -78,6 +77,22 @@ impl Queue {
                 record: Record::decode(&bytes(record)?),
                 last_failure: optional_string(error)?.map(Failure::parse),
             });
+        }
+        if let Err(e) = confirmed {
+            // leases no replica has could vanish in a failover while the jobs
+            // run: give them back (a release needs no confirming; if it fails,
+            // the leases expire) and report the claim failed
+            let held: Vec<Held> = jobs
+                .iter()
+                .map(|j| Held {
+                    id: j.id.clone(),
+                    attempt: j.attempt,
+                })
+                .collect();
+            if !held.is_empty() {
+                let _ = self.release(keys, &held, now_ms).await;
+            }
+            return Err(e);
         }
         Ok(Claimed {
             jobs,

@@ -1,7 +1,8 @@
-//! Reaching Redis: one server or a cluster, plain or TLS, with or without
-//! AUTH (user and password in the URL). Scripts and pipelines run through
-//! [`Conn`], which hides which of the two it is; wake-ups arrive on a plain
-//! pub/sub connection to one node (on a cluster, PUBLISH reaches every node).
+//! Reaching Redis: one server, a cluster, or the primary Redis Sentinel
+//! names, plain or TLS, with or without AUTH (user and password in the URL).
+//! Scripts and pipelines run through [`Conn`], which hides which of the three
+//! it is; wake-ups arrive on a plain pub/sub connection to one node (on a
+//! cluster, PUBLISH reaches every node; with Sentinel, the primary).
 
 use std::time::Duration;
 
@@ -10,16 +11,26 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::QueueError;
+use super::sentinel::{Follow, Sentinel};
 
 /// Where the pipeline lives and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
-    /// The server's URL, or a cluster's seed nodes.
-    pub urls: Vec<String>,
-    /// Whether `urls` are the seeds of a Redis Cluster.
-    pub cluster: bool,
+    /// The server, the cluster or the sentinels.
+    pub servers: Servers,
     /// Certificates for `rediss://`, if not the system's.
     pub tls: Option<Tls>,
+}
+
+/// What kind of Redis deployment holds the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Servers {
+    /// One server at this URL.
+    One(String),
+    /// A Redis Cluster with these seed nodes.
+    Cluster(Vec<String>),
+    /// The primary these sentinels name, followed through failovers.
+    Sentinel(Sentinel),
 }
 
 /// PEM certificates for TLS.
@@ -35,8 +46,23 @@ impl Endpoint {
     /// One plain server.
     pub fn url(url: &str) -> Endpoint {
         Endpoint {
-            urls: vec![url.to_owned()],
-            cluster: false,
+            servers: Servers::One(url.to_owned()),
+            tls: None,
+        }
+    }
+
+    /// A Redis Cluster with these seed nodes.
+    pub fn cluster(urls: Vec<String>) -> Endpoint {
+        Endpoint {
+            servers: Servers::Cluster(urls),
+            tls: None,
+        }
+    }
+
+    /// The primary `sentinel` names.
+    pub fn sentinel(sentinel: Sentinel) -> Endpoint {
+        Endpoint {
+            servers: Servers::Sentinel(sentinel),
             tls: None,
         }
     }
@@ -65,46 +91,97 @@ impl Endpoint {
     /// Connect; reconnects by itself afterwards.
     pub(super) async fn connect(&self) -> Result<Conn, QueueError> {
         install_crypto_provider();
-        if self.cluster {
-            let mut builder = redis::cluster::ClusterClientBuilder::new(self.urls.clone())
-                .connection_timeout(Duration::from_secs(5))
-                .response_timeout(Duration::from_secs(10))
-                .overall_response_timeout(Some(Duration::from_secs(20)))
-                .retries(3)
-                .min_retry_wait(100)
-                .max_retry_wait(2000);
-            if let Some(certs) = self.certificates() {
-                builder = builder.certs(certs);
+        match &self.servers {
+            Servers::Cluster(urls) => {
+                let mut builder = redis::cluster::ClusterClientBuilder::new(urls.clone())
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .overall_response_timeout(Some(Duration::from_secs(20)))
+                    .retries(3)
+                    .min_retry_wait(100)
+                    .max_retry_wait(2000);
+                if let Some(certs) = self.certificates() {
+                    builder = builder.certs(certs);
+                }
+                let client = builder.build()?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
             }
-            let client = builder.build()?;
-            Ok(Conn::Cluster(client.get_async_connection().await?))
-        } else {
-            let url = self
-                .urls
-                .first()
-                .ok_or_else(|| QueueError::Invalid("no redis URL to connect to".into()))?;
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(5)))
-                .set_response_timeout(Some(Duration::from_secs(10)))
-                .set_max_delay(Duration::from_secs(2))
-                .set_number_of_retries(3);
-            let manager = self
-                .client(url)?
-                .get_connection_manager_with_config(config)
-                .await?;
-            Ok(Conn::Single(manager))
+            Servers::One(url) => {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_max_delay(Duration::from_secs(2))
+                    .set_number_of_retries(3);
+                let manager = self
+                    .client(url)?
+                    .get_connection_manager_with_config(config)
+                    .await?;
+                Ok(Conn::Single(manager))
+            }
+            Servers::Sentinel(sentinel) => Ok(Conn::Sentinel(
+                sentinel
+                    .follow(self.certificates(), CONNECT_TIMEOUT, RESPONSE_TIMEOUT)
+                    .await?,
+            )),
+        }
+    }
+
+    /// A dedicated pub/sub connection: to the server, to the first cluster
+    /// node that answers (PUBLISH reaches every node), or to the primary.
+    pub(super) async fn pubsub(&self, conn: &Conn) -> Result<redis::aio::PubSub, QueueError> {
+        let urls = match (&self.servers, conn) {
+            (_, Conn::Sentinel(follow)) => return Ok(follow.pubsub().await?),
+            (Servers::One(url), _) => std::slice::from_ref(url),
+            (Servers::Cluster(urls), _) => urls.as_slice(),
+            (Servers::Sentinel(_), _) => unreachable!("a sentinel endpoint connects with Follow"),
+        };
+        let mut last = None;
+        for url in urls {
+            match self.client(url)?.get_async_pubsub().await {
+                Ok(pubsub) => return Ok(pubsub),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.map_or_else(
+            || QueueError::Invalid("no redis URL to subscribe to".into()),
+            QueueError::from,
+        ))
+    }
+
+    /// The URLs given: the server's, the cluster's seeds or the sentinels'.
+    pub fn urls(&self) -> &[String] {
+        match &self.servers {
+            Servers::One(url) => std::slice::from_ref(url),
+            Servers::Cluster(urls) => urls,
+            Servers::Sentinel(sentinel) => &sentinel.nodes,
         }
     }
 
     /// The URLs with any password replaced, for messages.
     pub fn shown(&self) -> String {
-        self.urls
-            .iter()
-            .map(|u| redact(u))
-            .collect::<Vec<_>>()
-            .join(", ")
+        match &self.servers {
+            Servers::One(url) => redact(url),
+            Servers::Cluster(urls) => urls
+                .iter()
+                .map(|u| redact(u))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Servers::Sentinel(sentinel) => sentinel.shown(),
+        }
     }
 }
+
+impl Servers {
+    /// Whether this is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Servers::Cluster(_))
+    }
+}
+
+/// How long to wait for a connection to a node.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait for any answer.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// rustls needs a process-wide crypto provider: ring (aws-lc needs cmake).
 fn install_crypto_provider() {
@@ -116,6 +193,7 @@ fn install_crypto_provider() {
 pub(super) enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(Follow),
 }
 
 impl ConnectionLike for Conn {
@@ -123,6 +201,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -135,6 +214,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -142,6 +222,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
+            Conn::Sentinel(c) => c.get_db(),
         }
     }
 }

@@ -15,6 +15,20 @@ pub enum QueueError {
     /// nothing was written, and retrying cannot help.
     #[error("{0}")]
     Invalid(String),
+    /// The change was made on the primary, but fewer replicas than
+    /// `[redis] durability` asks for confirmed it in time: a failover now
+    /// could lose it. Retry (every such change is idempotent).
+    #[error(
+        "only {confirmed} of {wanted} replicas confirmed the change within {timeout:?} ([redis] durability): it is on the primary but a failover could lose it; retry (enqueue by id answers `duplicate` if it was kept)"
+    )]
+    NotReplicated {
+        /// Replicas asked for.
+        wanted: u32,
+        /// Replicas that confirmed.
+        confirmed: u32,
+        /// How long they were waited for.
+        timeout: std::time::Duration,
+    },
 }
 
 impl From<redis::RedisError> for QueueError {
@@ -28,7 +42,7 @@ impl QueueError {
     pub fn is_retryable(&self) -> bool {
         match self {
             QueueError::Invalid(_) => false,
-            QueueError::Protocol(_) => true,
+            QueueError::Protocol(_) | QueueError::NotReplicated { .. } => true,
             QueueError::Redis(e) => !is_misconfigured(e),
         }
     }

@@ -38,6 +38,8 @@ pub struct TopicKeys {
     /// hash: every kept handler version, when first seen, its attempts,
     /// failures and crashes across all runners.
     pub versions: String,
+    /// The topic's layout version (see `layout.rs`), in its own slot.
+    pub layout: String,
 }
 
 impl TopicKeys {
@@ -73,6 +75,7 @@ impl TopicKeys {
             rate: key("rate"),
             rollout: key("rollout"),
             versions: key("versions"),
+            layout: key("layout"),
         }
     }
 }
@@ -95,6 +98,11 @@ impl RunnerKeys {
             alive: format!("{namespace}:{{:runners}}:alive"),
         }
     }
+}
+
+/// The namespace's layout version (see `layout.rs`), with a hash tag of its own.
+pub fn layout_key(namespace: &str) -> String {
+    format!("{namespace}:{{:layout}}")
 }
 
 /// The pub/sub channel on which scripts announce a job that became due earlier
@@ -127,6 +135,7 @@ mod tests {
             rate,
             rollout,
             versions,
+            layout,
         } = &k;
         for key in [
             pending,
@@ -143,6 +152,7 @@ mod tests {
             rate,
             rollout,
             versions,
+            layout,
             &k.schedule("nightly"),
             &k.unique("order-1"),
         ] {

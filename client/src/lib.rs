@@ -37,16 +37,19 @@ mod admin;
 mod claim;
 pub mod clock;
 mod connect;
+mod durable;
 mod error;
 mod inspect;
 mod job;
 pub mod keys;
+pub mod layout;
 pub mod outbox;
 pub mod record;
 mod reply;
 pub mod rollout;
 mod runners;
 mod scripts;
+mod sentinel;
 mod wake;
 
 use std::time::Duration;
@@ -56,7 +59,8 @@ use redis::Value;
 pub use admin::{Cancelled, DEAD_BATCH};
 pub use claim::RateLimit;
 use connect::Conn;
-pub use connect::{Endpoint, Tls, redact};
+pub use connect::{Endpoint, Servers, Tls, redact};
+pub use durable::Durability;
 pub use error::QueueError;
 pub use inspect::{JobState, JobView};
 pub use job::{
@@ -69,6 +73,7 @@ pub use record::{CorruptRecord, Record, check_version};
 use reply::string;
 pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
+pub use sentinel::Sentinel;
 pub use wake::{Wake, listen as listen_for_wakes};
 
 /// The largest payload a job may carry unless configured otherwise: 1 MiB.
@@ -95,6 +100,7 @@ pub struct Queue {
     namespace: String,
     wake: String,
     max_payload: u64,
+    durability: Option<Durability>,
 }
 
 impl Queue {
@@ -114,6 +120,7 @@ impl Queue {
             namespace: namespace.to_owned(),
             wake: wake_channel(namespace),
             max_payload: DEFAULT_PAYLOAD,
+            durability: None,
         })
     }
 
@@ -171,20 +178,11 @@ impl Queue {
         &self.wake
     }
 
-    /// A dedicated pub/sub connection (one per subscriber): to the server, or
-    /// to the first cluster node that answers (PUBLISH reaches every node).
+    /// A dedicated pub/sub connection (one per subscriber): to the server, to
+    /// the first cluster node that answers (PUBLISH reaches every node), or
+    /// to the primary the sentinels name.
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, QueueError> {
-        let mut last = None;
-        for url in &self.endpoint.urls {
-            match self.endpoint.client(url)?.get_async_pubsub().await {
-                Ok(pubsub) => return Ok(pubsub),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.map_or_else(
-            || QueueError::Invalid("no redis URL to subscribe to".into()),
-            QueueError::from,
-        ))
+        self.endpoint.pubsub(&self.conn).await
     }
 
     /// Enqueue `jobs` into one topic, atomically per 1000 jobs. Nothing is
@@ -207,7 +205,8 @@ impl Queue {
                 .key(&keys.seq)
                 .key(&keys.lease)
                 .key(&keys.attempt)
-                .key(&keys.error);
+                .key(&keys.error)
+                .key(&keys.layout);
             // reservation keys only when a job asks for one: none on the common path
             if chunk.iter().any(|j| j.unique_for_ms > 0) {
                 for job in chunk {
@@ -228,7 +227,7 @@ impl Queue {
                     .arg(job.unique_for_ms)
                     .arg(if job.replace { "1" } else { "0" });
             }
-            let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
+            let reply: Vec<Value> = self.invoke_durable(&inv).await?;
             for pair in reply.chunks(2) {
                 match pair {
                     [id, Value::Int(1)] => out.push(Enqueued::New(string(id)?)),
@@ -271,7 +270,7 @@ impl Queue {
                 inv.arg(outbox::encode(&d.follow_ups));
             }
         }
-        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(self.invoke_durable(&inv).await?)
     }
 
     /// Schedule the next attempts of `failed`.
@@ -292,7 +291,7 @@ impl Queue {
                 .arg(f.next_due_ms)
                 .arg(f.failure.encode());
         }
-        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(self.invoke_durable(&inv).await?)
     }
 
     /// Dead-letter jobs. Enforces `retention`. Returns the jobs left alone,
@@ -318,7 +317,7 @@ impl Queue {
             let json = serde_json::to_string(&d.info).expect("dead info serializes");
             inv.arg(&d.id).arg(d.attempt).arg(json);
         }
-        job::refusals(inv.invoke_async(&mut self.conn.clone()).await?)
+        job::refusals(self.invoke_durable(&inv).await?)
     }
 
     /// Return up to `limit` jobs whose lease ended before `now_ms` to pending.

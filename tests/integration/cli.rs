@@ -188,7 +188,7 @@ async fn a_producer_needs_only_the_redis_table() {
     assert_eq!(hourglass(&project, &["check"]).status.code(), Some(2));
 
     // a producer's own file: [redis] alone, any topic name
-    let url = &project.endpoint.urls[0];
+    let url = &project.endpoint.urls()[0];
     std::fs::write(
         project.config_path(),
         format!("[redis]\nurl = \"{url}\"\nnamespace = \"test\"\n"),

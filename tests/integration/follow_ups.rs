@@ -36,7 +36,7 @@ fn plan(follow_ups: &str, then: &str) -> String {
 
 /// The length of the hash `key` (an outbox: follow-ups parked, not yet delivered).
 async fn hlen(project: &Project, key: &str) -> u64 {
-    let client = redis::Client::open(project.endpoint.urls[0].as_str()).unwrap();
+    let client = redis::Client::open(project.endpoint.urls()[0].as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     redis::cmd("HLEN")
         .arg(key)

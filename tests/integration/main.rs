@@ -12,6 +12,14 @@
 //! - `crash`: a runner killed with SIGKILL mid-job loses nothing; graceful shutdown.
 //! - `faults`: a runner killed under load, redis-server restarted under load, Redis
 //!   unreachable at start and for 15 s mid-run, SIGTERM with jobs in flight.
+//! - `deploy`: deploy/queues.toml passes `check`, the systemd unit passes
+//!   `systemd-analyze verify`, the Dockerfile's health check against a runner.
+//! - `failover`: a Redis primary SIGKILLed under a producer and a runner, a
+//!   replica promoted by three sentinels: jobs lost with and without
+//!   `durability`, jobs run twice, time to recover; Sentinel with AUTH.
+//! - `layout`: the Redis layout version: a layout-1 namespace refused by
+//!   commands and waited for by a runner until `hourglass migrate`; a newer
+//!   one refused; a new one stamped by the first producer and runner.
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `http`: outbound HTTP behind per-topic grants, its limits, the webhook
@@ -42,6 +50,8 @@ mod cli;
 mod cluster;
 mod crash;
 mod dashboard;
+mod deploy;
+mod failover;
 mod faults;
 mod follow_ups;
 mod grants;
@@ -49,6 +59,7 @@ mod http;
 mod input;
 mod jobs;
 mod languages;
+mod layout;
 mod limits;
 mod ops;
 mod pipeline;

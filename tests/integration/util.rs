@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::{Event, EventKind};
-use hourglass::redis::{Endpoint, Enqueued, NewJob, Queue};
+use hourglass::redis::{Endpoint, Enqueued, NewJob, Queue, Servers};
 use hourglass::{Config, Notice, Runner};
 use tokio::sync::{broadcast, oneshot};
 
@@ -43,12 +43,27 @@ impl Project {
 
     /// A project on a Redis Cluster with these seed nodes.
     pub fn on_cluster(urls: Vec<String>, runner: &str, topics: &str) -> Project {
-        let endpoint = Endpoint {
-            urls,
-            cluster: true,
-            tls: None,
-        };
+        let endpoint = Endpoint::cluster(urls);
         Project::assemble(None, endpoint, String::new(), runner, topics)
+    }
+
+    /// A project on the primary these sentinels name (`mymaster`), with
+    /// the primary's password if it has one and more `[redis]` lines.
+    pub fn on_sentinel(
+        nodes: Vec<String>,
+        password: Option<&str>,
+        lines: &str,
+        runner: &str,
+        topics: &str,
+    ) -> Project {
+        let endpoint = Endpoint::sentinel(hourglass::redis::Sentinel {
+            master: test_support::sentinel::MASTER.into(),
+            nodes,
+            username: None,
+            password: password.map(str::to_owned),
+            db: 0,
+        });
+        Project::assemble(None, endpoint, lines.to_owned(), runner, topics)
     }
 
     fn build(
@@ -86,10 +101,18 @@ impl Project {
 
     /// Replace queues.toml (as a deploy would: a temporary file renamed over it).
     pub fn write_config(&self, runner: &str, topics: &str) {
-        let target = if self.endpoint.cluster {
-            format!("cluster = {:?}", self.endpoint.urls)
-        } else {
-            format!("url = {:?}", self.endpoint.urls[0])
+        let target = match &self.endpoint.servers {
+            Servers::Cluster(urls) => format!("cluster = {urls:?}"),
+            Servers::One(url) => format!("url = {url:?}"),
+            Servers::Sentinel(s) => format!(
+                "sentinel = {{ master = {:?}, nodes = {:?}{} }}",
+                s.master,
+                s.nodes,
+                s.password
+                    .as_ref()
+                    .map(|p| format!(", password = {p:?}"))
+                    .unwrap_or_default()
+            ),
         };
         let text = format!(
             "[redis]\n{target}\nnamespace = \"test\"\n{}\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",

@@ -9,6 +9,7 @@ mod check;
 mod dead;
 mod enqueue;
 mod inspect;
+mod migrate;
 mod new;
 mod pause;
 mod rollout;
@@ -87,6 +88,9 @@ enum Command {
     Unpin(rollout::UnpinArgs),
     /// Validate queues.toml and every handler; run nothing.
     Check,
+    /// Upgrade the namespace's Redis layout to this build's: online, in
+    /// bounded steps, safe to interrupt and rerun.
+    Migrate(migrate::Args),
     /// Build handler projects (Rust, Python, JavaScript) and place the components in handlers_dir.
     Build(build::Args),
     /// Create a handler project (Rust, Python or JavaScript: starter handler, queues.toml) anywhere on disk.
@@ -152,6 +156,7 @@ pub fn main() -> ExitCode {
             Command::Pin(args) => rollout::pin(&cli.config, args).await,
             Command::Unpin(args) => rollout::unpin(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
+            Command::Migrate(args) => migrate::run(&cli.config, args).await,
             Command::Build(args) => build::run(&cli.config, args).await,
             Command::New(args) => new::run(args).await,
         }

@@ -8,6 +8,7 @@ mod grants;
 mod outbound;
 mod place;
 mod raw;
+mod redis;
 mod restart;
 mod schedule;
 mod server;
@@ -23,45 +24,10 @@ use std::time::Duration;
 pub use backoff::Backoff;
 pub use hourglass_client::{DeadLetter, redact};
 pub use outbound::{Access, HttpGrant, HttpLimits, MAX_RESPONSE, RemoteHost, Scheme, Target};
+pub use redis::{Durability, RedisConfig, RedisTarget, SentinelTarget, TlsFiles};
 pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
 pub use server::{HttpServer, Token};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
-
-/// Where the jobs live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RedisTarget {
-    /// A `redis://`, `rediss://` or `unix://` URL.
-    Url(String),
-    /// The seed nodes of a Redis Cluster.
-    Cluster(Vec<String>),
-    /// The runner starts and owns a local redis-server with its data in this folder.
-    Embedded {
-        /// The folder holding the AOF files and the unix socket.
-        dir: PathBuf,
-    },
-}
-
-/// The `[redis]` section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedisConfig {
-    /// The server to use.
-    pub target: RedisTarget,
-    /// Prefix of every key, so several deployments can share one server.
-    pub namespace: String,
-    /// Certificates for `rediss://`, when the system's are not the ones.
-    pub tls: Option<TlsFiles>,
-}
-
-/// PEM files for TLS connections.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// The CA that signed the server's certificate.
-    pub ca: Option<PathBuf>,
-    /// This client's certificate, for servers that require one.
-    pub cert: Option<PathBuf>,
-    /// The key of `cert`.
-    pub key: Option<PathBuf>,
-}
 
 /// The `[runner]` section.
 #[derive(Debug, Clone, PartialEq)]

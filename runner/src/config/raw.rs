@@ -12,15 +12,14 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, Rate, RedisConfig, RedisTarget, RolloutPolicy,
-    RunnerConfig, TlsFiles, TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, Rate, RolloutPolicy, RunnerConfig, TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct File {
     #[serde(default)]
-    pub redis: Redis,
+    pub redis: super::redis::RawRedis,
     #[serde(default)]
     pub runner: Runner,
     #[serde(default)]
@@ -40,19 +39,6 @@ pub(super) struct Http {
     pub token: Option<Spanned<String>>,
     #[serde(default)]
     pub public_read: bool,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Redis {
-    pub url: Option<Spanned<String>>,
-    pub cluster: Option<Spanned<Vec<Spanned<String>>>>,
-    pub namespace: Option<String>,
-    /// Where embedded Redis keeps its data (default `.hourglass/redis` beside the config).
-    pub data_dir: Option<PathBuf>,
-    pub tls_ca: Option<Spanned<PathBuf>>,
-    pub tls_cert: Option<Spanned<PathBuf>>,
-    pub tls_key: Option<Spanned<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,102 +166,6 @@ pub(super) struct RawRate {
 
 pub(super) type Invalid = (Range<usize>, String);
 
-impl Redis {
-    pub fn resolve(self, base: &Path) -> Result<RedisConfig, Invalid> {
-        let namespace = self.namespace.unwrap_or_else(|| "hourglass".into());
-        let target = match (self.url, self.cluster) {
-            (Some(url), Some(_)) => {
-                return Err((
-                    url.span(),
-                    "field `url`: set `url` or `cluster`, not both".into(),
-                ));
-            }
-            (None, Some(nodes)) => {
-                let span = nodes.span();
-                let nodes = nodes.into_inner();
-                if nodes.is_empty() {
-                    return Err((span, "field `cluster`: name at least one node".into()));
-                }
-                let mut urls = Vec::with_capacity(nodes.len());
-                for node in nodes {
-                    let span = node.span();
-                    urls.push(
-                        check_url(
-                            &expand_env(node.get_ref()).map_err(|m| (span.clone(), m))?,
-                            "cluster",
-                        )
-                        .map_err(|m| (span, m))?,
-                    );
-                }
-                RedisTarget::Cluster(urls)
-            }
-            (None, None) => RedisTarget::Url("redis://127.0.0.1:6379/0".into()),
-            (Some(url), None) if url.get_ref() == "embedded" => RedisTarget::Embedded {
-                dir: base.join(self.data_dir.unwrap_or_else(|| ".hourglass/redis".into())),
-            },
-            (Some(url), None) => {
-                let span = url.span();
-                let url = expand_env(url.get_ref()).map_err(|m| (span.clone(), m))?;
-                RedisTarget::Url(check_url(&url, "url").map_err(|m| (span, m))?)
-            }
-        };
-        let file = |f: Option<Spanned<PathBuf>>, field: &str| -> Result<Option<PathBuf>, Invalid> {
-            let Some(f) = f else { return Ok(None) };
-            let path = base.join(f.get_ref());
-            if !path.is_file() {
-                return Err((
-                    f.span(),
-                    format!("field `{field}`: {} is not a file", path.display()),
-                ));
-            }
-            Ok(Some(path))
-        };
-        let tls_span = self
-            .tls_ca
-            .as_ref()
-            .or(self.tls_cert.as_ref())
-            .or(self.tls_key.as_ref())
-            .map(Spanned::span);
-        let (cert_span, key_span) = (
-            self.tls_cert.as_ref().map(Spanned::span),
-            self.tls_key.as_ref().map(Spanned::span),
-        );
-        let tls = TlsFiles {
-            ca: file(self.tls_ca, "tls_ca")?,
-            cert: file(self.tls_cert, "tls_cert")?,
-            key: file(self.tls_key, "tls_key")?,
-        };
-        if let Some(span) = cert_span.xor(key_span) {
-            return Err((
-                span,
-                "fields `tls_cert` and `tls_key`: a client certificate needs both".into(),
-            ));
-        }
-        let tls = match tls_span {
-            None => None,
-            Some(span) => {
-                let secure = match &target {
-                    RedisTarget::Url(u) => u.starts_with("rediss://"),
-                    RedisTarget::Cluster(nodes) => nodes.iter().all(|u| u.starts_with("rediss://")),
-                    RedisTarget::Embedded { .. } => false,
-                };
-                if !secure {
-                    return Err((
-                        span,
-                        "fields `tls_*`: TLS settings need rediss:// URLs".into(),
-                    ));
-                }
-                Some(tls)
-            }
-        };
-        Ok(RedisConfig {
-            target,
-            namespace,
-            tls,
-        })
-    }
-}
-
 /// Replace `${NAME}` with the variable's value, so secrets stay out of the file.
 pub(super) fn expand_env(text: &str) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
@@ -293,23 +183,6 @@ pub(super) fn expand_env(text: &str) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
-}
-
-fn check_url(url: &str, field: &str) -> Result<String, String> {
-    let known = ["redis://", "rediss://", "unix://", "redis+unix://"];
-    if known.iter().any(|scheme| url.starts_with(scheme)) {
-        Ok(url.to_owned())
-    } else {
-        Err(format!(
-            "field `{field}`: {:?} is not a redis://, rediss:// or unix:// URL{}",
-            super::redact(url),
-            if field == "url" {
-                ", nor \"embedded\""
-            } else {
-                ""
-            }
-        ))
-    }
 }
 
 impl Runner {

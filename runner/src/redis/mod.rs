@@ -8,4 +8,4 @@ pub mod embedded;
 mod open;
 
 pub use hourglass_client::*;
-pub use open::{connect, connect_patiently};
+pub use open::{LayoutMismatch, check_layout, connect, connect_any_layout, connect_patiently};

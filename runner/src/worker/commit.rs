@@ -279,9 +279,16 @@ where
 {
     let start = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(50);
+    // an earlier try ran on the primary but too few replicas confirmed it in time
+    let mut ran_unconfirmed = false;
     loop {
         match op().await {
-            Ok(refused) => {
+            Ok(mut refused) => {
+                if ran_unconfirmed {
+                    // this try found them gone because the earlier one went
+                    // through (and this try's WAIT covers it): committed
+                    refused.retain(|r| !matches!(r.why, Refused::Gone));
+                }
                 if pause > Duration::from_millis(50) {
                     tracing::info!(
                         topic,
@@ -308,6 +315,7 @@ where
             }
             Err(e) if e.is_retryable() && start.elapsed() < PATIENCE => {
                 meter.redis_error();
+                ran_unconfirmed |= matches!(e, QueueError::NotReplicated { .. });
                 if pause == Duration::from_millis(50) {
                     tracing::warn!(
                         topic,

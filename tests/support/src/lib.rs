@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod http_client;
 pub mod http_server;
 pub mod redis_server;
+pub mod sentinel;
 pub mod tls;
 
 /// Paths of the handler components, built by this crate's build script: the

@@ -19,6 +19,8 @@ pub struct RedisServer {
     args: Vec<String>,
     /// Serves TLS only (on `port`).
     tls: bool,
+    /// A configuration file to start with (Sentinel needs one it can rewrite).
+    conf: Option<std::path::PathBuf>,
     /// Holds this server's unix socket.
     socket_dir: tempfile::TempDir,
     /// Its TCP port on 127.0.0.1.
@@ -76,8 +78,27 @@ impl RedisServer {
             child: None,
             args: args.iter().map(|a| a.to_string()).collect(),
             tls: false,
+            conf: None,
             socket_dir: tempfile::tempdir().expect("a temporary folder"),
             port,
+        };
+        server.start_somewhere();
+        server
+    }
+
+    /// Start a Redis Sentinel with this configuration (written to a file it
+    /// may rewrite) and extra arguments.
+    pub fn sentinel(conf: &str) -> RedisServer {
+        let socket_dir = tempfile::tempdir().expect("a temporary folder");
+        let file = socket_dir.path().join("sentinel.conf");
+        std::fs::write(&file, conf).expect("write sentinel.conf");
+        let mut server = RedisServer {
+            child: None,
+            args: vec!["--sentinel".to_owned()],
+            tls: false,
+            conf: Some(file),
+            socket_dir,
+            port: free_port(),
         };
         server.start_somewhere();
         server
@@ -108,6 +129,7 @@ impl RedisServer {
             child: None,
             args,
             tls: true,
+            conf: None,
             socket_dir: tempfile::tempdir().expect("a temporary folder"),
             port: free_port(),
         };
@@ -154,6 +176,7 @@ impl RedisServer {
             ["--port", &port, "--bind", "127.0.0.1"]
         };
         let child = Command::new("redis-server")
+            .args(&self.conf)
             .args(listen)
             .args(
                 self.tls
@@ -163,6 +186,10 @@ impl RedisServer {
             )
             .arg("--unixsocket")
             .arg(self.socket())
+            // its files (a replica's copy of the primary's data) in its own
+            // folder, not the test's working directory; `args` may say otherwise
+            .arg("--dir")
+            .arg(self.socket_dir.path())
             .args(&self.args)
             .stdout(std::fs::File::create(self.log()).expect("a log file"))
             .stderr(Stdio::null())

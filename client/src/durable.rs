@@ -1,0 +1,158 @@
+//! Durable answers, opt-in: a state change someone is told about is
+//! confirmed on replicas before the answer is given.
+//!
+//! Redis replicates asynchronously: a primary that dies right after
+//! answering can take the change with it, and the replica promoted in its
+//! place never saw it. With [`Durability`], every script that changes a
+//! job's state is followed by `WAIT replicas timeout` **in the same round
+//! trip, on the same connection** (one pipeline: the script, then `WAIT`), so
+//! the count `WAIT` answers is about this script's write and the writes
+//! before it on that connection, never about a connection opened later to a
+//! new primary. Fewer replicas than asked within the timeout is
+//! [`QueueError::NotReplicated`]: retryable, and the change may or may not
+//! survive a failover, so callers repeat it (every such script is
+//! idempotent: enqueue by id answers `duplicate` for a job already live,
+//! an ack or burial repeated finds the job gone).
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
+
+use super::connect::Conn;
+use super::{Queue, QueueError};
+
+/// How many replicas must confirm a change, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    /// Replicas that must have the change before it is answered.
+    pub replicas: u32,
+    /// How long to wait for them.
+    pub timeout: Duration,
+}
+
+/// A connection that appends `WAIT` to every command it sends and remembers
+/// the smallest count of replicas that confirmed.
+struct Confirming {
+    conn: Conn,
+    wait: Cmd,
+    confirmed: Option<i64>,
+}
+
+impl Confirming {
+    fn note(&mut self, wait: &Value) -> redis::RedisResult<()> {
+        let n = i64::from_redis_value_ref(wait)?;
+        self.confirmed = Some(self.confirmed.map_or(n, |c| c.min(n)));
+        Ok(())
+    }
+}
+
+impl ConnectionLike for Confirming {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut pipe = Pipeline::with_capacity(2);
+            pipe.add_command(cmd.clone()).add_command(self.wait.clone());
+            let mut values = self.conn.req_packed_commands(&pipe, 0, 2).await?;
+            let (Some(wait), Some(answer)) = (values.pop(), values.pop()) else {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a command and WAIT answered fewer than two replies",
+                )));
+            };
+            if let Value::ServerError(e) = answer {
+                return Err(e.into());
+            }
+            self.note(&wait)?;
+            Ok(answer)
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let mut pipe = pipeline.clone();
+            pipe.add_command(self.wait.clone());
+            let mut values = self
+                .conn
+                .req_packed_commands(&pipe, offset, count + 1)
+                .await?;
+            let wait = values.pop().unwrap_or(Value::Nil);
+            self.note(&wait)?;
+            Ok(values)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+}
+
+impl Queue {
+    /// The same connection, confirming every state change on replicas.
+    pub fn with_durability(mut self, durability: Option<Durability>) -> Queue {
+        self.durability = durability;
+        self
+    }
+
+    /// The replicas this connection waits for, if any.
+    pub fn durability(&self) -> Option<Durability> {
+        self.durability
+    }
+
+    /// Run `inv`; with durability on, confirm its write on the replicas in
+    /// the same round trip, or fail with [`QueueError::NotReplicated`].
+    pub(super) async fn invoke_durable<T: FromRedisValue>(
+        &self,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<T, QueueError> {
+        let Some(durability) = self.durability else {
+            return Ok(inv.invoke_async(&mut self.conn.clone()).await?);
+        };
+        let mut conn = self.confirming(durability);
+        let answer: T = inv.invoke_async(&mut conn).await?;
+        check(durability, conn.confirmed)?;
+        Ok(answer)
+    }
+
+    /// Run `inv` and report the replicas' confirmation separately, so the
+    /// caller can undo what an unconfirmed answer would have handed out.
+    pub(super) async fn invoke_then_confirm<T: FromRedisValue>(
+        &self,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<(T, Result<(), QueueError>), QueueError> {
+        let Some(durability) = self.durability else {
+            return Ok((inv.invoke_async(&mut self.conn.clone()).await?, Ok(())));
+        };
+        let mut conn = self.confirming(durability);
+        let answer: T = inv.invoke_async(&mut conn).await?;
+        Ok((answer, check(durability, conn.confirmed)))
+    }
+
+    fn confirming(&self, durability: Durability) -> Confirming {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(durability.replicas)
+            .arg(durability.timeout.as_millis().max(1) as u64);
+        Confirming {
+            conn: self.conn.clone(),
+            wait,
+            confirmed: None,
+        }
+    }
+}
+
+fn check(durability: Durability, confirmed: Option<i64>) -> Result<(), QueueError> {
+    let confirmed = confirmed.unwrap_or(0).max(0) as u32;
+    if confirmed >= durability.replicas {
+        Ok(())
+    } else {
+        Err(QueueError::NotReplicated {
+            wanted: durability.replicas,
+            confirmed,
+            timeout: durability.timeout,
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! `hourglass migrate`: bring a namespace's Redis layout up to this build's,
+//! online (runners of the old layout keep serving), in bounded steps (one
+//! command per topic, the namespace last), safe to interrupt and rerun.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{Exit, load_producer_config};
+use crate::clock::now_ms;
+use crate::redis::connect_any_layout;
+use crate::redis::layout::{LAYOUT, Layout};
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// Say what would be done, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
+    let config = load_producer_config(config)?;
+    let namespace = &config.redis.namespace;
+    let (queue, _embedded) = connect_any_layout(&config).await?;
+    // every topic anyone may have written: queues.toml's, the live runners', Redis' own
+    let mut topics: BTreeSet<String> = config.topics.iter().map(|t| t.name.clone()).collect();
+    for runner in queue.runners(now_ms()).await? {
+        topics.extend(runner.topics);
+    }
+    topics.extend(queue.topics_in_redis().await?);
+    let topics: Vec<String> = topics.into_iter().collect();
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let found = queue.layout(&names).await?;
+    if args.dry_run {
+        match found {
+            Layout::Version(v) if v == LAYOUT => {
+                println!("namespace {namespace:?} is at layout {v}: nothing to do")
+            }
+            Layout::Version(v) if v > LAYOUT => {
+                return Err(Exit::from(anyhow::anyhow!(
+                    crate::redis::layout::newer_message(namespace, v)
+                )));
+            }
+            Layout::New => {
+                println!("namespace {namespace:?} is new: it would be stamped with layout {LAYOUT}")
+            }
+            found => println!(
+                "namespace {namespace:?} is at layout {}: {} topics would be stamped with layout {LAYOUT} ({}), then the namespace (no job data changes)",
+                found.number(),
+                topics.len(),
+                topics.join(", ")
+            ),
+        }
+        return Ok(());
+    }
+    let done = queue.migrate(&topics).await?;
+    if done.from == done.to && done.topics.is_empty() {
+        println!(
+            "namespace {namespace:?} is at layout {}: nothing to do",
+            done.to
+        );
+    } else {
+        println!(
+            "namespace {namespace:?}: layout {} -> {}; {} topics stamped{}{}; no job data changed",
+            done.from,
+            done.to,
+            done.topics.len(),
+            if done.topics.is_empty() { "" } else { ": " },
+            done.topics.join(", ")
+        );
+        println!(
+            "runners of layout {LAYOUT} waiting for it start now; runners of layout 1 keep working, but do not pin jobs to a version (`hourglass pin`, `--version`) until every runner is of layout {LAYOUT}: layout-1 runners dead-letter pinned jobs as unreadable"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,379 @@
+//! Losing the Redis primary: a producer enqueues jobs by id while a runner
+//! works through them, the primary is killed with SIGKILL, Redis Sentinel
+//! promotes a replica, and both carry on by themselves. Counted: ids
+//! answered `new` that never ran (none with `durability`), ids run more than
+//! once, and the time from the kill to the first ack on the new primary.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hourglass::clock::now_ms;
+use hourglass::events::EventKind;
+use hourglass::redis::{Enqueued, NewJob, QueueError};
+use test_support::sentinel::{Passwords, Replicated};
+
+use crate::util::{Project, Running};
+
+const TOPICS: &str = r#"
+[[topic]]
+name = "echo"
+handler = "echo.wasm"
+max_attempts = 50
+backoff = { base = "100ms", max = "1s" }
+"#;
+
+const JOBS: usize = 20_000;
+const CONCURRENCY: usize = 32;
+
+/// What one failover did to the jobs.
+struct Count {
+    /// Ids the producer was told are live (`new`, or `duplicate` after a retry).
+    answered: HashSet<String>,
+    /// Ids answered live that never ran to an ack.
+    lost: Vec<String>,
+    /// Ids started more than once.
+    twice: usize,
+    /// Enqueue calls that failed and were repeated.
+    producer_errors: usize,
+    /// From the kill to the first ack of a job enqueued after it (so on the new primary).
+    recovery: Duration,
+}
+
+async fn failover(durability: bool) -> Count {
+    let mut redis = tokio::task::spawn_blocking(|| Replicated::start(None))
+        .await
+        .unwrap();
+    let lines = if durability {
+        "durability = { replicas = 1, timeout = \"500ms\" }"
+    } else {
+        ""
+    };
+    let project = Project::on_sentinel(
+        redis.sentinel_urls(),
+        None,
+        lines,
+        &format!("concurrency = {CONCURRENCY}\nlease_margin = \"2s\""),
+        TOPICS,
+    );
+    let config = project.config();
+    let mut runner = Running::start(config.clone()).await;
+
+    // the producer: its own connection, as queues.toml says (durability included)
+    let (queue, _) = hourglass::redis::connect(&config).await.unwrap();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let producer = tokio::spawn({
+        let sent = sent.clone();
+        async move {
+            let keys = queue.keys("echo");
+            let (mut answered, mut errors) = (HashSet::new(), 0);
+            let ids: Vec<String> = (0..JOBS).map(|i| format!("job-{i}")).collect();
+            for chunk in ids.chunks(20) {
+                let jobs: Vec<NewJob> = chunk
+                    .iter()
+                    .map(|id| NewJob {
+                        id: Some(id.clone()),
+                        payload: b"{}".to_vec(),
+                        due_at_ms: now_ms(),
+                        max_attempts: 50,
+                        ..Default::default()
+                    })
+                    .collect();
+                // enqueue by id is idempotent: repeat until answered
+                loop {
+                    match queue.enqueue(&keys, &jobs, now_ms()).await {
+                        Ok(answers) => {
+                            for a in answers {
+                                match a {
+                                    Enqueued::New(id) | Enqueued::Duplicate(id) => {
+                                        answered.insert(id)
+                                    }
+                                    other => panic!("unexpected answer {other:?}"),
+                                };
+                            }
+                            break;
+                        }
+                        Err(e) => {
+                            assert!(e.is_retryable(), "a failover error is retryable: {e}");
+                            if errors == 0 || matches!(e, QueueError::NotReplicated { .. }) {
+                                eprintln!("producer: {e}");
+                            }
+                            errors += 1;
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+                sent.fetch_add(chunk.len(), Ordering::Relaxed);
+            }
+            (answered, errors)
+        }
+    });
+
+    // the kill, once half the jobs are answered
+    let mut started: HashMap<String, u32> = HashMap::new();
+    let mut acked: HashSet<String> = HashSet::new();
+    let mut first_ack_after_kill = None;
+    let mut killed_at = None;
+    // ids from this one on were enqueued after the kill, so on the new primary
+    let mut first_after_kill = usize::MAX;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut last_progress = Instant::now();
+    let mut producer = Some(producer);
+    let mut outcome = None;
+    loop {
+        if killed_at.is_none() && sent.load(Ordering::Relaxed) >= JOBS / 2 {
+            redis.kill_primary();
+            killed_at = Some(Instant::now());
+            first_after_kill = sent.load(Ordering::Relaxed) + 20;
+            eprintln!(
+                "primary killed after {} jobs answered",
+                sent.load(Ordering::Relaxed)
+            );
+        }
+        if let Some(p) = &producer
+            && p.is_finished()
+        {
+            outcome = Some(producer.take().unwrap().await.unwrap());
+        }
+        if let Some((answered, _)) = &outcome
+            && answered.iter().all(|id| acked.contains(id))
+        {
+            break;
+        }
+        // done when nothing moved for 30 s after the producer finished
+        if outcome.is_some() && last_progress.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the failover run took over 240 s"
+        );
+        match tokio::time::timeout(Duration::from_millis(50), runner.events.recv()).await {
+            Ok(Ok(event)) => {
+                last_progress = Instant::now();
+                match event.kind {
+                    EventKind::Started { .. } => *started.entry(event.id).or_default() += 1,
+                    EventKind::Acked => {
+                        let index: usize = event.id["job-".len()..].parse().unwrap();
+                        if let Some(at) = killed_at
+                            && first_ack_after_kill.is_none()
+                            && index >= first_after_kill
+                        {
+                            first_ack_after_kill = Some(at.elapsed());
+                        }
+                        acked.insert(event.id);
+                    }
+                    _ => {}
+                }
+            }
+            Ok(Err(e)) => panic!("events: {e}"),
+            Err(_) => {}
+        }
+    }
+    let (answered, producer_errors) = outcome.expect("the producer finished");
+    let mut lost: Vec<String> = answered
+        .iter()
+        .filter(|id| !acked.contains(*id))
+        .cloned()
+        .collect();
+    lost.sort();
+    let twice = started.values().filter(|n| **n > 1).count();
+    let promoted = tokio::task::spawn_blocking(move || {
+        let port = redis.until_promoted(Duration::from_secs(1));
+        (port, redis)
+    })
+    .await
+    .unwrap();
+    drop(promoted);
+    runner.stop().await;
+    Count {
+        answered,
+        lost,
+        twice,
+        producer_errors,
+        recovery: first_ack_after_kill.expect("a job was acked after the kill"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_durability_a_sentinel_failover_loses_no_job_answered_new() {
+    let count = failover(true).await;
+    println!(
+        "failover with durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
+        count.answered.len(),
+        count.lost.len(),
+        count.twice,
+        count.producer_errors,
+        count.recovery.as_secs_f64()
+    );
+    assert_eq!(
+        count.answered.len(),
+        JOBS,
+        "every id was answered in the end"
+    );
+    assert!(
+        count.lost.is_empty(),
+        "ids answered new that never ran: {:?}",
+        &count.lost[..count.lost.len().min(20)]
+    );
+    assert!(
+        count.twice <= 2 * CONCURRENCY,
+        "only attempts in flight at the kill may repeat: {} ran twice",
+        count.twice
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_durability_a_sentinel_failover_is_followed_and_the_loss_reported() {
+    let count = failover(false).await;
+    println!(
+        "failover without durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
+        count.answered.len(),
+        count.lost.len(),
+        count.twice,
+        count.producer_errors,
+        count.recovery.as_secs_f64()
+    );
+    assert_eq!(
+        count.answered.len(),
+        JOBS,
+        "the producer followed the failover"
+    );
+    // asynchronous replication may lose what the dead primary had not sent yet
+    assert!(
+        count.lost.len() < JOBS / 10,
+        "lost {} of {JOBS}: more than the replication lag explains",
+        count.lost.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_with_auth_on_both_sides() {
+    let passwords = Passwords {
+        redis: "primary-secret",
+        sentinel: "sentinel-secret",
+    };
+    let redis = tokio::task::spawn_blocking(move || Replicated::start(Some(passwords)))
+        .await
+        .unwrap();
+    let project =
+        Project::on_sentinel(redis.sentinel_urls(), Some(passwords.redis), "", "", TOPICS);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let id = crate::util::enqueue(&queue, "echo", "{}", 0, 0).await;
+    runner
+        .until_settled("echo", &id, Duration::from_secs(20))
+        .await;
+
+    // a wrong sentinel password is a clear error, not a hang
+    let mut wrong = redis.sentinel_urls();
+    for url in &mut wrong {
+        *url = url.replace(passwords.sentinel, "wrong");
+    }
+    let bad = Project::on_sentinel(wrong, Some(passwords.redis), "", "", TOPICS);
+    let err = hourglass::redis::connect(&bad.config())
+        .await
+        .err()
+        .expect("a wrong sentinel password is refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("sentinel") && !text.contains("wrong"),
+        "names the sentinels, hides the password: {text}"
+    );
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durability_refuses_what_no_replica_confirms_and_the_runner_waits() {
+    let server = test_support::RedisServer::start();
+    let project = Project::with_redis_lines(
+        &server.url(),
+        "durability = { replicas = 1, timeout = \"100ms\" }",
+        "",
+        TOPICS,
+    );
+    let (queue, _) = hourglass::redis::connect(&project.config()).await.unwrap();
+    let keys = queue.keys("echo");
+    let job = || NewJob {
+        id: Some("order-1".into()),
+        payload: br#"{"n":1}"#.to_vec(),
+        // due in an hour: the runner below leaves it alone
+        due_at_ms: now_ms() + 3_600_000,
+        ..Default::default()
+    };
+
+    // no replica: the producer is told, clearly, and may retry
+    let err = queue.enqueue(&keys, &[job()], now_ms()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueueError::NotReplicated {
+                wanted: 1,
+                confirmed: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    let text = err.to_string();
+    assert!(
+        text.contains("only 0 of 1 replicas confirmed") && text.contains("retry"),
+        "{text}"
+    );
+    // nothing half-written: the job is whole on the primary (record and schedule)
+    let view = queue
+        .inspect(&keys, "order-1", now_ms())
+        .await
+        .unwrap()
+        .expect("the unconfirmed job is on the primary, whole");
+    let record = view.record.expect("a record").expect("a readable record");
+    assert_eq!(record.payload, br#"{"n":1}"#);
+
+    // the CLI says the same and exits non-zero
+    let cli = crate::util::hourglass(&project, &["enqueue", "echo", "{}", "--id", "order-2"]);
+    let stderr = String::from_utf8_lossy(&cli.stderr);
+    assert!(
+        !cli.status.success() && stderr.contains("replicas confirmed"),
+        "{stderr}"
+    );
+
+    // a runner does not run what it cannot lease durably: it says why and waits
+    let mut runner = crate::util::RunnerProcess::start(&project);
+    runner
+        .logged(
+            "claiming failed: only 0 of 1 replicas confirmed",
+            Duration::from_secs(30),
+        )
+        .await;
+
+    // a replica arrives: the retry answers duplicate (the job was kept), the due job runs
+    let port = server.port.to_string();
+    let _replica = test_support::RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let answers =
+        crate::util::eventually(Duration::from_secs(30), "a replica confirms", || async {
+            queue
+                .enqueue(&keys, &[job()], now_ms())
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+    assert_eq!(answers, vec![Enqueued::Duplicate("order-1".into())]);
+    crate::util::eventually(Duration::from_secs(30), "the due job ran", || async {
+        let s = queue.stats(&keys, now_ms()).await.unwrap();
+        if (s.ready, s.scheduled, s.running) == (0, 1, 0) {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await;
+    // the unconfirmed leases were given back uncounted: its first attempt ran
+    let log = runner.log();
+    assert!(
+        log.contains("echo order-2 attempt 1/"),
+        "order-2 ran as attempt 1:\n{log}"
+    );
+    runner.kill();
+}
