@@ -36,6 +36,25 @@ async fn until_text(c: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> Str
     .await
 }
 
+/// The number of rows matching `css` and the first one's `data-id`, read
+/// again if the page redraws the table in between (a stale element).
+async fn rows_and_first_id(c: &Client, css: &str) -> (usize, String) {
+    eventually(Duration::from_secs(30), css, || async {
+        let rows = c
+            .find_all(Locator::Css(css))
+            .await
+            .map_err(|e| e.to_string())?;
+        let first = rows.first().ok_or("no rows")?;
+        let id = first
+            .attr("data-id")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no data-id")?;
+        Ok((rows.len(), id))
+    })
+    .await
+}
+
 /// Wait until nothing matches `css`.
 async fn until_gone(c: &Client, css: &str) {
     eventually(Duration::from_secs(30), &format!("{css} gone"), || async {
@@ -199,9 +218,8 @@ async fn the_dashboard_stays_usable_with_100_topics_and_10000_dead_letters() {
         .await
         .unwrap();
     until_text(c, "#dead-page", |t| t == "1–50 of 10000").await;
-    let first = c.find_all(Locator::Css("#dead tbody tr")).await.unwrap();
-    assert_eq!(first.len(), 50);
-    let first_id = first[0].attr("data-id").await.unwrap().unwrap();
+    let (rows, first_id) = rows_and_first_id(c, "#dead tbody tr").await;
+    assert_eq!(rows, 50);
     c.find(Locator::Css("#dead-next"))
         .await
         .unwrap()
@@ -209,9 +227,8 @@ async fn the_dashboard_stays_usable_with_100_topics_and_10000_dead_letters() {
         .await
         .unwrap();
     until_text(c, "#dead-page", |t| t == "51–100 of 10000").await;
-    let second = c.find_all(Locator::Css("#dead tbody tr")).await.unwrap();
-    assert_eq!(second.len(), 50);
-    let second_id = second[0].attr("data-id").await.unwrap().unwrap();
+    let (rows, second_id) = rows_and_first_id(c, "#dead tbody tr").await;
+    assert_eq!(rows, 50);
     assert_ne!(first_id, second_id, "the next page shows other letters");
     browser.close().await;
     running.stop().await;
