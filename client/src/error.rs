@@ -19,7 +19,7 @@ pub enum QueueError {
     /// `[redis] durability` asks for confirmed it in time: a failover now
     /// could lose it. Retry (every such change is idempotent).
     #[error(
-        "only {confirmed} of {wanted} replicas confirmed the change within {timeout:?} ([redis] durability): it is on the primary but a failover could lose it; retry (enqueue by id answers `duplicate` if it was kept)"
+        "only {confirmed} of {wanted} replicas confirmed the change within {timeout:?} ([redis] durability): it is on the primary but a failover could lose it; retry (an enqueue by id answers `duplicate` if the job was kept and is still live or reserved by unique-for)"
     )]
     NotReplicated {
         /// Replicas asked for.

@@ -31,7 +31,7 @@ const CONCURRENCY: usize = 32;
 struct Count {
     /// Ids the producer was told are live (`new`, or `duplicate` after a retry).
     answered: HashSet<String>,
-    /// Ids answered live that never ran to an ack.
+    /// Ids answered live that never started.
     lost: Vec<String>,
     /// Ids started more than once.
     twice: usize,
@@ -41,24 +41,100 @@ struct Count {
     recovery: Duration,
 }
 
-async fn failover(durability: bool) -> Count {
-    let mut redis = tokio::task::spawn_blocking(|| Replicated::start(None))
-        .await
-        .unwrap();
-    let lines = if durability {
-        "durability = { replicas = 1, timeout = \"500ms\" }"
+/// The `[redis]` line that turns durability on (or nothing).
+fn durability(on: bool) -> &'static str {
+    if on {
+        "durability = { replicas = 1, timeout = \"250ms\" }"
     } else {
         ""
-    };
+    }
+}
+
+/// `[runner]` for the failover runs.
+fn runner_lines() -> String {
+    format!("concurrency = {CONCURRENCY}\nlease_margin = \"2s\"")
+}
+
+/// A primary, two replicas, three sentinels; the primary killed.
+async fn on_sentinel(durable: bool) -> Count {
+    let redis = tokio::task::spawn_blocking(|| Replicated::start(None))
+        .await
+        .unwrap();
     let project = Project::on_sentinel(
         redis.sentinel_urls(),
         None,
-        lines,
-        &format!("concurrency = {CONCURRENCY}\nlease_margin = \"2s\""),
+        durability(durable),
+        &runner_lines(),
         TOPICS,
     );
+    let redis = Arc::new(std::sync::Mutex::new(redis));
+    failover(&project, {
+        let redis = redis.clone();
+        move || {
+            redis.lock().unwrap().kill_primary();
+            std::thread::spawn(move || {
+                redis
+                    .lock()
+                    .unwrap()
+                    .until_promoted(Duration::from_secs(60));
+            })
+        }
+    })
+    .await
+}
+
+/// Three masters with a replica each; the master of the topic's slot killed.
+/// With one replica per master, the promoted replica has none left: with
+/// durability its shard refuses writes until the killed node is back (it
+/// rejoins as a replica), so here it is restarted once the failover is done.
+async fn on_cluster(durable: bool) -> Count {
+    let cluster = tokio::task::spawn_blocking(|| test_support::RedisCluster::with_replicas(1))
+        .await
+        .unwrap();
+    let project =
+        Project::on_cluster_lines(cluster.urls(), durability(durable), &runner_lines(), TOPICS);
+    let cluster = Arc::new(std::sync::Mutex::new(cluster));
+    failover(&project, {
+        let cluster = cluster.clone();
+        move || {
+            let key = "test:{echo}:pending";
+            let dead = {
+                let mut c = cluster.lock().unwrap();
+                let dead = c.master_of(key);
+                c.nodes[dead].stop();
+                dead
+            };
+            std::thread::spawn(move || {
+                let promoted =
+                    cluster
+                        .lock()
+                        .unwrap()
+                        .until_failed_over(key, dead, Duration::from_secs(60));
+                eprintln!("cluster: node {promoted} serves the topic now");
+                if durable {
+                    cluster.lock().unwrap().nodes[dead].resume();
+                }
+            })
+        }
+    })
+    .await
+}
+
+/// Jobs waiting or running in the topic, if Redis answers.
+async fn left(queue: &hourglass::redis::Queue) -> Option<u64> {
+    let s = queue.stats(&queue.keys("echo"), now_ms()).await.ok()?;
+    Some(s.ready + s.scheduled + s.running)
+}
+
+/// Produce JOBS jobs by id and run them; call `kill` halfway (it returns a
+/// thread that waits for the failover, and heals if it must).
+async fn failover(project: &Project, kill: impl FnOnce() -> std::thread::JoinHandle<()>) -> Count {
     let config = project.config();
     let mut runner = Running::start(config.clone()).await;
+    // the test's own look at Redis, following the failover like the others
+    let probe = hourglass::redis::connect(&config).await.unwrap().0;
+    let mut kill = Some(kill);
+    let mut failed_over = None;
 
     // the producer: its own connection, as queues.toml says (durability included)
     let (queue, _) = hourglass::redis::connect(&config).await.unwrap();
@@ -77,6 +153,9 @@ async fn failover(durability: bool) -> Count {
                         payload: b"{}".to_vec(),
                         due_at_ms: now_ms(),
                         max_attempts: 50,
+                        // a retried enqueue must not add a job that already
+                        // ran: the id stays taken for an hour, not only while live
+                        unique_for_ms: 3_600_000,
                         ..Default::default()
                     })
                     .collect();
@@ -111,8 +190,7 @@ async fn failover(durability: bool) -> Count {
     });
 
     // the kill, once half the jobs are answered
-    let mut started: HashMap<String, u32> = HashMap::new();
-    let mut acked: HashSet<String> = HashSet::new();
+    let mut started: HashMap<String, Vec<u32>> = HashMap::new();
     let mut first_ack_after_kill = None;
     let mut killed_at = None;
     // ids from this one on were enqueued after the kill, so on the new primary
@@ -123,7 +201,7 @@ async fn failover(durability: bool) -> Count {
     let mut outcome = None;
     loop {
         if killed_at.is_none() && sent.load(Ordering::Relaxed) >= JOBS / 2 {
-            redis.kill_primary();
+            failed_over = Some(kill.take().unwrap()());
             killed_at = Some(Instant::now());
             first_after_kill = sent.load(Ordering::Relaxed) + 20;
             eprintln!(
@@ -136,8 +214,11 @@ async fn failover(durability: bool) -> Count {
         {
             outcome = Some(producer.take().unwrap().await.unwrap());
         }
+        // done when every answered id has run and nothing is left to run
         if let Some((answered, _)) = &outcome
-            && answered.iter().all(|id| acked.contains(id))
+            && answered.iter().all(|id| started.contains_key(id))
+            && first_ack_after_kill.is_some()
+            && left(&probe).await == Some(0)
         {
             break;
         }
@@ -153,7 +234,9 @@ async fn failover(durability: bool) -> Count {
             Ok(Ok(event)) => {
                 last_progress = Instant::now();
                 match event.kind {
-                    EventKind::Started { .. } => *started.entry(event.id).or_default() += 1,
+                    EventKind::Started { .. } => {
+                        started.entry(event.id).or_default().push(event.attempt)
+                    }
                     EventKind::Acked => {
                         let index: usize = event.id["job-".len()..].parse().unwrap();
                         if let Some(at) = killed_at
@@ -162,7 +245,6 @@ async fn failover(durability: bool) -> Count {
                         {
                             first_ack_after_kill = Some(at.elapsed());
                         }
-                        acked.insert(event.id);
                     }
                     _ => {}
                 }
@@ -172,20 +254,41 @@ async fn failover(durability: bool) -> Count {
         }
     }
     let (answered, producer_errors) = outcome.expect("the producer finished");
+    // lost: told it was enqueued, never started (an ack whose answer was lost
+    // in the failover, found done by its retry, has no Acked event: it ran)
     let mut lost: Vec<String> = answered
         .iter()
-        .filter(|id| !acked.contains(*id))
+        .filter(|id| !started.contains_key(*id))
         .cloned()
         .collect();
     lost.sort();
-    let twice = started.values().filter(|n| **n > 1).count();
-    let promoted = tokio::task::spawn_blocking(move || {
-        let port = redis.until_promoted(Duration::from_secs(1));
-        (port, redis)
-    })
-    .await
-    .unwrap();
-    drop(promoted);
+    // what Redis says of each: still there (not run in time) or gone
+    let keys = probe.keys("echo");
+    for id in lost.iter_mut() {
+        let state = match probe.inspect(&keys, id, now_ms()).await {
+            Ok(Some(view)) => format!("{:?}", view.state),
+            Ok(None) => "gone".to_owned(),
+            Err(e) => format!("unreadable: {e}"),
+        };
+        *id = format!("{id} ({state})");
+    }
+    let twice = started.values().filter(|n| n.len() > 1).count();
+    let mut repeated: Vec<String> = started
+        .iter()
+        .filter(|(_, n)| n.len() > 1)
+        .map(|(id, n)| format!("{id} {n:?}"))
+        .collect();
+    repeated.sort();
+    if !repeated.is_empty() {
+        eprintln!(
+            "run more than once (attempts): {:?}",
+            &repeated[..repeated.len().min(10)]
+        );
+    }
+    failed_over
+        .expect("the primary was killed")
+        .join()
+        .expect("the failover happened");
     runner.stop().await;
     Count {
         answered,
@@ -198,7 +301,7 @@ async fn failover(durability: bool) -> Count {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_durability_a_sentinel_failover_loses_no_job_answered_new() {
-    let count = failover(true).await;
+    let count = on_sentinel(true).await;
     println!(
         "failover with durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
         count.answered.len(),
@@ -226,7 +329,7 @@ async fn with_durability_a_sentinel_failover_loses_no_job_answered_new() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_durability_a_sentinel_failover_is_followed_and_the_loss_reported() {
-    let count = failover(false).await;
+    let count = on_sentinel(false).await;
     println!(
         "failover without durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
         count.answered.len(),
@@ -244,6 +347,49 @@ async fn without_durability_a_sentinel_failover_is_followed_and_the_loss_reporte
     assert!(
         count.lost.len() < JOBS / 10,
         "lost {} of {JOBS}: more than the replication lag explains",
+        count.lost.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_durability_a_cluster_failover_loses_no_job_answered_new() {
+    let count = on_cluster(true).await;
+    println!(
+        "cluster failover with durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
+        count.answered.len(),
+        count.lost.len(),
+        count.twice,
+        count.producer_errors,
+        count.recovery.as_secs_f64()
+    );
+    assert_eq!(count.answered.len(), JOBS);
+    assert!(
+        count.lost.is_empty(),
+        "ids answered new that never ran: {:?}",
+        &count.lost[..count.lost.len().min(20)]
+    );
+    assert!(count.twice <= 2 * CONCURRENCY, "{} ran twice", count.twice);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_durability_a_cluster_failover_is_followed_and_the_loss_reported() {
+    let count = on_cluster(false).await;
+    println!(
+        "cluster failover without durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
+        count.answered.len(),
+        count.lost.len(),
+        count.twice,
+        count.producer_errors,
+        count.recovery.as_secs_f64()
+    );
+    assert_eq!(
+        count.answered.len(),
+        JOBS,
+        "the producer followed the failover"
+    );
+    assert!(
+        count.lost.len() < JOBS / 10,
+        "lost {} of {JOBS}",
         count.lost.len()
     );
 }

@@ -43,8 +43,13 @@ impl Project {
 
     /// A project on a Redis Cluster with these seed nodes.
     pub fn on_cluster(urls: Vec<String>, runner: &str, topics: &str) -> Project {
+        Project::on_cluster_lines(urls, "", runner, topics)
+    }
+
+    /// A project on a Redis Cluster with more `[redis]` lines.
+    pub fn on_cluster_lines(urls: Vec<String>, lines: &str, runner: &str, topics: &str) -> Project {
         let endpoint = Endpoint::cluster(urls);
-        Project::assemble(None, endpoint, String::new(), runner, topics)
+        Project::assemble(None, endpoint, lines.to_owned(), runner, topics)
     }
 
     /// A project on the primary these sentinels name (`mymaster`), with
