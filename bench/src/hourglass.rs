@@ -319,15 +319,21 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
 }
 
 /// n immediate no-op jobs spread over `topics` topics, processed by one runner
-/// with the default configuration, against one server or a cluster: jobs/s.
-pub async fn spread(endpoint: &Endpoint, topics: usize, n: usize) -> anyhow::Result<f64> {
+/// with the default configuration (plus `redis_lines` in `[redis]`), against
+/// one server or a cluster: jobs/s.
+pub async fn spread(
+    endpoint: &Endpoint,
+    topics: usize,
+    n: usize,
+    redis_lines: &str,
+) -> anyhow::Result<f64> {
     let target = if endpoint.servers.is_cluster() {
         format!("cluster = {:?}", endpoint.urls())
     } else {
         format!("url = {:?}", endpoint.urls()[0])
     };
     let names: Vec<String> = (0..topics).map(|t| format!("t{t}")).collect();
-    let mut toml = format!("[redis]\n{target}\nnamespace = \"spread\"\n\n");
+    let mut toml = format!("[redis]\n{target}\nnamespace = \"spread\"\n{redis_lines}\n\n");
     for name in &names {
         toml.push_str(&format!(
             "[[topic]]\nname = \"{name}\"\nhandler = \"echo.wasm\"\n\n"

@@ -49,7 +49,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, http, languages, lateness, memory, instance, metrics, swap, cluster, scaling).
+    /// Run only these sections (throughput, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -182,6 +182,10 @@ async fn main() -> anyhow::Result<()> {
     if b.wanted("cluster") {
         let result = b.cluster().await;
         b.done("cluster", result)?;
+    }
+    if b.wanted("durability") {
+        let result = b.durability().await;
+        b.done("durability", result)?;
     }
     if b.wanted("scaling") {
         // prefills up to millions of jobs: once, not per repeat
@@ -519,12 +523,43 @@ impl Bench {
         for r in 0..self.args.repeats {
             eprintln!("== cluster {}/{}", r + 1, self.args.repeats);
             server::flush(&self.url).await?;
-            let one = hourglass::spread(&single, topics, self.sizes.throughput).await?;
-            let three = hourglass::spread(&multi, topics, self.sizes.throughput).await?;
+            let one = hourglass::spread(&single, topics, self.sizes.throughput, "").await?;
+            let three = hourglass::spread(&multi, topics, self.sizes.throughput, "").await?;
             let r = &mut self.report;
             r.record("cluster one_node_per_sec", "jobs/s", Some(one), None);
             r.record("cluster three_masters_per_sec", "jobs/s", Some(three), None);
             r.record("cluster ratio_three_to_one", "×", Some(three / one), None);
+        }
+        Ok(())
+    }
+
+    /// Hourglass alone, on a primary with one replica: the no-op workload
+    /// with `[redis] durability = { replicas = 1 }` and without, alternating.
+    async fn durability(&mut self) -> anyhow::Result<()> {
+        let primary = test_support::RedisServer::start();
+        let port = primary.port.to_string();
+        let _replica = test_support::RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let url = primary.url();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while server::info(&url, "replication", "connected_slaves").await? < 1.0 {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the replica did not connect"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let endpoint = Endpoint::url(&url);
+        let durable = "durability = { replicas = 1, timeout = \"1s\" }";
+        for r in 0..self.args.repeats {
+            eprintln!("== durability {}/{}", r + 1, self.args.repeats);
+            server::flush(&url).await?;
+            let off = hourglass::spread(&endpoint, 1, self.sizes.throughput, "").await?;
+            server::flush(&url).await?;
+            let on = hourglass::spread(&endpoint, 1, self.sizes.throughput, durable).await?;
+            let r = &mut self.report;
+            r.record("durability off_per_sec", "jobs/s", Some(off), None);
+            r.record("durability on_per_sec", "jobs/s", Some(on), None);
+            r.record("durability ratio_on_to_off", "×", Some(on / off), None);
         }
         Ok(())
     }
