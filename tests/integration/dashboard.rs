@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use test_support::browser::Browser;
+use test_support::browser::{Browser, click};
 use test_support::fantoccini::{Client, Locator};
 use test_support::http_client::call;
 
@@ -104,21 +104,11 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
     .await;
 
     // pause shows as paused
-    c.find(Locator::Css("tr[data-topic=panic] button.pause"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "tr[data-topic=panic] button.pause").await;
     until_text(c, "tr[data-topic=panic] td.name", |t| t.contains("paused")).await;
 
     // the dead letter is listed with its reason and attempts
-    c.find(Locator::Css("tr[data-topic=panic] a.dead"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "tr[data-topic=panic] a.dead").await;
     let row = until_text(c, "#dead tr[data-id=boom-1]", |t| t.contains("panicked")).await;
     assert!(row.contains("boom-1"), "{row}");
     let png = c.screenshot().await.unwrap();
@@ -127,12 +117,7 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
 
     // retry moves it back: out of the dead list, waiting (the topic is paused)
-    c.find(Locator::Css("#dead tr[data-id=boom-1] button.retry"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "#dead tr[data-id=boom-1] button.retry").await;
     until_gone(c, "#dead tr[data-id=boom-1]").await;
     until_text(c, "tr[data-topic=panic] td.ready", |t| t == "1").await;
     until_text(c, "tr[data-topic=panic] td.dead", |t| t == "0").await;
@@ -144,21 +129,11 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
         .send_keys("tomorrow")
         .await
         .unwrap();
-    c.find(Locator::Css("#lookup button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "#lookup button").await;
     until_text(c, "#lookup-result", |t| t.contains("\"scheduled\"")).await;
 
     // resume: the job runs again and, the handler still panicking, returns
-    c.find(Locator::Css("tr[data-topic=panic] button.resume"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "tr[data-topic=panic] button.resume").await;
     until_text(c, "tr[data-topic=panic] td.dead", |t| t == "1").await;
     browser.close().await;
     running.stop().await;
@@ -211,21 +186,11 @@ async fn the_dashboard_stays_usable_with_100_topics_and_10000_dead_letters() {
     assert_eq!(rows.len(), 100, "every topic has its row");
 
     // the dead letters come a page at a time
-    c.find(Locator::Css("tr[data-topic=boom] a.dead"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "tr[data-topic=boom] a.dead").await;
     until_text(c, "#dead-page", |t| t == "1–50 of 10000").await;
     let (rows, first_id) = rows_and_first_id(c, "#dead tbody tr").await;
     assert_eq!(rows, 50);
-    c.find(Locator::Css("#dead-next"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(c, "#dead-next").await;
     until_text(c, "#dead-page", |t| t == "51–100 of 10000").await;
     let (rows, second_id) = rows_and_first_id(c, "#dead tbody tr").await;
     assert_eq!(rows, 50);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hourglass::events::EventKind;
 use serde_json::{Value, json};
-use test_support::browser::Browser;
+use test_support::browser::{Browser, click};
 use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
 use test_support::fantoccini::{Client, Locator};
 use test_support::http_client::{Answer, call};
@@ -473,16 +473,6 @@ async fn until_text(c: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> Str
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Click the first element `css` finds.
-async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,10 @@ mod grants;
 mod outbound;
 mod place;
 mod raw;
-mod redis;
 mod restart;
 mod schedule;
 mod server;
+mod store;
 mod units;
 
 use grants::{resolve_grants, resolve_http};
@@ -24,9 +24,9 @@ use std::time::Duration;
 pub use backoff::Backoff;
 pub use hourglass_client::{DeadLetter, redact};
 pub use outbound::{Access, HttpGrant, HttpLimits, MAX_RESPONSE, RemoteHost, Scheme, Target};
-pub use redis::{Durability, RedisConfig, RedisTarget, SentinelTarget, TlsFiles};
 pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
 pub use server::{HttpServer, Token};
+pub use store::{Durability, RedisConfig, RedisTarget, SentinelTarget, TlsFiles};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// The `[runner]` section.

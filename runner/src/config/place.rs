@@ -1,5 +1,28 @@
 //! Where in `queues.toml` an error is: line and column of a byte offset,
-//! and the key whose value starts there.
+//! and the key whose value starts there; and `${NAME}` in values, whose
+//! errors are placed the same way.
+
+/// An error at a byte range of the file.
+pub(super) type Invalid = (std::ops::Range<usize>, String);
+
+/// Replace `${NAME}` with the variable's value, so secrets stay out of the file.
+pub(super) fn expand_env(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(len) = rest[start + 2..].find('}') else {
+            return Err(format!("unclosed ${{ in {text:?}"));
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        let value = std::env::var(name)
+            .map_err(|_| format!("${{{name}}} is not set in the environment"))?;
+        out.push_str(&value);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
 
 /// The key whose value starts at `offset`, from the line it is on:
 /// `timeout = "5 parsecs"` gives `timeout`, `backoff = { base = "x" }` gives

@@ -1,7 +1,6 @@
 //! The file as written: every section `deny_unknown_fields`, every field
 //! optional where a default exists. [`super::Config::parse`] resolves it.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use super::{
 #[serde(deny_unknown_fields)]
 pub(super) struct File {
     #[serde(default)]
-    pub redis: super::redis::RawRedis,
+    pub redis: super::store::RawRedis,
     #[serde(default)]
     pub runner: Runner,
     #[serde(default)]
@@ -162,27 +161,6 @@ pub(super) struct RawRate {
     pub per: NonZeroDur,
     #[serde(default)]
     pub burst: u32,
-}
-
-pub(super) type Invalid = (Range<usize>, String);
-
-/// Replace `${NAME}` with the variable's value, so secrets stay out of the file.
-pub(super) fn expand_env(text: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let Some(len) = rest[start + 2..].find('}') else {
-            return Err(format!("unclosed ${{ in {text:?}"));
-        };
-        let name = &rest[start + 2..start + 2 + len];
-        let value = std::env::var(name)
-            .map_err(|_| format!("${{{name}}} is not set in the environment"))?;
-        out.push_str(&value);
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 impl Runner {

@@ -3,7 +3,8 @@
 
 use std::ops::Range;
 
-use super::raw::{Http, Invalid, expand_env};
+use super::place::{Invalid, expand_env};
+use super::raw::Http;
 
 /// The `[http]` section: where the API, dashboard and `/metrics` are served.
 #[derive(Debug, Clone, PartialEq, Eq)]

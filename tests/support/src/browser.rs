@@ -93,3 +93,20 @@ impl Drop for Browser {
         let _ = self.driver.wait();
     }
 }
+
+/// Click what `css` finds; find it again if the page redraws it between
+/// the finding and the click (a stale element), for up to 30 s.
+pub async fn click(c: &Client, css: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let tried = match c.find(fantoccini::Locator::Css(css)).await {
+            Ok(element) => element.click().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match tried {
+            Ok(()) => return,
+            Err(e) if Instant::now() > deadline => panic!("{css}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}

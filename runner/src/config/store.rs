@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::raw::{Invalid, expand_env};
+use super::place::{Invalid, expand_env};
 use super::units::{NonZeroDur, Positive};
 
 /// Where the jobs live.
