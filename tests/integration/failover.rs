@@ -55,8 +55,13 @@ fn runner_lines() -> String {
     format!("concurrency = {CONCURRENCY}\nlease_margin = \"2s\"")
 }
 
+/// One failover run at a time: each moves 20,000 jobs through several
+/// redis-servers on two cores, and two at once starve the other tests.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A primary, two replicas, three sentinels; the primary killed.
 async fn on_sentinel(durable: bool) -> Count {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let redis = tokio::task::spawn_blocking(|| Replicated::start(None))
         .await
         .unwrap();
@@ -88,6 +93,7 @@ async fn on_sentinel(durable: bool) -> Count {
 /// durability its shard refuses writes until the killed node is back (it
 /// rejoins as a replica), so here it is restarted once the failover is done.
 async fn on_cluster(durable: bool) -> Count {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let cluster = tokio::task::spawn_blocking(|| test_support::RedisCluster::with_replicas(1))
         .await
         .unwrap();

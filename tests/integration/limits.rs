@@ -144,7 +144,9 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         ..Grants::default()
     });
     let sandbox = Sandbox {
-        timeout: Duration::from_secs(20),
+        // long enough that the first attempt still holds the slot when the
+        // second asks, however slowly a loaded machine reaches its request
+        timeout: Duration::from_secs(90),
         memory: 16 << 20,
         grants: grants.clone(),
         may_enqueue: Vec::new().into(),
