@@ -3,6 +3,7 @@
 //! drop. Missing chromium or chromedriver is a failure that says how to
 //! install them, never a skip.
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,10 +33,13 @@ impl Browser {
             );
         }
         let port = crate::free_port();
+        // its own process group: chromium and its helpers join it, and drop
+        // stops them all, even when a test panics before `close`
         let mut driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("starting chromedriver");
         let url = format!("http://127.0.0.1:{port}");
@@ -89,6 +93,11 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // the whole group: chromedriver, chromium and chromium's helpers
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
