@@ -50,6 +50,12 @@ impl Confirming {
 impl ConnectionLike for Confirming {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            // only a script's run changes state; `SCRIPT LOAD` (after a
+            // NOSCRIPT) must go alone, so a cluster sends it to every master
+            // (in a pipeline with a keyless WAIT it would reach a random node)
+            if !is_script_run(cmd) {
+                return self.conn.req_packed_command(cmd).await;
+            }
             let mut pipe = Pipeline::with_capacity(2);
             pipe.add_command(cmd.clone()).add_command(self.wait.clone());
             let mut values = self.conn.req_packed_commands(&pipe, 0, 2).await?;
@@ -89,6 +95,15 @@ impl ConnectionLike for Confirming {
     fn get_db(&self) -> i64 {
         self.conn.get_db()
     }
+}
+
+/// Whether `cmd` runs a script (`EVALSHA` or `EVAL`).
+fn is_script_run(cmd: &Cmd) -> bool {
+    matches!(
+        cmd.args_iter().next(),
+        Some(redis::Arg::Simple(name))
+            if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
+    )
 }
 
 impl Queue {
@@ -154,5 +169,22 @@ fn check(durability: Durability, confirmed: Option<i64>) -> Result<(), QueueErro
             confirmed,
             timeout: durability.timeout,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_script_run;
+
+    #[test]
+    fn only_script_runs_wait_for_replicas() {
+        assert!(is_script_run(redis::cmd("EVALSHA").arg("abc").arg(0)));
+        assert!(is_script_run(redis::cmd("evalsha").arg("abc").arg(0)));
+        assert!(is_script_run(redis::cmd("EVAL").arg("return 1").arg(0)));
+        // a SCRIPT LOAD goes alone: on a cluster, to every master
+        assert!(!is_script_run(
+            redis::cmd("SCRIPT").arg("LOAD").arg("return 1")
+        ));
+        assert!(!is_script_run(&redis::cmd("PING")));
     }
 }
