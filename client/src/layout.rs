@@ -98,8 +98,8 @@ impl Queue {
         Ok(Layout::New)
     }
 
-    /// Stamp a new namespace, and `topics`, with [`LAYOUT`] (a runner
-    /// starting on a new namespace, or with a new topic). Never overwrites a stamp.
+    /// Stamp a new namespace, and `topics`, with [`LAYOUT`] (the first
+    /// runner or command on it). Never overwrites a stamp.
     pub async fn stamp_layout(&self, topics: &[&str]) -> Result<(), QueueError> {
         for topic in topics {
             let _: bool = redis::cmd("SET")

@@ -305,99 +305,72 @@ async fn failover(project: &Project, kill: impl FnOnce() -> std::thread::JoinHan
     }
 }
 
+impl Count {
+    /// Say what the run counted; with `durable`, no job answered may be
+    /// lost and only attempts in flight may repeat; without, the producer
+    /// still got every answer and the loss stays within what lag explains.
+    fn check(&self, what: &str, durable: bool) {
+        println!(
+            "{what}: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
+            self.answered.len(),
+            self.lost.len(),
+            self.twice,
+            self.producer_errors,
+            self.recovery.as_secs_f64()
+        );
+        assert_eq!(
+            self.answered.len(),
+            JOBS,
+            "the producer followed the failover"
+        );
+        if durable {
+            assert!(
+                self.lost.is_empty(),
+                "ids answered new that never ran: {:?}",
+                &self.lost[..self.lost.len().min(20)]
+            );
+            assert!(
+                self.twice <= 2 * CONCURRENCY,
+                "only attempts in flight at the kill may repeat: {} ran twice",
+                self.twice
+            );
+        } else {
+            // asynchronous replication may lose what the dead primary had not sent yet
+            assert!(
+                self.lost.len() < JOBS / 10,
+                "lost {} of {JOBS}: more than the replication lag explains",
+                self.lost.len()
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_durability_a_sentinel_failover_loses_no_job_answered_new() {
-    let count = on_sentinel(true).await;
-    println!(
-        "failover with durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
-        count.answered.len(),
-        count.lost.len(),
-        count.twice,
-        count.producer_errors,
-        count.recovery.as_secs_f64()
-    );
-    assert_eq!(
-        count.answered.len(),
-        JOBS,
-        "every id was answered in the end"
-    );
-    assert!(
-        count.lost.is_empty(),
-        "ids answered new that never ran: {:?}",
-        &count.lost[..count.lost.len().min(20)]
-    );
-    assert!(
-        count.twice <= 2 * CONCURRENCY,
-        "only attempts in flight at the kill may repeat: {} ran twice",
-        count.twice
-    );
+    on_sentinel(true)
+        .await
+        .check("failover with durability", true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_durability_a_sentinel_failover_is_followed_and_the_loss_reported() {
-    let count = on_sentinel(false).await;
-    println!(
-        "failover without durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
-        count.answered.len(),
-        count.lost.len(),
-        count.twice,
-        count.producer_errors,
-        count.recovery.as_secs_f64()
-    );
-    assert_eq!(
-        count.answered.len(),
-        JOBS,
-        "the producer followed the failover"
-    );
-    // asynchronous replication may lose what the dead primary had not sent yet
-    assert!(
-        count.lost.len() < JOBS / 10,
-        "lost {} of {JOBS}: more than the replication lag explains",
-        count.lost.len()
-    );
+    on_sentinel(false)
+        .await
+        .check("failover without durability", false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_durability_a_cluster_failover_loses_no_job_answered_new() {
-    let count = on_cluster(true).await;
-    println!(
-        "cluster failover with durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
-        count.answered.len(),
-        count.lost.len(),
-        count.twice,
-        count.producer_errors,
-        count.recovery.as_secs_f64()
-    );
-    assert_eq!(count.answered.len(), JOBS);
-    assert!(
-        count.lost.is_empty(),
-        "ids answered new that never ran: {:?}",
-        &count.lost[..count.lost.len().min(20)]
-    );
-    assert!(count.twice <= 2 * CONCURRENCY, "{} ran twice", count.twice);
+    on_cluster(true)
+        .await
+        .check("cluster failover with durability", true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_durability_a_cluster_failover_is_followed_and_the_loss_reported() {
-    let count = on_cluster(false).await;
-    println!(
-        "cluster failover without durability: {} ids answered, {} answered but never ran, {} run more than once, {} enqueue calls repeated, first ack {:.2}s after the kill",
-        count.answered.len(),
-        count.lost.len(),
-        count.twice,
-        count.producer_errors,
-        count.recovery.as_secs_f64()
-    );
-    assert_eq!(
-        count.answered.len(),
-        JOBS,
-        "the producer followed the failover"
-    );
-    assert!(
-        count.lost.len() < JOBS / 10,
-        "lost {} of {JOBS}",
-        count.lost.len()
-    );
+    on_cluster(false)
+        .await
+        .check("cluster failover without durability", false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

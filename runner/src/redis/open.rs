@@ -29,13 +29,14 @@ pub struct LayoutMismatch {
     message: String,
 }
 
-/// Serve only this build's layout; stamp a new namespace (and new topics).
+/// Serve only this build's layout; stamp a new namespace (and its topics).
 pub async fn check_layout(queue: &Queue, config: &Config) -> anyhow::Result<()> {
     let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
     let namespace = &config.redis.namespace;
     match queue.layout(&topics).await? {
         Layout::New => queue.stamp_layout(&topics).await?,
-        Layout::Version(v) if v == LAYOUT => queue.stamp_layout(&topics).await?,
+        // stamped: topic stamps only tell data apart while the namespace has none
+        Layout::Version(v) if v == LAYOUT => {}
         Layout::Version(v) if v > LAYOUT => {
             return Err(LayoutMismatch {
                 older: false,
