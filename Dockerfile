@@ -27,12 +27,14 @@ RUN cargo build --release --locked -p hourglass \
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /srv/hourglass --create-home hourglass
+ && useradd --system --uid 10001 --home-dir /srv/hourglass --create-home hourglass \
+ && install -d -o hourglass -g hourglass /srv/hourglass/.hourglass
 COPY --from=build /src/target/release/hourglass /usr/local/bin/hourglass
 USER hourglass
 WORKDIR /srv/hourglass
 # the compile cache and kept handler versions (.hourglass/) live beside
-# queues.toml: keep them on a volume so restarts start warm
+# queues.toml: keep them on a volume so restarts start warm (made above and
+# owned by the user: a volume's mount point the image lacks is root's)
 VOLUME ["/srv/hourglass/.hourglass"]
 ENV RUST_LOG=info,wasmtime=warn,cranelift=warn
 EXPOSE 9090

@@ -477,13 +477,19 @@ impl RunnerProcess {
     /// (`runner.log`, `runner-2.log`, ...); return at once, without waiting
     /// for it to say it is running (Redis may be away on purpose).
     pub fn launch(project: &Project, rust_log: &str) -> RunnerProcess {
+        RunnerProcess::launch_binary(hourglass_bin(), project, rust_log)
+    }
+
+    /// [`RunnerProcess::launch`] with another build of `hourglass` (an older
+    /// one, for a rolling upgrade).
+    pub fn launch_binary(binary: &Path, project: &Project, rust_log: &str) -> RunnerProcess {
         let mut log = project.dir.path().join("runner.log");
         let mut n = 1;
         while log.exists() {
             n += 1;
             log = project.dir.path().join(format!("runner-{n}.log"));
         }
-        let child = std::process::Command::new(hourglass_bin())
+        let child = std::process::Command::new(binary)
             .args(["run", "--config"])
             .arg(project.config_path())
             .env("RUST_LOG", rust_log)
