@@ -291,6 +291,7 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
     let handler = runtime.load(std::path::Path::new(test_support::components::ECHO))?;
     let sandbox = Sandbox {
         timeout: Duration::from_secs(30),
+        cpu: None,
         memory: 64 << 20,
         grants: Default::default(),
         may_enqueue: Vec::new().into(),

@@ -132,6 +132,66 @@ pub struct DeadInfo {
     /// The content hash of the handler that ran the last attempt, if one ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler: Option<String>,
+    /// Each attempt, with what it used (the most recent [`KEPT_ATTEMPTS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<AttemptCost>,
+}
+
+/// What one attempt used, as the runner measured it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// From the start of instantiation to the handler's answer (or its stop), µs.
+    pub wall_us: u64,
+    /// CPU the runner's threads spent running the instance, µs.
+    pub cpu_us: u64,
+    /// The most linear memory the instance held at once, bytes.
+    pub memory_peak: u64,
+    /// How long the fresh instance took to start, µs.
+    pub start_us: u64,
+    /// Outbound HTTP requests sent.
+    pub requests: u32,
+    /// Request body bytes sent.
+    pub bytes_out: u64,
+    /// Response body bytes received.
+    pub bytes_in: u64,
+}
+
+impl Usage {
+    /// The CPU time.
+    pub fn cpu(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.cpu_us)
+    }
+
+    /// The wall time.
+    pub fn wall(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.wall_us)
+    }
+}
+
+/// One finished attempt of a job that did not ack, with what it used: kept
+/// with the job's last failure while it lives, and with its dead letter.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AttemptCost {
+    /// Which attempt (1 for the first).
+    pub attempt: u32,
+    /// The content hash of the handler that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    /// What it used.
+    #[serde(flatten)]
+    pub usage: Usage,
+}
+
+/// Attempts whose costs a job keeps: the most recent ones.
+pub const KEPT_ATTEMPTS: usize = 25;
+
+/// `earlier` with `this` added, the oldest dropped past [`KEPT_ATTEMPTS`].
+pub fn with_attempt(mut earlier: Vec<AttemptCost>, this: AttemptCost) -> Vec<AttemptCost> {
+    earlier.push(this);
+    if earlier.len() > KEPT_ATTEMPTS {
+        earlier.drain(..earlier.len() - KEPT_ATTEMPTS);
+    }
+    earlier
 }
 
 /// How an attempt failed, kept (as JSON) until the job's next attempt ends.
@@ -145,6 +205,10 @@ pub struct Failure {
     /// When (ms since the Unix epoch).
     #[serde(default)]
     pub at: u64,
+    /// Each attempt so far that did not ack, with what it used (the most
+    /// recent [`KEPT_ATTEMPTS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<AttemptCost>,
 }
 
 impl Failure {
@@ -160,6 +224,7 @@ impl Failure {
             error: text,
             handler: None,
             at: 0,
+            attempts: Vec::new(),
         })
     }
 }

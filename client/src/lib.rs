@@ -64,8 +64,8 @@ pub use durable::Durability;
 pub use error::QueueError;
 pub use inspect::{JobState, JobView};
 pub use job::{
-    Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failed, Failure, Held, NewJob, Refusal,
-    Refused, TopicStats, check_id,
+    AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failed, Failure, Held,
+    KEPT_ATTEMPTS, NewJob, Refusal, Refused, TopicStats, Usage, check_id, with_attempt,
 };
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use outbox::{Parked, outbox_token};
@@ -332,6 +332,7 @@ impl Queue {
                 .into(),
             handler: None,
             at: now_ms,
+            attempts: Vec::new(),
         };
         let mut inv = scripts::REQUEUE.prepare_invoke();
         inv.key(&keys.lease).key(&keys.pending).key(&keys.error);

@@ -29,6 +29,13 @@ pub enum EventKind {
         /// The content hash of the handler version running it.
         handler: String,
     },
+    /// The handler answered (or was stopped), with what the attempt used.
+    /// Sent as the attempt ends, before the state change it asks for is
+    /// committed (that follows as `Acked`, `Retried`, `Dead` or `Released`).
+    Ran {
+        /// What the attempt used.
+        usage: crate::redis::Usage,
+    },
     /// Acknowledged and deleted.
     Acked,
     /// Rescheduled.

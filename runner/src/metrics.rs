@@ -8,6 +8,8 @@
 //! Names follow Prometheus' conventions: base units (seconds), `_total` on
 //! counters, `_info` for a version.
 
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -87,6 +89,36 @@ fn histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
+/// CPU seconds per attempt: a no-op handler uses tens of microseconds.
+const CPU_BUCKETS: [f64; 16] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    5.0, 30.0,
+];
+
+fn cpu_histogram() -> Histogram {
+    Histogram::new(CPU_BUCKETS)
+}
+
+/// Peak linear memory per attempt, bytes: 1 MiB to 4 GiB by doubling.
+fn memory_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        f64::from(1u32 << 20),
+        2.0,
+        13,
+    ))
+}
+
+/// `{topic, version, direction}` of outbound bytes.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DirectionLabels {
+    /// The topic.
+    pub topic: String,
+    /// The handler's content hash.
+    pub version: String,
+    /// `out` (request bodies) or `in` (response bodies).
+    pub direction: &'static str,
+}
+
 type HistogramFamily = Family<TopicLabel, Histogram, fn() -> Histogram>;
 type VersionHistogramFamily = Family<VersionLabels, Histogram, fn() -> Histogram>;
 
@@ -108,6 +140,14 @@ pub struct Metrics {
     pub lateness: HistogramFamily,
     /// How long each attempt's handler ran, seconds, per topic and version.
     pub duration: VersionHistogramFamily,
+    /// CPU each attempt used, seconds, per topic and version.
+    pub cpu: VersionHistogramFamily,
+    /// CPU all attempts used, seconds, per topic and version.
+    pub cpu_total: Family<VersionLabels, Counter<f64, AtomicU64>>,
+    /// Peak linear memory of each attempt, bytes, per topic and version.
+    pub memory_peak: VersionHistogramFamily,
+    /// Outbound HTTP body bytes, per topic, version and direction.
+    pub outbound_bytes: Family<DirectionLabels, Counter>,
     /// Rollout verdicts and pins, per topic (from Redis at scrape time: each
     /// counted once, whichever process made it).
     pub rollouts: Family<RolloutLabels, Counter>,
@@ -145,6 +185,10 @@ impl Metrics {
             outbound: Family::default(),
             lateness: Family::new_with_constructor(histogram),
             duration: Family::new_with_constructor(histogram),
+            cpu: Family::new_with_constructor(cpu_histogram),
+            cpu_total: Family::default(),
+            memory_peak: Family::new_with_constructor(memory_histogram),
+            outbound_bytes: Family::default(),
             rollouts: Family::default(),
             jobs: Family::default(),
             paused: Family::default(),
@@ -190,6 +234,26 @@ impl Metrics {
             "attempt_duration_seconds",
             "How long each attempt's handler ran, by handler version",
             m.duration.clone(),
+        );
+        r.register(
+            "attempt_cpu_seconds",
+            "CPU each attempt's instance used, by handler version",
+            m.cpu.clone(),
+        );
+        r.register(
+            "cpu_seconds",
+            "CPU the attempts' instances used, by handler version",
+            m.cpu_total.clone(),
+        );
+        r.register(
+            "attempt_memory_peak_bytes",
+            "The most linear memory each attempt's instance held, by handler version",
+            m.memory_peak.clone(),
+        );
+        r.register(
+            "outbound_http_bytes",
+            "Handlers' outbound HTTP body bytes, by handler version and direction (out: sent, in: received)",
+            m.outbound_bytes.clone(),
         );
         r.register(
             "rollouts",

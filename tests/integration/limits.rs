@@ -147,6 +147,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         // long enough that the first attempt still holds the slot when the
         // second asks, however slowly a loaded machine reaches its request
         timeout: Duration::from_secs(90),
+        cpu: None,
         memory: 16 << 20,
         grants: grants.clone(),
         may_enqueue: Vec::new().into(),
@@ -178,12 +179,12 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         },
     )
     .await;
-    let second = runtime.run(&probe, input("b"), &sandbox).await;
+    let second = runtime.run(&probe, input("b"), &sandbox).await.finish;
     assert!(
         matches!(second, Finish::NotStarted(_)),
         "a full pool must not fail the job: {second:?}"
     );
     drop(server); // the hanging request ends: the first attempt finishes (a retry)
-    let first = first.await.unwrap();
+    let first = first.await.unwrap().finish;
     assert!(matches!(first, Finish::Retry { .. }), "{first:?}");
 }

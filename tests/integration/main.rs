@@ -61,6 +61,7 @@ mod jobs;
 mod languages;
 mod layout;
 mod limits;
+mod metering;
 mod ops;
 mod pipeline;
 mod priority;

@@ -190,6 +190,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         attempts: 1,
         failed_at_ms: 10,
         handler: None,
+        costs: Vec::new(),
     };
     q.bury(
         &k,

@@ -167,6 +167,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
             attempts: 1,
             failed_at_ms: 10 + n as u64,
             handler: None,
+            costs: Vec::new(),
         };
         q.bury(
             &k,

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{JobState, JobView, check_id};
+use crate::redis::{AttemptCost, JobState, JobView, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -97,6 +97,14 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
             .unwrap_or_default();
         line(&mut out, "last error", format!("{}{by}", f.error));
     }
+    let costs = match (&v.state, &v.last_failure) {
+        (JobState::Dead(info), _) => &info.costs[..],
+        (_, Some(f)) => &f.attempts[..],
+        _ => &[],
+    };
+    if !costs.is_empty() {
+        out.push_str(&costs_table(costs));
+    }
     match &v.record {
         Some(Ok(r)) => {
             line(&mut out, "enqueued", when(r.enqueued_at_ms, now));
@@ -107,6 +115,39 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
         }
         Some(Err(e)) => line(&mut out, "payload", format!("unreadable: {e}")),
         None => line(&mut out, "payload", "deleted".into()),
+    }
+    out
+}
+
+/// Each attempt that did not ack, with what it used: one line each.
+fn costs_table(costs: &[AttemptCost]) -> String {
+    let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
+    let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
+    let mut out = format!(
+        "  {:<10} {:<7} {:>10} {:>10} {:>10} {:>9}  {}\n",
+        "costs", "attempt", "cpu", "wall", "memory", "start", "outbound http"
+    );
+    for c in costs {
+        let u = &c.usage;
+        let http = if u.requests == 0 {
+            "-".to_owned()
+        } else {
+            format!(
+                "{} requests, {} out, {} in",
+                u.requests,
+                size(u.bytes_out),
+                size(u.bytes_in)
+            )
+        };
+        out.push_str(&format!(
+            "  {:<10} {:<7} {:>10} {:>10} {:>10} {:>9}  {http}\n",
+            "",
+            c.attempt,
+            ms(u.cpu_us),
+            ms(u.wall_us),
+            size(u.memory_peak),
+            ms(u.start_us),
+        ));
     }
     out
 }

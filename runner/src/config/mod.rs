@@ -63,6 +63,9 @@ pub struct TopicConfig {
     pub concurrency: u32,
     /// Wall-clock limit of one attempt; the guest is stopped when it runs out.
     pub timeout: Duration,
+    /// CPU limit of one attempt, if any; the guest is stopped (within an
+    /// epoch tick) once it has used this much.
+    pub cpu: Option<Duration>,
     /// Attempts before dead-lettering, for jobs that do not set their own.
     pub max_attempts: u32,
     /// Delay between attempts when the handler does not choose one.

@@ -112,6 +112,7 @@ pub(super) struct RawDeadLetter {
 pub(super) struct Defaults {
     pub max_attempts: Option<Positive>,
     pub timeout: Option<NonZeroDur>,
+    pub cpu: Option<NonZeroDur>,
     pub backoff: Option<Spanned<RawBackoff>>,
     pub memory: Option<Spanned<Size>>,
     pub dead_letter: Option<RawDeadLetter>,
@@ -130,6 +131,7 @@ pub(super) struct RawTopic {
     pub concurrency: Option<Positive>,
     pub max_attempts: Option<Positive>,
     pub timeout: Option<NonZeroDur>,
+    pub cpu: Option<NonZeroDur>,
     pub backoff: Option<Spanned<RawBackoff>>,
     pub memory: Option<Spanned<Size>>,
     pub dead_letter: Option<RawDeadLetter>,
@@ -214,6 +216,7 @@ impl RawTopic {
                 .timeout
                 .or(defaults.timeout)
                 .map_or(Duration::from_secs(30), |d| d.0),
+            cpu: self.cpu.or(defaults.cpu).map(|d| d.0),
             max_attempts: self
                 .max_attempts
                 .or(defaults.max_attempts)

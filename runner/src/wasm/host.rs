@@ -15,6 +15,7 @@ use super::bindings::hourglass::handler::{follow_up, log, types};
 use super::context::JobContext;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
+use super::usage::Traffic;
 
 /// Most follow-up jobs one attempt may start.
 const MAX_FOLLOW_UPS: usize = 1000;
@@ -47,6 +48,7 @@ pub struct Host {
     stdout: GuestOutput,
     stderr: GuestOutput,
     pub(super) timed_out: bool,
+    pub(super) cpu_exceeded: bool,
     may_enqueue: Arc<[String]>,
     max_payload: u64,
     follow_ups: Vec<FollowUp>,
@@ -94,11 +96,14 @@ impl Host {
             limits: MemoryLimit {
                 limit: sandbox.memory,
                 exceeded: None,
+                held: 0,
+                peak: 0,
             },
             ctx,
             stdout,
             stderr,
             timed_out: false,
+            cpu_exceeded: false,
             may_enqueue: sandbox.may_enqueue.clone(),
             max_payload: sandbox.max_payload,
             follow_ups: Vec::new(),
@@ -109,6 +114,11 @@ impl Host {
     /// The follow-ups of an attempt that acked.
     pub(super) fn take_follow_ups(&mut self) -> Vec<FollowUp> {
         std::mem::take(&mut self.follow_ups)
+    }
+
+    /// The attempt's outbound traffic so far.
+    pub(super) fn traffic(&self) -> &Traffic {
+        self.outbound.traffic()
     }
 
     /// Log what the guest left unterminated on stdout and stderr.
@@ -291,12 +301,16 @@ impl Host {
 pub struct MemoryLimit {
     limit: u64,
     pub(super) exceeded: Option<usize>,
+    /// Linear memory the instance holds now, all its memories together.
+    held: u64,
+    /// The most it held at once.
+    pub(super) peak: u64,
 }
 
 impl ResourceLimiter for MemoryLimit {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -304,6 +318,9 @@ impl ResourceLimiter for MemoryLimit {
             self.exceeded = Some(desired);
             wasmtime::bail!("memory limit of {} bytes exceeded", self.limit);
         }
+        // every memory of the instance, together (a new one grows from 0)
+        self.held += desired.saturating_sub(current) as u64;
+        self.peak = self.peak.max(self.held);
         Ok(true)
     }
 

@@ -5,7 +5,7 @@
 //! linker and the epoch ticker. A [`LoadedHandler`] is a component compiled,
 //! checked against the contract and pre-instantiated once per file version,
 //! named by its content hash. Every attempt runs in a fresh store and
-//! instance inside its topic's [`Sandbox`]: time and memory limits, the
+//! instance inside its topic's [`Sandbox`]: time, CPU and memory limits, the
 //! granted environment and directories, the follow-up rules. A guest past its
 //! time limit is stopped at its next epoch check, and a host call that hangs
 //! is cut off by a timer as well.
@@ -17,6 +17,7 @@ mod host;
 mod outbound;
 mod output;
 mod run;
+mod usage;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,6 +33,8 @@ pub use context::JobContext;
 pub use host::FollowUp;
 use host::Host;
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
+pub use run::Attempted;
+pub use usage::Usage;
 
 /// Bindings generated from `wit/handler.wit`.
 #[allow(missing_docs)]
@@ -110,6 +113,8 @@ pub enum Finish {
 pub struct Sandbox {
     /// Wall-clock time.
     pub timeout: Duration,
+    /// CPU time, if limited.
+    pub cpu: Option<Duration>,
     /// Linear memory in bytes.
     pub memory: u64,
     /// The granted environment and directories.
@@ -128,6 +133,7 @@ impl Sandbox {
         let grants = Arc::new(topic.grants.clone());
         Sandbox {
             timeout: topic.timeout,
+            cpu: topic.cpu,
             memory: topic.memory,
             grants: grants.clone(),
             may_enqueue: topic.may_enqueue.iter().cloned().collect(),

@@ -16,8 +16,8 @@ use super::meter::Ran;
 use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::events::EventKind;
-use crate::redis::ClaimedJob;
-use crate::wasm::{Finish, LoadedHandler};
+use crate::redis::{AttemptCost, ClaimedJob, with_attempt};
+use crate::wasm::{Attempted, Finish, LoadedHandler};
 
 /// A finished attempt on its way to Redis.
 pub(super) struct Completion {
@@ -107,7 +107,11 @@ pub(super) async fn run(
 ) -> InFlight {
     let topic = flight.topic.clone();
     let cfg = &topic.cfg;
-    let (input, pin) = match decide::before_run(cfg, job, now_ms()) {
+    let decide::Ready {
+        input,
+        pin,
+        earlier,
+    } = match decide::before_run(cfg, job, now_ms()) {
         Ok(ready) => ready,
         Err(decision) => {
             flight.complete(decision, now_ms());
@@ -148,8 +152,7 @@ pub(super) async fn run(
             handler: handler.hash().to_owned(),
         },
     );
-    let ran = std::time::Instant::now();
-    let finish = shared.runtime.run(&handler, input, &topic.sandbox).await;
+    let Attempted { finish, usage } = shared.runtime.run(&handler, input, &topic.sandbox).await;
     let how = match &finish {
         Finish::Ack(_) => Some(Ran::Ok),
         Finish::Retry { .. } | Finish::Fail(_) => Some(Ran::Failed),
@@ -159,9 +162,34 @@ pub(super) async fn run(
             None
         }
     };
-    shared
-        .meter
-        .ran(&cfg.name, handler.version(), ran.elapsed(), how);
+    shared.meter.ran(&cfg.name, handler.version(), &usage, how);
+    tracing::debug!(
+        topic = %cfg.name,
+        job_id = %flight.id,
+        attempt = number,
+        handler = handler.hash(),
+        wall_us = usage.wall_us,
+        cpu_us = usage.cpu_us,
+        memory_peak = usage.memory_peak,
+        start_us = usage.start_us,
+        requests = usage.requests,
+        bytes_out = usage.bytes_out,
+        bytes_in = usage.bytes_in,
+        "ran"
+    );
+    shared.emit(&cfg.name, &flight.id, number, EventKind::Ran { usage });
+    // a job that acks keeps nothing; one that fails keeps each attempt's cost
+    let costs = match &finish {
+        Finish::Ack(_) | Finish::NotStarted(_) => Vec::new(),
+        _ => with_attempt(
+            earlier,
+            AttemptCost {
+                attempt: number,
+                handler: Some(handler.hash().to_owned()),
+                usage,
+            },
+        ),
+    };
     let now = now_ms();
     let on = decide::RanOn {
         version: handler.hash(),
@@ -175,6 +203,7 @@ pub(super) async fn run(
         finish,
         now,
         rand::random::<f64>(),
+        costs,
     );
     flight.complete(decision, now);
     flight

@@ -7,7 +7,7 @@
 //! backoff, dead-letter, or release uncounted).
 
 use crate::config::TopicConfig;
-use crate::redis::{ClaimedJob, DeadInfo, Failure, NewJob, Parked};
+use crate::redis::{AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked};
 use crate::wasm::{Finish, FollowUp, JobInput};
 
 /// The state change an attempt asks for.
@@ -29,15 +29,20 @@ pub(super) enum Decision {
     Release,
 }
 
-/// The input of the handler for `job` and the handler version it is pinned
-/// to (if it is), or, when it cannot run, the decision instead: a record
-/// that does not decode, or an attempt past the job's last (the previous one
-/// lost its lease: its runner died or overran).
-pub(super) fn before_run(
-    cfg: &TopicConfig,
-    job: ClaimedJob,
-    now: u64,
-) -> Result<(JobInput, Option<String>), Decision> {
+/// A claimed job that can run.
+pub(super) struct Ready {
+    /// The handler's input.
+    pub input: JobInput,
+    /// The handler version the job is pinned to, if it is.
+    pub pin: Option<String>,
+    /// Its earlier attempts that did not ack, with what they used.
+    pub earlier: Vec<AttemptCost>,
+}
+
+/// The input of the handler for `job`, or, when it cannot run, the decision
+/// instead: a record that does not decode, or an attempt past the job's last
+/// (the previous one lost its lease: its runner died or overran).
+pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result<Ready, Decision> {
     let max_attempts = job.max_attempts(cfg.max_attempts);
     let ClaimedJob {
         id,
@@ -46,6 +51,10 @@ pub(super) fn before_run(
         record,
         last_failure,
     } = job;
+    let (last, handler, earlier) = match last_failure {
+        Some(f) => (f.error, f.handler, f.attempts),
+        None => ("lease expired".into(), None, Vec::new()),
+    };
     let record = match record {
         Ok(record) => record,
         Err(corrupt) => {
@@ -54,19 +63,17 @@ pub(super) fn before_run(
                 format!("cannot run: {corrupt}"),
                 None,
                 now,
+                earlier,
             )));
         }
     };
     if attempt > max_attempts {
-        let (last, handler) = match last_failure {
-            Some(f) => (f.error, f.handler),
-            None => ("lease expired".into(), None),
-        };
         return Err(Decision::Dead(dead(
             attempt - 1,
             format!("attempts exhausted ({max_attempts}/{max_attempts}); last error: {last}"),
             handler,
             now,
+            earlier,
         )));
     }
     let input = JobInput {
@@ -78,7 +85,11 @@ pub(super) fn before_run(
         enqueued_at_ms: record.enqueued_at_ms,
         due_at_ms,
     };
-    Ok((input, record.version))
+    Ok(Ready {
+        input,
+        pin: record.version,
+        earlier,
+    })
 }
 
 /// A job pinned to `version`, which cannot be loaded here (`why`): it fails
@@ -91,6 +102,7 @@ pub(super) fn pinned_elsewhere(attempt: u32, version: &str, why: &str, now: u64)
         ),
         None,
         now,
+        Vec::new(),
     ))
 }
 
@@ -118,7 +130,9 @@ impl RanOn<'_> {
 
 /// What an attempt (number `attempt` of `max_attempts`) on `on` that ended
 /// with `finish` at `now` asks for; `unit` is a random draw in 0..1 for the
-/// backoff's jitter.
+/// backoff's jitter; `costs` are the job's attempts so far, this one
+/// included, kept with a retry's failure or a dead letter.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn after_run(
     cfg: &TopicConfig,
     on: RanOn<'_>,
@@ -127,6 +141,7 @@ pub(super) fn after_run(
     finish: Finish,
     now: u64,
     unit: f64,
+    costs: Vec<AttemptCost>,
 ) -> Decision {
     let handler = on.version;
     let (delay, reason) = match finish {
@@ -146,6 +161,7 @@ pub(super) fn after_run(
                 format!("failed: {reason}"),
                 Some(handler.to_owned()),
                 now,
+                costs,
             ));
         }
         Finish::NotStarted(_) => return Decision::Release,
@@ -158,6 +174,7 @@ pub(super) fn after_run(
             format!("attempts exhausted ({attempt}/{max_attempts}); last error: {reason}"),
             Some(handler.to_owned()),
             now,
+            costs,
         ));
     }
     let delay = delay.unwrap_or_else(|| cfg.backoff.delay(attempt, unit));
@@ -167,6 +184,7 @@ pub(super) fn after_run(
             error: reason,
             handler: Some(handler.to_owned()),
             at: now,
+            attempts: costs,
         },
     }
 }
@@ -186,12 +204,19 @@ fn park(f: FollowUp, now: u64) -> Parked {
     }
 }
 
-fn dead(attempts: u32, reason: String, handler: Option<String>, now: u64) -> DeadInfo {
+fn dead(
+    attempts: u32,
+    reason: String,
+    handler: Option<String>,
+    now: u64,
+    costs: Vec<AttemptCost>,
+) -> DeadInfo {
     DeadInfo {
         reason,
         attempts,
         failed_at_ms: now,
         handler,
+        costs,
     }
 }
 
@@ -227,6 +252,7 @@ mod tests {
             Finish::Crashed("trap".into()),
             1_000_000,
             unit,
+            Vec::new(),
         ) {
             Decision::Retry {
                 next_due_ms,
@@ -269,11 +295,20 @@ mod tests {
             delay: Some(Duration::from_millis(2500)),
             reason: "429".into(),
         };
-        match after_run(&cfg, RanOn::stable("h"), 1, 3, retry.clone(), 10, 0.9) {
+        match after_run(
+            &cfg,
+            RanOn::stable("h"),
+            1,
+            3,
+            retry.clone(),
+            10,
+            0.9,
+            Vec::new(),
+        ) {
             Decision::Retry { next_due_ms, .. } => assert_eq!(next_due_ms, 2510),
             other => panic!("{other:?}"),
         }
-        match after_run(&cfg, RanOn::stable("h"), 3, 3, retry, 10, 0.9) {
+        match after_run(&cfg, RanOn::stable("h"), 3, 3, retry, 10, 0.9, Vec::new()) {
             Decision::Dead(info) => {
                 assert_eq!(info.attempts, 3);
                 assert_eq!(info.failed_at_ms, 10);
@@ -294,7 +329,8 @@ mod tests {
                 3,
                 Finish::NotStarted("pool".into()),
                 10,
-                0.1
+                0.1,
+                Vec::new()
             ),
             Decision::Release
         );
@@ -308,7 +344,7 @@ mod tests {
             version: "c",
             canary: true,
         };
-        match after_run(&cfg, canary, 1, 3, fail(), 10, 0.5) {
+        match after_run(&cfg, canary, 1, 3, fail(), 10, 0.5, Vec::new()) {
             Decision::Retry { failure, .. } => {
                 assert_eq!(
                     failure.handler.as_deref(),
@@ -324,8 +360,49 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            after_run(&cfg, RanOn::stable("s"), 1, 3, fail(), 10, 0.5),
+            after_run(&cfg, RanOn::stable("s"), 1, 3, fail(), 10, 0.5, Vec::new()),
             Decision::Dead(_)
         ));
+    }
+
+    #[test]
+    fn the_attempts_costs_go_with_the_retry_and_the_dead_letter() {
+        let cfg = topic();
+        let cost = |attempt| crate::redis::AttemptCost {
+            attempt,
+            handler: Some("h".into()),
+            usage: crate::redis::Usage {
+                cpu_us: 1000 * u64::from(attempt),
+                ..Default::default()
+            },
+        };
+        let crash = || Finish::Crashed("trap".into());
+        match after_run(
+            &cfg,
+            RanOn::stable("h"),
+            1,
+            2,
+            crash(),
+            10,
+            0.5,
+            vec![cost(1)],
+        ) {
+            Decision::Retry { failure, .. } => assert_eq!(failure.attempts, vec![cost(1)]),
+            other => panic!("{other:?}"),
+        }
+        let both = vec![cost(1), cost(2)];
+        match after_run(
+            &cfg,
+            RanOn::stable("h"),
+            2,
+            2,
+            crash(),
+            10,
+            0.5,
+            both.clone(),
+        ) {
+            Decision::Dead(info) => assert_eq!(info.costs, both),
+            other => panic!("{other:?}"),
+        }
     }
 }

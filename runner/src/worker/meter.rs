@@ -8,14 +8,14 @@
 //! costs an atomic add under the topic's lock.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::metrics::{Metrics, OutcomeLabels, TopicLabel, VersionLabels};
-use crate::redis::{Tally, TopicMeter};
+use crate::metrics::{DirectionLabels, Metrics, OutcomeLabels, TopicLabel, VersionLabels};
+use crate::redis::{Tally, TopicMeter, Usage};
 
 /// Lateness samples kept per topic: the most recent attempts.
 const RECENT: usize = 1024;
@@ -69,6 +69,11 @@ struct VersionCounts {
     tally: Tally,
     outcomes: [Counter; 5],
     duration: Histogram,
+    cpu: Histogram,
+    cpu_total: Counter<f64, AtomicU64>,
+    memory_peak: Histogram,
+    bytes_out: Counter,
+    bytes_in: Counter,
 }
 
 struct Counts {
@@ -116,6 +121,21 @@ impl Counts {
                     duration: metrics
                         .duration
                         .get_or_create_owned(&version_labels(topic, version)),
+                    cpu: metrics
+                        .cpu
+                        .get_or_create_owned(&version_labels(topic, version)),
+                    cpu_total: metrics
+                        .cpu_total
+                        .get_or_create_owned(&version_labels(topic, version)),
+                    memory_peak: metrics
+                        .memory_peak
+                        .get_or_create_owned(&version_labels(topic, version)),
+                    bytes_out: metrics
+                        .outbound_bytes
+                        .get_or_create_owned(&direction_labels(topic, version, "out")),
+                    bytes_in: metrics
+                        .outbound_bytes
+                        .get_or_create_owned(&direction_labels(topic, version, "in")),
                 });
                 self.versions.len() - 1
             }
@@ -129,6 +149,14 @@ fn outcome_labels(topic: &str, version: &str, outcome: Outcome) -> OutcomeLabels
         topic: topic.to_owned(),
         version: version.to_owned(),
         outcome: outcome.label(),
+    }
+}
+
+fn direction_labels(topic: &str, version: &str, direction: &'static str) -> DirectionLabels {
+    DirectionLabels {
+        topic: topic.to_owned(),
+        version: version.to_owned(),
+        direction,
     }
 }
 
@@ -183,10 +211,18 @@ impl Meter {
 
     /// An attempt of `topic` ran handler `version` for `took`, ending as
     /// `ran` (`None`: it could not start, and counts for no version).
-    pub fn ran(&self, topic: &str, version: &Arc<str>, took: Duration, ran: Option<Ran>) {
+    pub fn ran(&self, topic: &str, version: &Arc<str>, usage: &Usage, ran: Option<Ran>) {
         self.with(topic, |c| {
             let v = c.version(&self.metrics, version);
-            v.duration.observe(took.as_secs_f64());
+            v.duration.observe(usage.wall().as_secs_f64());
+            let cpu = usage.cpu().as_secs_f64();
+            v.cpu.observe(cpu);
+            v.cpu_total.inc_by(cpu);
+            v.memory_peak.observe(usage.memory_peak as f64);
+            if usage.requests > 0 {
+                v.bytes_out.inc_by(usage.bytes_out);
+                v.bytes_in.inc_by(usage.bytes_in);
+            }
             if let Some(ran) = ran {
                 v.tally.attempts += 1;
                 v.tally.failures += u64::from(ran != Ran::Ok);
@@ -245,9 +281,16 @@ impl Meter {
                         .attempts
                         .remove(&outcome_labels(topic, &v.version, o));
                 }
-                self.metrics
-                    .duration
-                    .remove(&version_labels(topic, &v.version));
+                let labels = version_labels(topic, &v.version);
+                self.metrics.duration.remove(&labels);
+                self.metrics.cpu.remove(&labels);
+                self.metrics.cpu_total.remove(&labels);
+                self.metrics.memory_peak.remove(&labels);
+                for direction in ["out", "in"] {
+                    self.metrics
+                        .outbound_bytes
+                        .remove(&direction_labels(topic, &v.version, direction));
+                }
                 false
             });
         });
@@ -341,11 +384,14 @@ mod tests {
         let m = Meter::default();
         let (old, new): (Arc<str>, Arc<str>) =
             ("000000000000000a".into(), "000000000000000b".into());
-        let ms = Duration::from_millis(1);
-        m.ran("t", &old, ms, Some(Ran::Ok));
-        m.ran("t", &new, ms, Some(Ran::Failed));
-        m.ran("t", &new, ms, Some(Ran::Crashed));
-        m.ran("t", &new, ms, None);
+        let ms = Usage {
+            wall_us: 1000,
+            ..Usage::default()
+        };
+        m.ran("t", &old, &ms, Some(Ran::Ok));
+        m.ran("t", &new, &ms, Some(Ran::Failed));
+        m.ran("t", &new, &ms, Some(Ran::Crashed));
+        m.ran("t", &new, &ms, None);
         let mut taken = m.take_tallies("t");
         taken.sort_by(|a, b| a.0.cmp(&b.0));
         let tally = |a, f, c| Tally {

@@ -18,7 +18,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::{Call, Sent, refuse};
+use super::{Call, Sent, Traffic, refuse};
 use crate::config::{Access, Grants, RemoteHost, Target};
 
 /// Connect (see [`connect`]) and exchange (see [`exchange`]).
@@ -87,12 +87,24 @@ async fn connect(
 /// its body capped and a future that drives the connection to its end.
 async fn exchange(
     call: &Call,
-    mut request: http::Request<WasiBody>,
+    request: http::Request<WasiBody>,
     stream: Box<dyn Stream>,
     first_byte_timeout: Duration,
     permit: OwnedSemaphorePermit,
 ) -> Sent {
     let limits = &call.policy.limits;
+    Traffic::add(&call.traffic.requests, 1);
+    // the body the guest writes, counted as it goes out
+    let traffic = call.traffic.clone();
+    let mut request = request.map(|body| {
+        body.map_frame(move |frame| {
+            if let Some(data) = frame.data_ref() {
+                Traffic::add(&traffic.bytes_out, data.len() as u64);
+            }
+            frame
+        })
+        .boxed_unsync()
+    });
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(Error::Hyper)?;
@@ -145,6 +157,7 @@ async fn exchange(
             body,
             left: cap,
             cap,
+            traffic: call.traffic.clone(),
         }
         .boxed_unsync()
     });
@@ -301,6 +314,8 @@ struct Capped {
     body: Incoming,
     left: u64,
     cap: u64,
+    /// Where the bytes that arrive are counted.
+    traffic: Arc<Traffic>,
 }
 
 impl Body for Capped {
@@ -323,6 +338,7 @@ impl Body for Capped {
                     Some(Err(Error::HttpResponseBodySize(Some(seen))))
                 } else {
                     self.left -= len;
+                    Traffic::add(&self.traffic.bytes_in, len);
                     Some(Ok(frame))
                 }
             }

@@ -30,6 +30,7 @@ use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::context::JobContext;
+use super::usage::Traffic;
 use crate::config::{Access, Grants, HttpLimits, Target};
 pub use dial::is_public;
 use dial::{client_config, send};
@@ -106,6 +107,8 @@ pub struct Outbound {
     ctx: Arc<JobContext>,
     deadline: Instant,
     counts: Arc<OutboundCounts>,
+    /// What the attempt's requests sent and received.
+    traffic: Arc<Traffic>,
     /// Made at the attempt's first request.
     requests: Option<Requests>,
 }
@@ -130,8 +133,14 @@ impl Outbound {
             ctx,
             deadline,
             counts,
+            traffic: Arc::default(),
             requests: None,
         }
+    }
+
+    /// What the attempt's requests sent and received so far.
+    pub(in crate::wasm) fn traffic(&self) -> &Traffic {
+        &self.traffic
     }
 }
 
@@ -160,6 +169,7 @@ impl WasiHttpHooks for Outbound {
             ctx: self.ctx.clone(),
             denied: requests.denied.clone(),
             counts: self.counts.clone(),
+            traffic: self.traffic.clone(),
             method: request.method().clone(),
             authority: request
                 .uri()
@@ -235,6 +245,7 @@ struct Call {
     ctx: Arc<JobContext>,
     denied: Arc<Mutex<HashSet<String>>>,
     counts: Arc<OutboundCounts>,
+    traffic: Arc<Traffic>,
     method: http::Method,
     authority: String,
 }
