@@ -47,6 +47,12 @@ pub struct TopicMeter {
     pub late_p50_ms: Option<u64>,
     /// Lateness of its recent attempts: 99th percentile, ms.
     pub late_p99_ms: Option<u64>,
+    /// CPU its attempts used, µs (from runners that meter it).
+    #[serde(default)]
+    pub cpu_us: u64,
+    /// Peak linear memory of its recent attempts: 99th percentile, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_p99: Option<u64>,
 }
 
 impl Queue {

@@ -1,6 +1,8 @@
 //! The dashboard in a real headless Chromium (Debian's, over chromedriver):
 //! it shows a topic's counts after jobs ran, a dead letter in its list,
-//! pause shows as paused, and retry moves the letter back; with 100 topics
+//! pause shows as paused, and retry moves the letter back; each topic's CPU
+//! per second and memory p99, and a dead job's attempts with their costs;
+//! with 100 topics
 //! and 10,000 dead letters every topic has its row and the letters come a
 //! page at a time. A screenshot is
 //! saved as a test artifact (`target/test-artifacts/dashboard.png`).
@@ -102,6 +104,12 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
         t.contains(&std::process::id().to_string())
     })
     .await;
+    // what the attempts cost: CPU per second (from two polls) and memory p99
+    until_text(c, "tr[data-topic=echo] td.memory", |t| t.ends_with(" MiB")).await;
+    until_text(c, "tr[data-topic=echo] td.cpu-rate", |t| {
+        t.parse::<f64>().is_ok_and(|cpu| cpu >= 0.0)
+    })
+    .await;
 
     // pause shows as paused
     click(c, "tr[data-topic=panic] button.pause").await;
@@ -135,6 +143,23 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
     // resume: the job runs again and, the handler still panicking, returns
     click(c, "tr[data-topic=panic] button.resume").await;
     until_text(c, "tr[data-topic=panic] td.dead", |t| t == "1").await;
+
+    // its dead letter's attempts (since the retry, which starts it afresh), with their costs
+    c.find(Locator::Css("#lookup-topic"))
+        .await
+        .unwrap()
+        .select_by_value("panic")
+        .await
+        .unwrap();
+    let id = c.find(Locator::Css("#lookup-id")).await.unwrap();
+    id.clear().await.unwrap();
+    id.send_keys("boom-1").await.unwrap();
+    click(c, "#lookup button").await;
+    let cost = until_text(c, "#job-costs tbody tr[data-attempt='1']", |t| {
+        t.contains(" ms") && t.contains("MiB")
+    })
+    .await;
+    assert!(cost.starts_with('1'), "{cost}");
     browser.close().await;
     running.stop().await;
 }

@@ -193,6 +193,7 @@ mod tests {
                     failed,
                     late_p50_ms: Some(1),
                     late_p99_ms: Some(seen / 1000),
+                    ..TopicMeter::default()
                 },
             )]
             .into(),

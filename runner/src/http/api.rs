@@ -16,11 +16,13 @@ use crate::reload::Serving;
 type Answer = Result<Json<Value>, ApiError>;
 
 /// One topic as the dashboard shows it: settings, handler version, counts,
-/// and what the live runners report (totals and recent lateness).
+/// and what the live runners report (totals, CPU, recent lateness and
+/// peak memory).
 fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &TopicStats) -> Value {
     let cfg = serving.config.topic(name);
     let (mut done, mut failed) = (0, 0);
     let (mut p50, mut p99) = (None, None);
+    let (mut cpu_us, mut memory_p99) = (0, None);
     let mut versions: Vec<&str> = Vec::new();
     for r in runners {
         if let Some(m) = r.meters.get(name) {
@@ -28,6 +30,8 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
             failed += m.failed;
             p50 = p50.max(m.late_p50_ms);
             p99 = p99.max(m.late_p99_ms);
+            cpu_us += m.cpu_us;
+            memory_p99 = memory_p99.max(m.memory_p99);
         }
         if let Some(v) = r.handlers.get(name)
             && !versions.contains(&v.as_str())
@@ -52,6 +56,8 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
         "failed": failed,
         "late_p50_ms": p50,
         "late_p99_ms": p99,
+        "cpu_us": cpu_us,
+        "memory_p99": memory_p99,
     })
 }
 

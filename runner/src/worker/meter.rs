@@ -82,6 +82,10 @@ struct Counts {
     failed: u64,
     late_ms: VecDeque<u64>,
     lateness: Histogram,
+    /// CPU of every attempt, µs.
+    cpu_us: u64,
+    /// Peak memory of its most recent attempts, bytes.
+    memory: VecDeque<u64>,
     versions: Vec<VersionCounts>,
 }
 
@@ -96,6 +100,8 @@ impl Counts {
             failed: 0,
             late_ms: VecDeque::new(),
             lateness: metrics.lateness.get_or_create_owned(&label),
+            cpu_us: 0,
+            memory: VecDeque::new(),
             versions: Vec::new(),
         }
     }
@@ -213,6 +219,11 @@ impl Meter {
     /// `ran` (`None`: it could not start, and counts for no version).
     pub fn ran(&self, topic: &str, version: &Arc<str>, usage: &Usage, ran: Option<Ran>) {
         self.with(topic, |c| {
+            c.cpu_us += usage.cpu_us;
+            if c.memory.len() == RECENT {
+                c.memory.pop_front();
+            }
+            c.memory.push_back(usage.memory_peak);
             let v = c.version(&self.metrics, version);
             v.duration.observe(usage.wall().as_secs_f64());
             let cpu = usage.cpu().as_secs_f64();
@@ -319,22 +330,31 @@ impl Meter {
         topics
             .iter()
             .map(|(name, c)| {
-                let mut late: Vec<u64> = c.late_ms.iter().copied().collect();
-                late.sort_unstable();
-                let at = |q: f64| -> Option<u64> {
-                    let i = ((late.len() as f64 - 1.0) * q).round() as usize;
-                    late.get(i).copied()
-                };
+                let late = sorted(&c.late_ms);
                 let meter = TopicMeter {
                     done: c.done,
                     failed: c.failed,
-                    late_p50_ms: at(0.5),
-                    late_p99_ms: at(0.99),
+                    late_p50_ms: quantile(&late, 0.5),
+                    late_p99_ms: quantile(&late, 0.99),
+                    cpu_us: c.cpu_us,
+                    memory_p99: quantile(&sorted(&c.memory), 0.99),
                 };
                 (name.clone(), meter)
             })
             .collect()
     }
+}
+
+fn sorted(samples: &VecDeque<u64>) -> Vec<u64> {
+    let mut v: Vec<u64> = samples.iter().copied().collect();
+    v.sort_unstable();
+    v
+}
+
+/// The `q` quantile of `sorted` samples (nearest rank), if there are any.
+fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(i).copied()
 }
 
 #[cfg(test)]

@@ -107,13 +107,14 @@ function updateRates(topics) {
       const secs = (now - prev.at) / 1000;
       const done = Math.max(0, t.done - prev.done) / secs;
       const failed = Math.max(0, t.failed - prev.failed) / secs;
-      state.rates.set(t.name, { done, failed });
+      const cpu = Math.max(0, t.cpu_us - prev.cpu_us) / 1e6 / secs;
+      state.rates.set(t.name, { done, failed, cpu });
       const h = state.history.get(t.name) || [];
       h.push(done);
       if (h.length > HISTORY) h.shift();
       state.history.set(t.name, h);
     }
-    state.previous.set(t.name, { at: now, done: t.done, failed: t.failed });
+    state.previous.set(t.name, { at: now, done: t.done, failed: t.failed, cpu_us: t.cpu_us });
   }
 }
 
@@ -144,6 +145,8 @@ function drawTopics() {
       el("td", { class: "n failed-rate" }, r ? r.failed.toFixed(1) : "—"),
       el("td", {}, sparkline(state.history.get(t.name) || [])),
       el("td", { class: "n late" }, late),
+      el("td", { class: "n cpu-rate" }, r ? r.cpu.toFixed(3) : "—"),
+      el("td", { class: "n memory" }, t.memory_p99 == null ? "—" : bytes(t.memory_p99)),
       el("td", {}, toggle, " ", versions)));
   }
   body.replaceChildren(...rows);
@@ -153,6 +156,31 @@ function drawTopics() {
     select.replaceChildren(...state.topics.map((t) => el("option", { value: t.name }, t.name)));
     if (chosen) select.value = chosen;
   }
+}
+
+// 1.1 MiB, 40.0 MiB, 512 B
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+// a job's attempts that did not ack, with what each used
+function costsTable(costs) {
+  const ms = (us) => `${(us / 1000).toFixed(1)} ms`;
+  const head = el("tr", {}, ...["attempt", "cpu", "wall", "memory", "start", "outbound http"].map((h) => el("th", {}, h)));
+  const rows = costs.map((c) => el("tr", { "data-attempt": String(c.attempt) },
+    el("td", { class: "n" }, String(c.attempt)),
+    el("td", { class: "n cpu" }, ms(c.cpu_us)),
+    el("td", { class: "n" }, ms(c.wall_us)),
+    el("td", { class: "n memory" }, bytes(c.memory_peak)),
+    el("td", { class: "n" }, ms(c.start_us)),
+    el("td", {}, c.requests ? `${c.requests} requests, ${bytes(c.bytes_out)} out, ${bytes(c.bytes_in)} in` : "—")));
+  return el("table", { id: "job-costs" }, el("thead", {}, head), el("tbody", {}, ...rows));
 }
 
 function enc(s) {
@@ -350,8 +378,11 @@ $("#lookup").addEventListener("submit", async (e) => {
   try {
     const job = await api("GET", `/topics/${enc($("#lookup-topic").value)}/jobs/${enc($("#lookup-id").value.trim())}`);
     out.textContent = JSON.stringify(job, null, 2);
+    const costs = (job.dead && job.dead.costs) || (job.last_failure && job.last_failure.attempts) || [];
+    $("#lookup-costs").replaceChildren(...(costs.length ? [costsTable(costs)] : []));
   } catch (err) {
     out.textContent = err.message;
+    $("#lookup-costs").replaceChildren();
   }
 });
 
