@@ -21,8 +21,12 @@ pub(super) async fn run(path: &Path) -> Result<(), Exit> {
                 .load(&topic.handler)
                 .map_err(|e| unfit(e.to_string()))?;
             handler.fits_memory(topic.memory).map_err(unfit)?;
+            let cpu = topic
+                .cpu
+                .map(|c| format!(", cpu {}", humantime::format_duration(c)))
+                .unwrap_or_default();
             lines.push(format!(
-                "  {:<24} {} {} (priority {}, concurrency {}, timeout {}, max attempts {})",
+                "  {:<24} {} {} (priority {}, concurrency {}, timeout {}{cpu}, max attempts {})",
                 topic.name,
                 topic.handler.display(),
                 handler.hash(),

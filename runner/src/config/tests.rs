@@ -21,11 +21,13 @@ fn error_at(result: Result<Config, ConfigError>) -> (usize, String) {
 #[test]
 fn defaults_apply_and_topics_override() {
     let (_d, c) = with_handler(
-        "[defaults]\nmax_attempts = 7\ntimeout = \"2s\"\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n\
-         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\ntimeout = \"250ms\"\npriority = 3\n",
+        "[defaults]\nmax_attempts = 7\ntimeout = \"2s\"\ncpu = \"500ms\"\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n\
+         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\ntimeout = \"250ms\"\npriority = 3\ncpu = \"100ms\"\n",
     );
     let c = c.unwrap();
     assert_eq!(c.topics[0].max_attempts, 7);
+    assert_eq!(c.topics[0].cpu, Some(Duration::from_millis(500)));
+    assert_eq!(c.topics[1].cpu, Some(Duration::from_millis(100)));
     assert_eq!(c.topics[0].timeout, Duration::from_secs(2));
     assert_eq!(c.topics[1].timeout, Duration::from_millis(250));
     assert_eq!(c.topics[1].priority, 3);
@@ -162,6 +164,8 @@ fn nonsense_numbers_are_errors_at_their_line_not_silent_clamps() {
         ("concurrency", "0", "at least 1"),
         ("max_attempts", "0", "at least 1"),
         ("timeout", "\"0s\"", "longer than zero"),
+        ("cpu", "\"0s\"", "longer than zero"),
+        ("cpu", "\"soon\"", "invalid duration"),
         ("backoff", "{ factor = 0.5 }", "growth factor"),
         ("backoff", "{ jitter = 5.0 }", "between 0.0 and 1.0"),
         ("memory", "\"64KiB\"", "between 1MiB"),
