@@ -4,7 +4,7 @@
 -- delivers them right after, or a sweep does once ARGV[1] has passed.
 -- Batched: a handful of calls per ack, not per job.
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
--- KEYS[6]: outbox hash   KEYS[7]: outbox_due zset
+-- KEYS[6]: outbox hash   KEYS[7]: outbox_due zset   KEYS[8]: account hash
 -- ARGV[1]: sweep time (ms) of follow-ups parked now
 -- ARGV[2..]: triples of id, attempt, encoded follow-ups ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
@@ -30,4 +30,5 @@ each_chunk('ZREM', KEYS[2], done)
 each_chunk('HDEL', KEYS[3], done)
 each_chunk('HDEL', KEYS[4], done)
 each_chunk('HDEL', KEYS[5], done)
+each_chunk('HDEL', KEYS[8], done)
 return stale

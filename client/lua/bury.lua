@@ -1,7 +1,7 @@
 -- Dead-letter jobs (attempts exhausted or a permanent failure), then enforce retention.
--- The record stays stored so `hourglass dead retry` can requeue it.
+-- The record (and the job's account) stays stored so `hourglass dead retry` can requeue it.
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash
--- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash
+-- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4..]: triples of id, attempt, info JSON (reason, attempts, last error)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
@@ -26,6 +26,7 @@ local function drop(ids)
     redis.call('ZREM', KEYS[6], id)
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[8], id)
   end
 end
 drop(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000))

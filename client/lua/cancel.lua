@@ -1,7 +1,7 @@
 -- Cancel jobs: delete each wherever it is (pending, leased or dead). An attempt that is
 -- running finishes, but its outcome is discarded: its fencing token is gone.
 -- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
--- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash
+-- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- ARGV: ids
 -- Returns: per id, where it was: 'pending', 'running', 'dead' or '' (no such job)
 local out = {}
@@ -15,6 +15,7 @@ for i, id in ipairs(ARGV) do
     redis.call('HDEL', KEYS[4], id)
     redis.call('HDEL', KEYS[5], id)
     redis.call('HDEL', KEYS[7], id)
+    redis.call('HDEL', KEYS[8], id)
   end
   out[i] = was
 end

@@ -2,11 +2,13 @@
 -- counting an attempt for each. Batched: a handful of calls per claim, not per job.
 -- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
+-- KEYS[8]: account hash
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
 -- ARGV[4]: the rate's interval between starts in ms (0: no rate limit)   ARGV[5]: burst (extra starts at once)
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
---            then per job: id, due ms, attempt (the lease's fencing token), record, last failure or false }
+--            then per job: id, due ms, attempt (the lease's fencing token), record, last failure
+--            or false, account or false }
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
@@ -37,6 +39,7 @@ if #due > 0 then
   local records = hmget_all(KEYS[3], ids)
   local attempts = hmget_all(KEYS[4], ids)
   local failures = hmget_all(KEYS[5], ids)
+  local accounts = hmget_all(KEYS[8], ids)
   local leased, counted = {}, {}
   for i, id in ipairs(ids) do
     -- a pending id without a record was cancelled mid-flight: drop it
@@ -51,6 +54,7 @@ if #due > 0 then
       out[#out + 1] = attempt
       out[#out + 1] = records[i]
       out[#out + 1] = failures[i]
+      out[#out + 1] = accounts[i]
     end
   end
   keep_hashed(KEYS[4])
@@ -61,7 +65,7 @@ if #due > 0 then
 end
 local head = head_due(KEYS[1])
 if interval > 0 then
-  local started = (#out - 1) / 5
+  local started = (#out - 1) / 6
   if started > 0 then
     tat = tat + started * interval
     redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)

@@ -1,5 +1,5 @@
 -- Delete dead letters and their payloads for good.
--- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash
+-- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash   KEYS[4]: account hash
 -- ARGV[1]: most jobs when no ids are given   ARGV[2..]: ids; none means the oldest ARGV[1]
 -- Returns: the ids deleted
 local ids = {}
@@ -13,6 +13,7 @@ for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[4], id)
     out[#out + 1] = id
   end
 end

@@ -6,14 +6,15 @@
 -- KEYS[1]: pending zset   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
--- KEYS[9 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
+-- KEYS[10]: account hash
+-- KEYS[10 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
---            replace (1: replace the waiting job with this id)
+--            replace (1: replace the waiting job with this id), account ('' for none)
 -- Returns: flat array of id, status per job: 1 = enqueued, 0 = duplicate (already live or
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
 --          3 = not replaced: that job is running
-local STRIDE = 5
+local STRIDE = 6
 redis.call('SET', KEYS[9], LAYOUT, 'NX')
 local before = head_due(KEYS[1])
 local ids, blanks = {}, 0
@@ -39,6 +40,7 @@ for j, id in ipairs(ids) do
   local unique_for = tonumber(ARGV[i + 3])
   local replace = ARGV[i + 4] == '1'
   local status = 1
+  local had = false -- an earlier job with this id (dead, or replaced): its account goes
   if ARGV[i] == '' then
     -- a generated id that a caller already chose: take the next free one
     while stored[j] or seen[id] do
@@ -51,20 +53,23 @@ for j, id in ipairs(ids) do
     elseif redis.call('ZSCORE', KEYS[1], id) or seen[id] then
       -- waiting: new payload and due time, attempts start over
       status = 2
+      had = true
       redis.call('HDEL', KEYS[7], id)
       redis.call('HDEL', KEYS[8], id)
     else
       -- dead: enqueued afresh
+      had = true
       redis.call('ZREM', KEYS[3], id)
       redis.call('HDEL', KEYS[4], id)
     end
   elseif seen[id] then
     status = 0
-  elseif unique_for > 0 and redis.call('EXISTS', KEYS[9 + j]) == 1 then
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[10 + j]) == 1 then
     status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
       -- a dead-lettered id may be enqueued afresh
+      had = true
       redis.call('ZREM', KEYS[3], id)
       redis.call('HDEL', KEYS[4], id)
     else
@@ -76,10 +81,15 @@ for j, id in ipairs(ids) do
   if status == 1 or status == 2 then
     seen[id] = true
     if unique_for > 0 then
-      redis.call('SET', KEYS[9 + j], '1', 'PX', unique_for)
+      redis.call('SET', KEYS[10 + j], '1', 'PX', unique_for)
     end
     fields[#fields + 1] = id
     fields[#fields + 1] = ARGV[i + 2]
+    if ARGV[i + 5] ~= '' then
+      redis.call('HSET', KEYS[10], id, ARGV[i + 5])
+    elseif had then
+      redis.call('HDEL', KEYS[10], id)
+    end
     scores[#scores + 1] = ARGV[i + 1]
     scores[#scores + 1] = id
     local d = tonumber(ARGV[i + 1])

@@ -34,7 +34,8 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error)
             .key(&keys.dead)
-            .key(&keys.dead_info);
+            .key(&keys.dead_info)
+            .key(&keys.account);
         for id in ids {
             inv.arg(id);
         }
@@ -180,7 +181,10 @@ impl Queue {
         ids: &[String],
     ) -> Result<Vec<String>, QueueError> {
         let mut inv = scripts::DEAD_PURGE.prepare_invoke();
-        inv.key(&keys.dead).key(&keys.dead_info).key(&keys.job);
+        inv.key(&keys.dead)
+            .key(&keys.dead_info)
+            .key(&keys.job)
+            .key(&keys.account);
         inv.arg(DEAD_BATCH);
         for id in ids {
             inv.arg(id);

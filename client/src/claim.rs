@@ -51,6 +51,7 @@ impl Queue {
             .key(&keys.error)
             .key(&keys.paused)
             .key(&keys.rate)
+            .key(&keys.account)
             .arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)
@@ -65,9 +66,9 @@ impl Queue {
             Value::Int(_) => (None, false),
             v => (Some(number(v)?), false),
         };
-        let mut jobs = Vec::with_capacity(rest.len() / 5);
-        for job in rest.chunks(5) {
-            let [id, due, attempt, record, error] = job else {
+        let mut jobs = Vec::with_capacity(rest.len() / 6);
+        for job in rest.chunks(6) {
+            let [id, due, attempt, record, error, account] = job else {
                 return Err(QueueError::Protocol(format!("claim answered {job:?}")));
             };
             jobs.push(ClaimedJob {
@@ -76,6 +77,7 @@ impl Queue {
                 attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
                 record: Record::decode(&bytes(record)?),
                 last_failure: optional_string(error)?.map(Failure::parse),
+                account: optional_string(account)?,
             });
         }
         if let Err(e) = confirmed {

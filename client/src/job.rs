@@ -16,6 +16,18 @@ pub fn check_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// An account label is 1 to 64 characters: letters, digits and `_-.:@`
+/// (it names a tenant in usage reports; it is not a secret).
+pub fn check_account(account: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "_-.:@".contains(c);
+    if account.is_empty() || account.len() > 64 || !account.chars().all(ok) {
+        return Err(format!(
+            "account {account:?} is not 1 to 64 letters, digits or _-.:@"
+        ));
+    }
+    Ok(())
+}
+
 /// A job to enqueue. `NewJob { payload, due_at_ms, ..Default::default() }`
 /// leaves the rest at "no id, the topic's attempts, no reservation".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,6 +52,9 @@ pub struct NewJob {
     /// `hourglass versions` lists), whatever the topic serves; `None`: the
     /// topic's choice.
     pub version: Option<String>,
+    /// The account its attempts' usage is summed under (`hourglass usage`),
+    /// if any: see [`check_account`].
+    pub account: Option<String>,
 }
 
 /// What happened to one [`NewJob`].
@@ -81,6 +96,8 @@ pub struct ClaimedJob {
     pub record: Result<Record, CorruptRecord>,
     /// How the previous attempt failed, if it did.
     pub last_failure: Option<Failure>,
+    /// The account the job is tagged with, if any.
+    pub account: Option<String>,
 }
 
 impl ClaimedJob {

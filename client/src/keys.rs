@@ -40,6 +40,8 @@ pub struct TopicKeys {
     pub versions: String,
     /// The topic's layout version (see `layout.rs`), in its own slot.
     pub layout: String,
+    /// hash id → the account its producer tagged it with (only tagged jobs).
+    pub account: String,
 }
 
 impl TopicKeys {
@@ -76,6 +78,7 @@ impl TopicKeys {
             rollout: key("rollout"),
             versions: key("versions"),
             layout: key("layout"),
+            account: key("account"),
         }
     }
 }
@@ -103,6 +106,12 @@ impl RunnerKeys {
 /// The namespace's layout version (see `layout.rs`), with a hash tag of its own.
 pub fn layout_key(namespace: &str) -> String {
     format!("{namespace}:{{:layout}}")
+}
+
+/// The usage of tagged jobs in the hour starting at `hour_s` (Unix seconds),
+/// summed per account: one hash per hour, a hash tag of its own.
+pub fn usage_key(namespace: &str, hour_s: u64) -> String {
+    format!("{namespace}:{{:usage}}:{hour_s}")
 }
 
 /// The pub/sub channel on which scripts announce a job that became due earlier
@@ -136,6 +145,7 @@ mod tests {
             rollout,
             versions,
             layout,
+            account,
         } = &k;
         for key in [
             pending,
@@ -153,6 +163,7 @@ mod tests {
             rollout,
             versions,
             layout,
+            account,
             &k.schedule("nightly"),
             &k.unique("order-1"),
         ] {

@@ -6,7 +6,9 @@
 //!   `layout` key). This build reads it unchanged.
 //! - Layout 2 (this build): layout 1 plus the per-topic `rollout` and
 //!   `versions` hashes and records of format 2 (jobs pinned to a handler
-//!   version, which a layout-1 runner dead-letters as unreadable). The
+//!   version, which a layout-1 runner dead-letters as unreadable). Also
+//!   within layout 2, additive: the per-topic `account` hash (the accounts
+//!   of tagged jobs, which older builds ignore) and the `{:usage}` hours. The
 //!   namespace's `layout` key says 2, and so does each topic's own
 //!   `layout` key (in the topic's slot, for scripts on a cluster).
 //!

@@ -50,6 +50,7 @@ pub mod rollout;
 mod runners;
 mod scripts;
 mod sentinel;
+mod usage;
 mod wake;
 
 use std::time::Duration;
@@ -65,7 +66,8 @@ pub use error::QueueError;
 pub use inspect::{JobState, JobView};
 pub use job::{
     AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failed, Failure, Held,
-    KEPT_ATTEMPTS, NewJob, Refusal, Refused, TopicStats, Usage, check_id, with_attempt,
+    KEPT_ATTEMPTS, NewJob, Refusal, Refused, TopicStats, Usage, check_account, check_id,
+    with_attempt,
 };
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use outbox::{Parked, outbox_token};
@@ -74,6 +76,7 @@ use reply::string;
 pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
 pub use sentinel::Sentinel;
+pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of};
 pub use wake::{Wake, listen as listen_for_wakes};
 
 /// The largest payload a job may carry unless configured otherwise: 1 MiB.
@@ -150,6 +153,10 @@ impl Queue {
                 record::check_version(version)
                     .map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
             }
+            if let Some(account) = &job.account {
+                check_account(account)
+                    .map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
+            }
             if job.payload.len() as u64 > self.max_payload {
                 return Err(QueueError::Invalid(format!(
                     "{}: payload of {} bytes is over the limit of {} bytes ([runner] max_payload)",
@@ -206,7 +213,8 @@ impl Queue {
                 .key(&keys.lease)
                 .key(&keys.attempt)
                 .key(&keys.error)
-                .key(&keys.layout);
+                .key(&keys.layout)
+                .key(&keys.account);
             // reservation keys only when a job asks for one: none on the common path
             if chunk.iter().any(|j| j.unique_for_ms > 0) {
                 for job in chunk {
@@ -225,7 +233,8 @@ impl Queue {
                     .arg(job.due_at_ms)
                     .arg(record.encode())
                     .arg(job.unique_for_ms)
-                    .arg(if job.replace { "1" } else { "0" });
+                    .arg(if job.replace { "1" } else { "0" })
+                    .arg(job.account.as_deref().unwrap_or(""));
             }
             let reply: Vec<Value> = self.invoke_durable(&inv).await?;
             for pair in reply.chunks(2) {
@@ -260,7 +269,8 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error)
             .key(&keys.outbox)
-            .key(&keys.outbox_due);
+            .key(&keys.outbox_due)
+            .key(&keys.account);
         inv.arg(now_ms + millis(OUTBOX_SWEEP));
         for d in done {
             inv.arg(&d.id).arg(d.attempt);
@@ -310,7 +320,8 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error)
             .key(&keys.dead)
-            .key(&keys.dead_info);
+            .key(&keys.dead_info)
+            .key(&keys.account);
         let oldest = now_ms.saturating_sub(millis(retention.max_age));
         inv.arg(now_ms).arg(retention.keep).arg(oldest);
         for d in dead {

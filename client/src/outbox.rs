@@ -84,6 +84,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 unique_for_ms,
                 replace: false,
                 version: None,
+                account: None,
             },
         });
     }

@@ -1,13 +1,13 @@
 //! What a producer asks of one job, as written (`hourglass enqueue` flags,
 //! the API's fields), checked once for both: the id, when it is due (`delay`,
 //! `at` or `due_at_ms`), its attempts, `unique_for` and `replace`, a handler
-//! version. The payload's own checks stay with its source (a file, standard
+//! version, an account. The payload's own checks stay with its source (a file, standard
 //! input, JSON); `Queue::enqueue` checks what it stores once more, for
 //! producers that use the client crate directly.
 
 use crate::clock::millis;
 use crate::config::parse_duration;
-use crate::redis::{NewJob, check_id, check_version};
+use crate::redis::{NewJob, check_account, check_id, check_version};
 
 /// A job's options as a producer wrote them.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +28,8 @@ pub struct JobOptions {
     pub replace: bool,
     /// Run every attempt on this handler version.
     pub version: Option<String>,
+    /// Sum its attempts' usage under this account.
+    pub account: Option<String>,
 }
 
 /// An option that cannot be used: which (`delay`, `unique_for`, ... as the
@@ -50,6 +52,9 @@ impl JobOptions {
         }
         if let Some(version) = &self.version {
             check_version(version).map_err(|why| bad("version", why))?;
+        }
+        if let Some(account) = &self.account {
+            check_account(account).map_err(|why| bad("account", why))?;
         }
         let due_at_ms = match (self.delay, self.at, self.due_at_ms) {
             (None, None, None) => now,
@@ -96,6 +101,7 @@ impl JobOptions {
             unique_for_ms,
             replace: self.replace,
             version: self.version,
+            account: self.account,
         })
     }
 }

@@ -42,7 +42,11 @@ async fn a_runner_killed_mid_job_loses_nothing() {
     assert!(
         matches!(
             &mine[..],
-            [(2, EventKind::Started { .. }), (2, EventKind::Acked)]
+            [
+                (2, EventKind::Started { .. }),
+                (2, EventKind::Ran { .. }),
+                (2, EventKind::Acked)
+            ]
         ),
         "the second runner runs attempt 2 after the lease expires: {mine:?}"
     );

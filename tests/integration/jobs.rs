@@ -35,7 +35,14 @@ async fn an_immediate_job_is_acked_and_deleted() {
     let events = runner.until_settled("echo", &id, WAIT).await;
     let kinds = of(&events, "echo", &id);
     assert!(
-        matches!(kinds[..], [EventKind::Started { .. }, EventKind::Acked]),
+        matches!(
+            kinds[..],
+            [
+                EventKind::Started { .. },
+                EventKind::Ran { .. },
+                EventKind::Acked
+            ]
+        ),
         "{kinds:?}"
     );
     let stats = queue
@@ -98,7 +105,9 @@ async fn flaky_is_retried_with_rising_attempts_then_acked() {
     let events = runner.until_settled("flaky", &id, WAIT).await;
     let attempts: Vec<(u32, &EventKind)> = events
         .iter()
-        .filter(|e| e.id == id && !matches!(e.kind, EventKind::Started { .. }))
+        .filter(|e| {
+            e.id == id && !matches!(e.kind, EventKind::Started { .. } | EventKind::Ran { .. })
+        })
         .map(|e| (e.attempt, &e.kind))
         .collect();
     assert!(

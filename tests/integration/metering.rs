@@ -95,6 +95,18 @@ async fn cpu_is_what_the_instance_burned_and_waiting_costs_wall_time_only() {
     )
     .await;
     let events = running.until_settled("probe", &wait, WAIT).await;
+    let kinds = crate::util::of(&events, "probe", &wait);
+    assert!(
+        matches!(
+            kinds[..],
+            [
+                EventKind::Started { .. },
+                EventKind::Ran { .. },
+                EventKind::Acked
+            ]
+        ),
+        "the fetch succeeded at once: {kinds:?}"
+    );
     let waited = usage(&events, "probe", &wait);
     assert!(
         waited.wall() >= Duration::from_millis(500),
@@ -302,4 +314,144 @@ async fn inspect_and_the_dead_letter_show_each_attempts_cost() {
         "{text}"
     );
     running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_per_account_is_the_sum_of_what_each_attempt_recorded() {
+    use std::collections::{BTreeMap, HashMap};
+
+    use hourglass::redis::{Enqueued, NewJob};
+
+    const ACCOUNTS: [&str; 3] = ["acme", "globex", "initech"];
+    let project = Project::new(
+        "",
+        &format!(
+            "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
+             [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n"
+        ),
+    );
+    let mut running = Running::start(project.config()).await;
+    let api = Api(running.http.unwrap().to_string());
+    let queue = project.queue().await;
+    let keys = queue.keys("echo");
+    // 1,000 tagged jobs over three accounts, and 50 untagged ones
+    let mut account_of: HashMap<String, &str> = HashMap::new();
+    for batch in 0..11 {
+        let jobs: Vec<NewJob> = (0..100)
+            .map(|i| NewJob {
+                payload: b"{}".to_vec(),
+                due_at_ms: hourglass::clock::now_ms(),
+                account: (batch < 10).then(|| ACCOUNTS[(batch * 100 + i) % 3].to_owned()),
+                ..Default::default()
+            })
+            .take(if batch < 10 { 100 } else { 50 })
+            .collect();
+        let answers = queue
+            .enqueue(&keys, &jobs, hourglass::clock::now_ms())
+            .await
+            .unwrap();
+        for (job, answer) in jobs.iter().zip(answers) {
+            let Enqueued::New(id) = answer else {
+                panic!("{answer:?}")
+            };
+            if let Some(a) = &job.account {
+                account_of.insert(id, ACCOUNTS.iter().find(|x| *x == a).unwrap());
+            }
+        }
+    }
+    let events = running
+        .until(WAIT, |seen| {
+            seen.iter().filter(|e| e.kind == EventKind::Acked).count() == 1050
+        })
+        .await;
+    // what each attempt recorded, summed per account here
+    let mut expected: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+    for e in &events {
+        if let EventKind::Ran { usage } = &e.kind
+            && let Some(account) = account_of.get(&e.id)
+        {
+            let sum = expected.entry(account).or_default();
+            sum.0 += 1;
+            sum.1 += usage.cpu_us;
+            sum.2 += usage.wall_us;
+        }
+    }
+    assert_eq!(expected.values().map(|s| s.0).sum::<u64>(), 1000);
+    // the runner adds its sums with its heartbeat (every 2 s)
+    let reported = |v: &serde_json::Value| -> BTreeMap<String, (u64, u64, u64)> {
+        v["accounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                let n = |k: &str| a[k].as_u64().unwrap();
+                (
+                    a["account"].as_str().unwrap().to_owned(),
+                    (n("attempts"), n("cpu_us"), n("wall_us")),
+                )
+            })
+            .collect()
+    };
+    let want: BTreeMap<String, (u64, u64, u64)> =
+        expected.iter().map(|(a, s)| (a.to_string(), *s)).collect();
+    api.until("/api/usage?since=1h", |v| reported(v) == want)
+        .await;
+    let one = api.get("/api/usage?account=globex").await.json();
+    assert_eq!(one["accounts"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(one["accounts"][0]["attempts"], want["globex"].0);
+    let bad = api.get("/api/usage?since=soon").await;
+    assert_eq!(
+        (bad.status, bad.json()["field"].clone()),
+        (400, "since".into())
+    );
+    running.stop().await;
+
+    // the CLI reads the same sums
+    let out = hourglass(&project, &["usage", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut cli: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let sum = cli
+            .entry(v["account"].as_str().unwrap().to_owned())
+            .or_default();
+        sum.0 += v["attempts"].as_u64().unwrap();
+        sum.1 += v["cpu_us"].as_u64().unwrap();
+        sum.2 += v["wall_us"].as_u64().unwrap();
+    }
+    assert_eq!(cli, want);
+    let text = hourglass(&project, &["usage"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("acme ") && l.contains(" s ")),
+        "{text}"
+    );
+    // a bad account is refused before anything is written
+    let refused = hourglass(
+        &project,
+        &["enqueue", "echo", "{}", "--account", "two words"],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--account: account \"two words\""),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // acked jobs leave no account behind
+    let mut redis = redis::Client::open(project.endpoint.urls()[0].as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let left: u64 = redis::cmd("HLEN")
+        .arg(&keys.account)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
 }

@@ -46,7 +46,7 @@ async fn ran_by(runner: &mut Running, queue: &hourglass::redis::Queue, topic: &s
     for e in events.iter().filter(|e| e.id == id && e.topic == topic) {
         match &e.kind {
             EventKind::Started { handler, .. } => hash = Some(handler.clone()),
-            EventKind::Acked => {}
+            EventKind::Acked | EventKind::Ran { .. } => {}
             other => panic!("job {id} did not ack: {other:?}"),
         }
     }
@@ -102,6 +102,7 @@ async fn a_handler_replaced_twice_under_load_acks_every_job_once_and_records_the
         match &e.kind {
             EventKind::Acked => *acks.entry(e.id.as_str()).or_default() += 1,
             EventKind::Started { handler, .. } => started.push(handler.as_str()),
+            EventKind::Ran { .. } => {}
             other => panic!("job {} did not simply ack: {other:?}", e.id),
         }
     }

@@ -130,6 +130,7 @@ fn lives(events: &[Event]) -> HashMap<&str, (Vec<&str>, Vec<&EventKind>)> {
         let life = lives.entry(&e.id).or_default();
         match &e.kind {
             EventKind::Started { handler, .. } => life.0.push(handler),
+            EventKind::Ran { .. } => {}
             other => life.1.push(other),
         }
     }

@@ -314,6 +314,8 @@ fn unfinished(events: &[Event]) -> Option<String> {
     for e in events {
         let delta = match e.kind {
             EventKind::Started { .. } => 1,
+            // the attempt's end comes after it, as the state change
+            EventKind::Ran { .. } => 0,
             _ => -1,
         };
         *open.entry((&e.topic, &e.id)).or_default() += delta;

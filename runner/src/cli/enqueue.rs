@@ -18,7 +18,8 @@ use crate::redis::{Enqueued, Queue, QueueError};
     echo -n hello | hourglass enqueue echo -\n  \
     hourglass enqueue report '{\"user\":7}' --id daily-7 --unique-for 24h\n  \
     hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace\n  \
-    hourglass enqueue refund @refund.json --version 3fa1c2d4e5b60718",
+    hourglass enqueue refund @refund.json --version 3fa1c2d4e5b60718\n  \
+    hourglass enqueue report '{\"user\":7}' --account acme",
     // --version names a handler version here, not hourglass's
     disable_version_flag = true)]
 pub(super) struct Args {
@@ -50,6 +51,10 @@ pub(super) struct Args {
     /// TOPIC` lists them), whatever the topic serves.
     #[arg(long)]
     version: Option<String>,
+    /// Sum this job's usage (CPU, attempts, outbound bytes) under this
+    /// account, for `hourglass usage` (1 to 64 letters, digits or _-.:@).
+    #[arg(long)]
+    account: Option<String>,
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
@@ -66,6 +71,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         unique_for: args.unique_for,
         replace: args.replace,
         version: args.version,
+        account: args.account,
     };
     let job = options.into_job(payload, now).map_err(|e| {
         let flag = format!("--{}", e.field.replace('_', "-"));

@@ -17,6 +17,7 @@ mod run;
 mod runners;
 mod schedules;
 mod stats;
+mod usage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +76,9 @@ enum Command {
     Runners(runners::Args),
     /// List the [[schedule]]s: what they enqueue, their next fire times, how far they got.
     Schedules(schedules::Args),
+    /// What the jobs tagged with each account used: attempts, CPU, wall
+    /// time, outbound bytes, per hour.
+    Usage(usage::Args),
     /// List a topic's kept handler versions: role (stable, canary, pinned,
     /// retired), attempts and failure rate of each.
     Versions(rollout::VersionsArgs),
@@ -151,6 +155,7 @@ pub fn main() -> ExitCode {
             Command::Resume(args) => pause::run(&cli.config, args, false).await,
             Command::Runners(args) => runners::run(&cli.config, args).await,
             Command::Schedules(args) => schedules::run(&cli.config, args).await,
+            Command::Usage(args) => usage::run(&cli.config, args).await,
             Command::Versions(args) => rollout::versions(&cli.config, args).await,
             Command::Rollout(args) => rollout::rollout(&cli.config, args).await,
             Command::Pin(args) => rollout::pin(&cli.config, args).await,

@@ -231,3 +231,63 @@ pub(super) async fn not_found() -> ApiError {
         "no such route; see the README's HTTP API section",
     )
 }
+
+/// `?since=24h&account=acme` of `GET /api/usage`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UsageQuery {
+    #[serde(default = "day")]
+    since: String,
+    account: Option<String>,
+}
+
+fn day() -> String {
+    "24h".into()
+}
+
+/// `GET /api/usage`: what the jobs tagged with each account used, per hour
+/// and in total, over `since` (default 24h, at most 35d).
+pub(super) async fn usage(
+    State(app): AppState,
+    query: Result<Query<UsageQuery>, QueryRejection>,
+) -> Answer {
+    let Query(query) = query?;
+    let bad = |field: &str, why: String| ApiError::field(StatusCode::BAD_REQUEST, field, why);
+    let since =
+        crate::config::parse_duration(&query.since).map_err(|e| bad("since", e.to_string()))?;
+    if since > crate::redis::USAGE_KEEP {
+        return Err(bad("since", "at most 35d (hours are kept 35 days)".into()));
+    }
+    if let Some(account) = &query.account {
+        crate::redis::check_account(account).map_err(|why| bad("account", why))?;
+    }
+    let now = now_ms();
+    let q = &app.ops.queue;
+    let mut usage = q
+        .usage(now.saturating_sub(crate::clock::millis(since)), now)
+        .await?;
+    if let Some(account) = &query.account {
+        usage.retain(|(_, a), _| a == account);
+    }
+    let mut totals: std::collections::BTreeMap<&str, crate::redis::AccountUsage> =
+        Default::default();
+    let mut hours = Vec::new();
+    for ((hour, account), u) in &usage {
+        totals.entry(account).or_default().add(u);
+        let mut v = serde_json::to_value(u).expect("usage serializes");
+        v["account"] = account.as_str().into();
+        v["hour_ms"] = (*hour).into();
+        hours.push(v);
+    }
+    let accounts: Vec<Value> = totals
+        .into_iter()
+        .map(|(account, u)| {
+            let mut v = serde_json::to_value(u).expect("usage serializes");
+            v["account"] = account.into();
+            v
+        })
+        .collect();
+    Ok(Json(
+        json!({ "since": query.since, "accounts": accounts, "hours": hours }),
+    ))
+}

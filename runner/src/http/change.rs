@@ -42,6 +42,8 @@ struct JobIn {
     replace: bool,
     /// Run every attempt on this handler version (one the topic keeps).
     version: Option<String>,
+    /// Sum its usage under this account.
+    account: Option<String>,
 }
 
 impl JobIn {
@@ -78,6 +80,7 @@ impl JobIn {
             unique_for: self.unique_for,
             replace: self.replace,
             version: self.version,
+            account: self.account,
         };
         options
             .into_job(payload, now)

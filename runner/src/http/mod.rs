@@ -112,6 +112,7 @@ fn router(ops: Ops) -> Router {
         )
         .route("/stats", get(api::stats))
         .route("/runners", get(api::runners))
+        .route("/usage", get(api::usage))
         .route("/reloads", get(api::reloads))
         .fallback(api::not_found);
     Router::new()

@@ -80,6 +80,8 @@ impl Runtime {
         };
         // Epochs do not interrupt host calls (a guest waiting on a WASI clock):
         // the timer is the second line of defence, dropping the call outright.
+        // creating the store and host ran on this thread too: charged as CPU
+        let setup = began.elapsed();
         let mut started = None;
         let call = async {
             let instance = match handler.pre.instantiate_async(&mut store).await {
@@ -107,7 +109,7 @@ impl Runtime {
         let traffic = host.traffic();
         let usage = Usage {
             wall_us: wall.as_micros() as u64,
-            cpu_us: cpu.used().as_micros() as u64,
+            cpu_us: (setup + cpu.used()).as_micros() as u64,
             memory_peak: host.limits.peak,
             start_us: started.map_or(0, |s| s.as_micros() as u64),
             requests: traffic.requests.load(Ordering::Relaxed) as u32,

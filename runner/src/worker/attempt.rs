@@ -111,6 +111,7 @@ pub(super) async fn run(
         input,
         pin,
         earlier,
+        account,
     } = match decide::before_run(cfg, job, now_ms()) {
         Ok(ready) => ready,
         Err(decision) => {
@@ -178,6 +179,11 @@ pub(super) async fn run(
         "ran"
     );
     shared.emit(&cfg.name, &flight.id, number, EventKind::Ran { usage });
+    if let Some(account) = &account
+        && !matches!(finish, Finish::NotStarted(_))
+    {
+        shared.accounts.add(account, now_ms(), &usage);
+    }
     // a job that acks keeps nothing; one that fails keeps each attempt's cost
     let costs = match &finish {
         Finish::Ack(_) | Finish::NotStarted(_) => Vec::new(),

@@ -31,6 +31,8 @@ pub(super) enum Decision {
 
 /// A claimed job that can run.
 pub(super) struct Ready {
+    /// The account it is tagged with.
+    pub account: Option<String>,
     /// The handler's input.
     pub input: JobInput,
     /// The handler version the job is pinned to, if it is.
@@ -50,6 +52,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         attempt,
         record,
         last_failure,
+        account,
     } = job;
     let (last, handler, earlier) = match last_failure {
         Some(f) => (f.error, f.handler, f.attempts),
@@ -89,6 +92,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         input,
         pin: record.version,
         earlier,
+        account,
     })
 }
 

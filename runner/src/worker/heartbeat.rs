@@ -1,6 +1,7 @@
 //! This runner's heartbeat: every [`INTERVAL`] it tells Redis who it is, what
 //! it serves and how much is running, alive for [`TTL`]; `hourglass runners`
 //! lists the runners whose time has not run out. A graceful stop leaves.
+//! Each beat also adds the usage of tagged jobs to Redis (`accounts.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,10 +83,12 @@ impl Heartbeat {
         if let Err(e) = shared.queue.heartbeat(&self.info, now + millis(TTL)).await {
             tracing::debug!("heartbeat not written: {e}");
         }
+        shared.accounts.flush(&shared.queue).await;
     }
 
-    /// Say this runner is gone.
+    /// Say this runner is gone (after adding its last account usage).
     pub async fn leave(&self, shared: &Shared, now: u64) {
+        shared.accounts.flush(&shared.queue).await;
         if let Err(e) = shared.queue.leave(&self.info.id, now).await {
             tracing::debug!("could not say this runner left (its entry expires anyway): {e}");
         }

@@ -16,6 +16,7 @@
 //! share. Shutdown is a future passed to [`Runner::run`]: claiming stops,
 //! running attempts get the grace period, the rest are stopped and released.
 
+mod accounts;
 mod attempt;
 mod capacity;
 mod commit;
@@ -84,6 +85,8 @@ pub(crate) struct Shared {
     pub keep_versions: u32,
     /// This runner's id, as its heartbeat and rollout verdicts name it.
     pub runner_id: String,
+    /// Usage of tagged jobs not yet added to Redis.
+    pub accounts: accounts::Accounts,
 }
 
 impl Shared {

@@ -58,6 +58,7 @@ impl Runner {
             versions,
             keep_versions: snapshot.config.runner.keep_versions,
             runner_id: heartbeat::runner_id(),
+            accounts: Default::default(),
         });
         Ok(Runner {
             shared,
