@@ -116,6 +116,7 @@ impl Counts {
             Some(i) => i,
             None => {
                 let topic = &self.topic;
+                let labels = version_labels(topic, version);
                 self.versions.push(VersionCounts {
                     version: version.clone(),
                     tally: Tally::default(),
@@ -124,18 +125,10 @@ impl Counts {
                             .attempts
                             .get_or_create_owned(&outcome_labels(topic, version, o))
                     }),
-                    duration: metrics
-                        .duration
-                        .get_or_create_owned(&version_labels(topic, version)),
-                    cpu: metrics
-                        .cpu
-                        .get_or_create_owned(&version_labels(topic, version)),
-                    cpu_total: metrics
-                        .cpu_total
-                        .get_or_create_owned(&version_labels(topic, version)),
-                    memory_peak: metrics
-                        .memory_peak
-                        .get_or_create_owned(&version_labels(topic, version)),
+                    duration: metrics.duration.get_or_create_owned(&labels),
+                    cpu: metrics.cpu.get_or_create_owned(&labels),
+                    cpu_total: metrics.cpu_total.get_or_create_owned(&labels),
+                    memory_peak: metrics.memory_peak.get_or_create_owned(&labels),
                     bytes_out: metrics
                         .outbound_bytes
                         .get_or_create_owned(&direction_labels(topic, version, "out")),
