@@ -76,7 +76,7 @@ use reply::string;
 pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
 pub use sentinel::Sentinel;
-pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of};
+pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
 pub use wake::{Wake, listen as listen_for_wakes};
 
 /// The largest payload a job may carry unless configured otherwise: 1 MiB.

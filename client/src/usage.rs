@@ -72,6 +72,15 @@ pub fn hour_of(at_ms: u64) -> u64 {
     at_ms - at_ms % HOUR_MS
 }
 
+/// The sums of each account over every hour of `usage`.
+pub fn totals(usage: &HourlyUsage) -> BTreeMap<&str, AccountUsage> {
+    let mut totals: BTreeMap<&str, AccountUsage> = BTreeMap::new();
+    for ((_, account), u) in usage {
+        totals.entry(account).or_default().add(u);
+    }
+    totals
+}
+
 impl Queue {
     /// Add `sums` to the hours and accounts they name (one round trip).
     /// Not idempotent: a call whose answer is lost may have counted.
@@ -100,8 +109,14 @@ impl Queue {
     }
 
     /// The sums of every hour from the one holding `since_ms` to the one
-    /// holding `now_ms` (at most [`USAGE_KEEP`] back), per hour and account.
-    pub async fn usage(&self, since_ms: u64, now_ms: u64) -> Result<HourlyUsage, QueueError> {
+    /// holding `now_ms` (at most [`USAGE_KEEP`] back), per hour and account
+    /// (only `account`'s, if given).
+    pub async fn usage(
+        &self,
+        since_ms: u64,
+        now_ms: u64,
+        account: Option<&str>,
+    ) -> Result<HourlyUsage, QueueError> {
         let oldest = now_ms.saturating_sub(USAGE_KEEP.as_millis() as u64);
         let hours: Vec<u64> = (hour_of(since_ms.max(oldest))..=hour_of(now_ms))
             .step_by(HOUR_MS as usize)
@@ -116,10 +131,13 @@ impl Queue {
             let fields: BTreeMap<String, u64> = redis::from_redis_value(reply)
                 .map_err(|e| QueueError::Protocol(format!("usage hour {hour}: {e}")))?;
             for (field, value) in fields {
-                let Some((account, metric)) = field.rsplit_once('|') else {
+                let Some((name, metric)) = field.rsplit_once('|') else {
                     continue;
                 };
-                out.entry((*hour, account.to_owned()))
+                if account.is_some_and(|a| a != name) {
+                    continue;
+                }
+                out.entry((*hour, name.to_owned()))
                     .or_default()
                     .set(metric, value);
             }

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config};
 use crate::clock::{millis, now_ms};
 use crate::config::parse_duration;
-use crate::redis::{AccountUsage, HourlyUsage, USAGE_KEEP, check_account, connect};
+use crate::redis::{AccountUsage, HourlyUsage, USAGE_KEEP, check_account, connect, totals};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -42,10 +42,13 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
-    let mut usage = queue.usage(now.saturating_sub(millis(since)), now).await?;
-    if let Some(account) = &args.account {
-        usage.retain(|(_, a), _| a == account);
-    }
+    let usage = queue
+        .usage(
+            now.saturating_sub(millis(since)),
+            now,
+            args.account.as_deref(),
+        )
+        .await?;
     if args.json {
         for ((hour, account), u) in &usage {
             let mut v = serde_json::to_value(u).expect("usage serializes");
@@ -76,11 +79,10 @@ fn table(usage: &HourlyUsage, by_hour: bool, since: &str) -> String {
             rows.push((hour_text(*hour), *u));
         }
     } else {
-        let mut totals: std::collections::BTreeMap<&str, AccountUsage> = Default::default();
-        for ((_, account), u) in usage {
-            totals.entry(account).or_default().add(u);
-        }
-        rows = totals.into_iter().map(|(a, u)| (a.to_owned(), u)).collect();
+        rows = totals(usage)
+            .into_iter()
+            .map(|(a, u)| (a.to_owned(), u))
+            .collect();
     }
     let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
     let first = if by_hour { "hour" } else { "account" };

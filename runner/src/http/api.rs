@@ -263,23 +263,21 @@ pub(super) async fn usage(
     }
     let now = now_ms();
     let q = &app.ops.queue;
-    let mut usage = q
-        .usage(now.saturating_sub(crate::clock::millis(since)), now)
+    let usage = q
+        .usage(
+            now.saturating_sub(crate::clock::millis(since)),
+            now,
+            query.account.as_deref(),
+        )
         .await?;
-    if let Some(account) = &query.account {
-        usage.retain(|(_, a), _| a == account);
-    }
-    let mut totals: std::collections::BTreeMap<&str, crate::redis::AccountUsage> =
-        Default::default();
     let mut hours = Vec::new();
     for ((hour, account), u) in &usage {
-        totals.entry(account).or_default().add(u);
         let mut v = serde_json::to_value(u).expect("usage serializes");
         v["account"] = account.as_str().into();
         v["hour_ms"] = (*hour).into();
         hours.push(v);
     }
-    let accounts: Vec<Value> = totals
+    let accounts: Vec<Value> = crate::redis::totals(&usage)
         .into_iter()
         .map(|(account, u)| {
             let mut v = serde_json::to_value(u).expect("usage serializes");

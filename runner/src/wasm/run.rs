@@ -98,11 +98,14 @@ impl Runtime {
                 .await
                 .map_err(Stop::Trap)
         };
-        let result = tokio::time::timeout(
-            sandbox.timeout + epoch::TICK * 4,
-            Metered::new(call, cpu.clone()),
-        )
-        .await;
+        let result = {
+            let call = std::pin::pin!(call);
+            tokio::time::timeout(
+                sandbox.timeout + epoch::TICK * 4,
+                Metered::new(call, cpu.clone()),
+            )
+            .await
+        };
         let wall = began.elapsed();
         let host = store.data_mut();
         host.flush_output();

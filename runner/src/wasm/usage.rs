@@ -98,27 +98,25 @@ impl CpuMeter {
     }
 }
 
-/// A future whose polls are charged to a [`CpuMeter`].
+/// A future whose polls are charged to a [`CpuMeter`]. It takes an `Unpin`
+/// future (`std::pin::pin!` one first): no allocation per attempt.
 pub(super) struct Metered<F> {
-    inner: Pin<Box<F>>,
+    inner: F,
     meter: Arc<CpuMeter>,
 }
 
-impl<F: Future> Metered<F> {
+impl<F: Future + Unpin> Metered<F> {
     pub(super) fn new(inner: F, meter: Arc<CpuMeter>) -> Metered<F> {
-        Metered {
-            inner: Box::pin(inner),
-            meter,
-        }
+        Metered { inner, meter }
     }
 }
 
-impl<F: Future> Future for Metered<F> {
+impl<F: Future + Unpin> Future for Metered<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         self.meter.poll_started();
-        let polled = self.inner.as_mut().poll(cx);
+        let polled = Pin::new(&mut self.inner).poll(cx);
         self.meter.poll_ended();
         polled
     }
@@ -146,17 +144,14 @@ mod tests {
     #[tokio::test]
     async fn a_poll_that_spins_is_charged_and_one_that_waits_is_not() {
         let meter = CpuMeter::new();
-        Metered::new(
-            async {
-                let start = Instant::now();
-                while start.elapsed() < Duration::from_millis(30) {
-                    std::hint::spin_loop();
-                }
-                tokio::time::sleep(Duration::from_millis(60)).await;
-            },
-            meter.clone(),
-        )
-        .await;
+        let spin = std::pin::pin!(async {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(30) {
+                std::hint::spin_loop();
+            }
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        });
+        Metered::new(spin, meter.clone()).await;
         let used = meter.used();
         assert!(
             used >= Duration::from_millis(29) && used < Duration::from_millis(50),
