@@ -310,7 +310,22 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
             }
         })
     };
+    let tally = |queue: Queue| async move {
+        let (_, versions) = queue.versions(&queue.keys("pay")).await.unwrap();
+        versions
+            .into_iter()
+            .find(|v| v.version == hash_of(PROBE))
+            .map(|v| v.tally)
+            .unwrap_or_default()
+    };
+    // b gets the canary first and acks with it before a gets it too: else a's
+    // failures could reach the verdict before b's watcher saw the new file
     deploy(&b.handler("pay.wasm"), &std::fs::read(PROBE).unwrap());
+    let deadline = std::time::Instant::now() + WAIT;
+    while tally(queue.clone()).await.attempts == 0 {
+        assert!(std::time::Instant::now() < deadline, "b never ran the canary");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     deploy(&a.handler("pay.wasm"), &std::fs::read(PROBE).unwrap());
     let after = rollout_until(&queue, "the canary rolled back", |r| {
         r.last.as_ref().is_some_and(|v| v.result == "rolled_back")
@@ -320,14 +335,6 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
     // both runners say so, and both stop routing to it: its count stops
     runner_a.wait_for("rolled back", WAIT);
     runner_b.wait_for("rolled back", WAIT);
-    let tally = |queue: Queue| async move {
-        let (_, versions) = queue.versions(&queue.keys("pay")).await.unwrap();
-        versions
-            .into_iter()
-            .find(|v| v.version == hash_of(PROBE))
-            .unwrap()
-            .tally
-    };
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let settled = tally(queue.clone()).await;
     assert!(settled.failures > 0, "the canary failed on a: {settled:?}");
