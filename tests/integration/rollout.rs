@@ -323,7 +323,10 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
     deploy(&b.handler("pay.wasm"), &std::fs::read(PROBE).unwrap());
     let deadline = std::time::Instant::now() + WAIT;
     while tally(queue.clone()).await.attempts == 0 {
-        assert!(std::time::Instant::now() < deadline, "b never ran the canary");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b never ran the canary"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     deploy(&a.handler("pay.wasm"), &std::fs::read(PROBE).unwrap());
