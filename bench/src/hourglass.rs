@@ -269,13 +269,14 @@ pub async fn scaling(p: &Project, prefill: usize, n: usize) -> anyhow::Result<se
             .jobs
             .into_iter()
             .map(|j| Done {
+                end: None,
                 id: j.id,
                 attempt: j.attempt,
                 follow_ups: vec![],
             })
             .collect();
         let t = Instant::now();
-        q.ack(&k, &done, now_ms()).await?;
+        q.ack(&k, &done, now_ms(), None).await?;
         ack_secs += t.elapsed().as_secs_f64();
     }
     Ok(serde_json::json!({
@@ -290,6 +291,7 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
     let runtime = Runtime::new(72, None)?;
     let handler = runtime.load(std::path::Path::new(test_support::components::ECHO))?;
     let sandbox = Sandbox {
+        result_max: 64 << 10,
         timeout: Duration::from_secs(30),
         cpu: None,
         memory: 64 << 20,
@@ -299,6 +301,7 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
         http: Default::default(),
     };
     let input = |i: usize| JobInput {
+        parent_result: None,
         topic: TOPIC.into(),
         id: i.to_string(),
         attempt: 1,

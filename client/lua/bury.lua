@@ -2,11 +2,13 @@
 -- The record (and the job's account) stays stored so `hourglass dead retry` can requeue it.
 -- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
+-- KEYS[9]: progress hash   KEYS[9 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
--- ARGV[4..]: triples of id, attempt, info JSON (reason, attempts, last error)
+-- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
+-- ARGV[6..]: quadruples of id, attempt, info JSON (reason, attempts, last error), encoded end ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local stale = {}
-for i = 4, #ARGV, 3 do
+for i = 6, #ARGV, 4 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[4], id)
   if current == ARGV[i + 1] then
@@ -16,6 +18,10 @@ for i = 4, #ARGV, 3 do
     redis.call('HDEL', KEYS[5], id)
     redis.call('ZADD', KEYS[6], ARGV[1], id)
     redis.call('HSET', KEYS[7], id, ARGV[i + 2])
+    redis.call('HDEL', KEYS[9], id)
+    if ARGV[i + 3] ~= '' then
+      ended(KEYS[9 + (i - 2) / 4], ARGV[i + 3], ARGV[4], ARGV[5], id)
+    end
   else
     refuse(stale, id, current)
   end

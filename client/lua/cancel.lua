@@ -2,10 +2,13 @@
 -- running finishes, but its outcome is discarded: its fencing token is gone.
 -- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
--- ARGV: ids
+-- KEYS[9]: progress hash   KEYS[9 + j]: the result key of job j (only when the topic keeps results)
+-- ARGV[1]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[2]: the topic's events channel
+-- ARGV[3]: the encoded end of a cancelled job   ARGV[4..]: ids
 -- Returns: per id, where it was: 'pending', 'running', 'dead' or '' (no such job)
 local out = {}
-for i, id in ipairs(ARGV) do
+for i = 4, #ARGV do
+  local id = ARGV[i]
   local was = ''
   if redis.call('ZREM', KEYS[1], id) == 1 then was = 'pending'
   elseif redis.call('ZREM', KEYS[2], id) == 1 then was = 'running'
@@ -16,7 +19,11 @@ for i, id in ipairs(ARGV) do
     redis.call('HDEL', KEYS[5], id)
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[8], id)
+    redis.call('HDEL', KEYS[9], id)
+    if ARGV[1] ~= '0' then
+      ended(KEYS[9 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
+    end
   end
-  out[i] = was
+  out[i - 3] = was
 end
 return out

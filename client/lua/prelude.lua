@@ -72,3 +72,10 @@ local function rollout_changed(key, fields, now, who)
   redis.call('HSET', key, unpack(fields))
   redis.call('HINCRBY', key, 'gen', 1)
 end
+
+-- A job ended (acked, dead, cancelled) on a topic that keeps ends: keep `record`
+-- at `key` for `keep` ms and tell its waiters ("<id>\n<json>", client/src/wait.rs).
+local function ended(key, record, keep, channel, id)
+  redis.call('SET', key, record, 'PX', keep)
+  redis.call('PUBLISH', channel, id .. '\n{"event":"end"}')
+end

@@ -1,10 +1,12 @@
 //! What operators do to jobs and topics: cancel, dead-letter list, retry and
 //! purge, pause and resume. One script each; listing is a read-only pipeline.
 
+use std::time::Duration;
+
 use redis::Value;
 
 use super::reply::{number, optional_string};
-use super::{DeadInfo, Queue, QueueError, TopicKeys, scripts};
+use super::{DeadInfo, EndState, JobEnd, Queue, QueueError, TopicKeys, scripts};
 
 /// Most dead letters a `retry` or `purge` without ids handles per script call.
 pub const DEAD_BATCH: usize = 1000;
@@ -22,10 +24,15 @@ pub enum Cancelled {
 
 impl Queue {
     /// Delete jobs wherever they are; per id, where it was (`None`: no such job).
+    /// On a topic that keeps results (`keep`), each cancelled job's end
+    /// (`cancelled`, at `now_ms`) is kept that long and announced to its
+    /// waiters.
     pub async fn cancel(
         &self,
         keys: &TopicKeys,
         ids: &[String],
+        now_ms: u64,
+        keep: Option<Duration>,
     ) -> Result<Vec<Option<Cancelled>>, QueueError> {
         let mut inv = scripts::CANCEL.prepare_invoke();
         inv.key(&keys.pending)
@@ -35,7 +42,24 @@ impl Queue {
             .key(&keys.error)
             .key(&keys.dead)
             .key(&keys.dead_info)
-            .key(&keys.account);
+            .key(&keys.account)
+            .key(&keys.progress);
+        if keep.is_some() {
+            for id in ids {
+                inv.key(keys.result(id));
+            }
+        }
+        let end = JobEnd {
+            state: EndState::Cancelled,
+            result: None,
+            reason: Some("cancelled by an operator".into()),
+            version: None,
+            attempts: 0,
+            at_ms: now_ms,
+        };
+        inv.arg(crate::results::keep_ms(keep))
+            .arg(&keys.events)
+            .arg(end.encode());
         for id in ids {
             inv.arg(id);
         }

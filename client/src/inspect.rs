@@ -4,7 +4,7 @@
 use redis::Value;
 
 use super::reply::{bytes, number, optional_string};
-use super::{CorruptRecord, DeadInfo, Failure, Queue, QueueError, Record, TopicKeys};
+use super::{CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, TopicKeys};
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum JobState {
 }
 
 /// One job as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobView {
     /// The job's id.
     pub id: String,
@@ -32,6 +32,8 @@ pub struct JobView {
     pub record: Option<Result<Record, CorruptRecord>>,
     /// How the last failed attempt failed, if one did.
     pub last_failure: Option<Failure>,
+    /// The latest progress an attempt reported, if any did.
+    pub progress: Option<Progress>,
 }
 
 impl JobView {
@@ -59,6 +61,8 @@ impl JobView {
             "payload": record.and_then(|r| std::str::from_utf8(&r.payload).ok()),
             "dead": match &v.state { JobState::Dead(info) => serde_json::to_value(info).ok(), _ => None },
             "last_failure": v.last_failure,
+            "progress": v.progress,
+            "parent_result_bytes": record.and_then(|r| r.parent_result.as_ref().map(Vec::len)),
         })
     }
 }
@@ -78,9 +82,10 @@ impl Queue {
             .hget(&keys.job, id)
             .hget(&keys.attempt, id)
             .hget(&keys.error, id)
+            .hget(&keys.progress, id)
             .query_async(&mut self.conn.clone())
             .await?;
-        let [pending, lease, dead, record, attempts, failure] = &reply[..] else {
+        let [pending, lease, dead, record, attempts, failure, progress] = &reply[..] else {
             return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
         };
         let score = |v: &Value| match v {
@@ -116,6 +121,7 @@ impl Queue {
                 v => Some(Record::decode(&bytes(v)?)),
             },
             last_failure: optional_string(failure)?.map(Failure::parse),
+            progress: optional_string(progress)?.and_then(|p| serde_json::from_str(&p).ok()),
         }))
     }
 }

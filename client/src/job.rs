@@ -1,7 +1,7 @@
 //! A job as the pipeline sees it: what producers send, what a claim hands
 //! out, what an ack, retry or burial records.
 
-use super::{CorruptRecord, Parked, Record};
+use super::{CorruptRecord, JobEnd, Parked, Record};
 
 /// Job ids are Redis hash fields and zset members and appear in logs:
 /// 1 to 512 bytes of printable text. (Scripts rely on the bound: the attempt
@@ -55,6 +55,9 @@ pub struct NewJob {
     /// The account its attempts' usage is summed under (`hourglass usage`),
     /// if any: see [`check_account`].
     pub account: Option<String>,
+    /// The result of the job that started this one (a follow-up enqueued
+    /// with its parent's result), handed to its handler.
+    pub parent_result: Option<Vec<u8>>,
 }
 
 /// What happened to one [`NewJob`].
@@ -255,6 +258,8 @@ pub struct Done {
     pub attempt: u32,
     /// Follow-up jobs to enqueue with the ack; their ids must be set.
     pub follow_ups: Vec<Parked>,
+    /// The job's end to keep, on a topic that keeps results.
+    pub end: Option<JobEnd>,
 }
 
 /// A failed attempt whose job runs again.
@@ -279,6 +284,8 @@ pub struct Burial {
     pub attempt: u32,
     /// Why it is given up.
     pub info: DeadInfo,
+    /// The job's end to keep, on a topic that keeps results.
+    pub end: Option<JobEnd>,
 }
 
 /// A claimed attempt given back without counting it.

@@ -42,6 +42,11 @@ pub struct TopicKeys {
     pub layout: String,
     /// hash id → the account its producer tagged it with (only tagged jobs).
     pub account: String,
+    /// hash id → the latest progress a running job reported (JSON).
+    pub progress: String,
+    /// The pub/sub channel of the topic's job events (`"<id>\n<json>"`):
+    /// progress, failed attempts and ends, for waiters.
+    pub events: String,
 }
 
 impl TopicKeys {
@@ -51,6 +56,12 @@ impl TopicKeys {
             "{}:schedule:{name}",
             self.pending.trim_end_matches(":pending")
         )
+    }
+
+    /// Where the end of job `id` (state, result) is kept, when the topic
+    /// keeps results (same hash tag as the topic).
+    pub fn result(&self, id: &str) -> String {
+        format!("{}:result:{id}", self.pending.trim_end_matches(":pending"))
     }
 
     /// The unique-for reservation of job `id` (same hash tag as the topic).
@@ -79,6 +90,8 @@ impl TopicKeys {
             versions: key("versions"),
             layout: key("layout"),
             account: key("account"),
+            progress: key("progress"),
+            events: key("events"),
         }
     }
 }
@@ -146,6 +159,8 @@ mod tests {
             versions,
             layout,
             account,
+            progress,
+            events,
         } = &k;
         for key in [
             pending,
@@ -164,7 +179,10 @@ mod tests {
             versions,
             layout,
             account,
+            progress,
+            events,
             &k.schedule("nightly"),
+            &k.result("order-1"),
             &k.unique("order-1"),
         ] {
             assert!(key.starts_with("ns:{orders}:"), "{key}");

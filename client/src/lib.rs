@@ -46,11 +46,13 @@ pub mod layout;
 pub mod outbox;
 pub mod record;
 mod reply;
+pub mod results;
 pub mod rollout;
 mod runners;
 mod scripts;
 mod sentinel;
 mod usage;
+mod wait;
 mod wake;
 
 use std::time::Duration;
@@ -73,10 +75,12 @@ pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use outbox::{Parked, outbox_token};
 pub use record::{CorruptRecord, Record, check_version};
 use reply::string;
+pub use results::{EndState, JobEnd, Progress, Report, Standing};
 pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
 pub use sentinel::Sentinel;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
+pub use wait::{JobEvent, Waited, Waiters, Watch};
 pub use wake::{Wake, listen as listen_for_wakes};
 
 /// The largest payload a job may carry unless configured otherwise: 1 MiB.
@@ -228,6 +232,7 @@ impl Queue {
                     enqueued_at_ms: now_ms,
                     payload: job.payload.clone(),
                     version: job.version.clone(),
+                    parent_result: job.parent_result.clone(),
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)
@@ -256,11 +261,14 @@ impl Queue {
     /// the same step. Returns the jobs left alone and why (a newer attempt owns
     /// them, or they are gone); their follow-ups are dropped with them.
     /// Deliver the parked follow-ups afterwards with [`Queue::deliver`].
+    /// On a topic that keeps results (`keep`), each job's `end` is kept
+    /// that long and announced to its waiters.
     pub async fn ack(
         &self,
         keys: &TopicKeys,
         done: &[Done],
         now_ms: u64,
+        keep: Option<Duration>,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::ACK.prepare_invoke();
         inv.key(&keys.lease)
@@ -270,8 +278,16 @@ impl Queue {
             .key(&keys.error)
             .key(&keys.outbox)
             .key(&keys.outbox_due)
-            .key(&keys.account);
-        inv.arg(now_ms + millis(OUTBOX_SWEEP));
+            .key(&keys.account)
+            .key(&keys.progress);
+        if keep.is_some() {
+            for d in done {
+                inv.key(keys.result(&d.id));
+            }
+        }
+        inv.arg(now_ms + millis(OUTBOX_SWEEP))
+            .arg(results::keep_ms(keep))
+            .arg(&keys.events);
         for d in done {
             inv.arg(&d.id).arg(d.attempt);
             if d.follow_ups.is_empty() {
@@ -279,15 +295,21 @@ impl Queue {
             } else {
                 inv.arg(outbox::encode(&d.follow_ups));
             }
+            match (&d.end, keep) {
+                (Some(end), Some(_)) => inv.arg(end.encode()),
+                _ => inv.arg(""),
+            };
         }
         job::refusals(self.invoke_durable(&inv).await?)
     }
 
-    /// Schedule the next attempts of `failed`.
+    /// Schedule the next attempts of `failed`; `announce` tells each
+    /// failure to the job's waiters (topics that keep results).
     pub async fn retry(
         &self,
         keys: &TopicKeys,
         failed: &[Failed],
+        announce: bool,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RETRY.prepare_invoke();
         inv.key(&keys.lease)
@@ -295,6 +317,7 @@ impl Queue {
             .key(&keys.attempt)
             .key(&keys.error);
         self.wake_args(&mut inv, keys);
+        inv.arg(if announce { keys.events.as_str() } else { "" });
         for f in failed {
             inv.arg(&f.id)
                 .arg(f.attempt)
@@ -305,13 +328,15 @@ impl Queue {
     }
 
     /// Dead-letter jobs. Enforces `retention`. Returns the jobs left alone,
-    /// and why.
+    /// and why. On a topic that keeps results (`keep`), each job's `end` is
+    /// kept that long and announced to its waiters.
     pub async fn bury(
         &self,
         keys: &TopicKeys,
         dead: &[Burial],
         retention: DeadLetter,
         now_ms: u64,
+        keep: Option<Duration>,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::BURY.prepare_invoke();
         inv.key(&keys.lease)
@@ -321,12 +346,26 @@ impl Queue {
             .key(&keys.error)
             .key(&keys.dead)
             .key(&keys.dead_info)
-            .key(&keys.account);
+            .key(&keys.account)
+            .key(&keys.progress);
+        if keep.is_some() {
+            for d in dead {
+                inv.key(keys.result(&d.id));
+            }
+        }
         let oldest = now_ms.saturating_sub(millis(retention.max_age));
-        inv.arg(now_ms).arg(retention.keep).arg(oldest);
+        inv.arg(now_ms)
+            .arg(retention.keep)
+            .arg(oldest)
+            .arg(results::keep_ms(keep))
+            .arg(&keys.events);
         for d in dead {
             let json = serde_json::to_string(&d.info).expect("dead info serializes");
             inv.arg(&d.id).arg(d.attempt).arg(json);
+            match (&d.end, keep) {
+                (Some(end), Some(_)) => inv.arg(end.encode()),
+                _ => inv.arg(""),
+            };
         }
         job::refusals(self.invoke_durable(&inv).await?)
     }
@@ -401,6 +440,19 @@ impl Queue {
                 JobState::Dead(info) => Some(info),
                 _ => None,
             }))
+    }
+
+    /// Wait until job `id` of a topic ends, or `timeout` passes (a
+    /// subscription of its own: for many waits at once, share a [`Waiters`]).
+    /// The topic must keep results (`results` in queues.toml), else every
+    /// wait answers [`Waited::Unknown`] once the job is gone.
+    pub async fn wait_for(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Waited, QueueError> {
+        Waiters::new(self.clone()).wait_for(keys, id, timeout).await
     }
 
     /// Round-trip check, used at start-up to fail early with a clear message.

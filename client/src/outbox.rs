@@ -10,7 +10,9 @@
 //!
 //! Entry layout: version byte `1`, count (u32 LE), then per job: topic
 //! (u16 LE length + bytes), id (u16 LE length + bytes), due ms (u64 LE),
-//! payload (u32 LE length + bytes).
+//! payload (u32 LE length + bytes); version 3 adds, after the unique-for
+//! window, the parent's result handed on (a flag byte, then u32 LE length +
+//! bytes when set).
 
 use redis::Value;
 
@@ -19,9 +21,11 @@ use super::{
     CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, millis, scripts,
 };
 
-/// 2 adds each job's unique-for window; entries of version 1 (parked by an
-/// older runner) are still read.
-const VERSION: u8 = 2;
+/// 2 adds each job's unique-for window, 3 the parent's result; entries of
+/// older versions (parked by an older runner) are still read. Entries
+/// without a parent's result are written as version 2, which every runner
+/// since unique-for reads.
+const VERSION: u8 = 3;
 
 /// A follow-up job for `topic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +43,8 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
         .map(|p| 16 + p.topic.len() + p.job.id.as_deref().map_or(0, str::len) + p.job.payload.len())
         .sum();
     let mut out = Vec::with_capacity(5 + size);
-    out.push(VERSION);
+    let handed = jobs.iter().any(|p| p.job.parent_result.is_some());
+    out.push(if handed { VERSION } else { 2 });
     out.extend_from_slice(&(jobs.len() as u32).to_le_bytes());
     for p in jobs {
         let id = p.job.id.as_deref().unwrap_or_default();
@@ -49,6 +54,16 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
         out.extend_from_slice(id.as_bytes());
         out.extend_from_slice(&p.job.due_at_ms.to_le_bytes());
         out.extend_from_slice(&p.job.unique_for_ms.to_le_bytes());
+        if handed {
+            match &p.job.parent_result {
+                Some(r) => {
+                    out.push(1);
+                    out.extend_from_slice(&(r.len() as u32).to_le_bytes());
+                    out.extend_from_slice(r);
+                }
+                None => out.push(0),
+            }
+        }
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&p.job.payload);
     }
@@ -72,6 +87,13 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
             1 => 0,
             _ => u64::from_le_bytes(r.array()?),
         };
+        let parent_result = match version {
+            3 if r.take(1)?[0] == 1 => {
+                let len = u32::from_le_bytes(r.array()?) as usize;
+                Some(r.take(len)?.to_vec())
+            }
+            _ => None,
+        };
         let len = u32::from_le_bytes(r.array()?) as usize;
         let payload = r.take(len)?.to_vec();
         jobs.push(Parked {
@@ -85,6 +107,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 replace: false,
                 version: None,
                 account: None,
+                parent_result,
             },
         });
     }

@@ -5,8 +5,11 @@
 //! version is written in format `2`: the same header, then the version's
 //! length (one byte) and the version (a content hash), then the payload. A
 //! job that is not pinned is always written in format `1`, so runners that
-//! predate pins read every record they can run. Lua scripts never parse it;
-//! only this module does. Attempts, due time and errors live beside it.
+//! predate pins read every record they can run. A follow-up handed its
+//! parent's result is written in format `3`: the header, the version's length
+//! (0 when not pinned) and version, the parent's result (u32 LE length +
+//! bytes), then the payload. Lua scripts never parse it; only this module
+//! does. Attempts, due time and errors live beside it.
 
 /// What is stored for a job at enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,10 +23,13 @@ pub struct Record {
     /// The handler version (content hash) every attempt must run on, if the
     /// job is pinned to one.
     pub version: Option<String>,
+    /// The result of the job that started this one, if it handed it on.
+    pub parent_result: Option<Vec<u8>>,
 }
 
 const PLAIN: u8 = 1;
 const PINNED: u8 = 2;
+const WITH_PARENT: u8 = 3;
 const HEADER: usize = 1 + 4 + 8;
 
 /// A stored record that cannot be decoded.
@@ -37,13 +43,24 @@ impl Record {
     /// refuses it before anything is encoded.
     pub fn encode(&self) -> Vec<u8> {
         let pin = self.version.as_deref().unwrap_or("");
-        let mut out = Vec::with_capacity(HEADER + 1 + pin.len() + self.payload.len());
-        out.push(if pin.is_empty() { PLAIN } else { PINNED });
+        let parent = self.parent_result.as_deref();
+        let mut out = Vec::with_capacity(
+            HEADER + 5 + pin.len() + parent.map_or(0, <[u8]>::len) + self.payload.len(),
+        );
+        out.push(match (pin.is_empty(), parent) {
+            (_, Some(_)) => WITH_PARENT,
+            (true, None) => PLAIN,
+            (false, None) => PINNED,
+        });
         out.extend_from_slice(&self.max_attempts.to_le_bytes());
         out.extend_from_slice(&self.enqueued_at_ms.to_le_bytes());
-        if !pin.is_empty() {
+        if !pin.is_empty() || parent.is_some() {
             out.push(u8::try_from(pin.len()).expect("check_version bounds a pin"));
             out.extend_from_slice(pin.as_bytes());
+        }
+        if let Some(parent) = parent {
+            out.extend_from_slice(&(parent.len() as u32).to_le_bytes());
+            out.extend_from_slice(parent);
         }
         out.extend_from_slice(&self.payload);
         out
@@ -56,27 +73,42 @@ impl Record {
         }
         let max_attempts = u32::from_le_bytes(bytes[1..5].try_into().expect("4 bytes"));
         let enqueued_at_ms = u64::from_le_bytes(bytes[5..13].try_into().expect("8 bytes"));
-        let (version, payload) = match bytes[0] {
-            PLAIN => (None, &bytes[HEADER..]),
-            PINNED => {
-                let len = *bytes
-                    .get(HEADER)
-                    .ok_or(CorruptRecord("pinned, without the version"))?
-                    as usize;
-                let pin = bytes
-                    .get(HEADER + 1..HEADER + 1 + len)
-                    .ok_or(CorruptRecord("pinned, with the version cut short"))?;
-                let pin = std::str::from_utf8(pin)
-                    .map_err(|_| CorruptRecord("pinned to a version that is not text"))?;
-                (Some(pin.to_owned()), &bytes[HEADER + 1 + len..])
-            }
-            _ => return Err(CorruptRecord("unknown format")),
-        };
+        let format = bytes[0];
+        if !(PLAIN..=WITH_PARENT).contains(&format) {
+            return Err(CorruptRecord("unknown format"));
+        }
+        let mut rest = &bytes[HEADER..];
+        let mut version = None;
+        if format != PLAIN {
+            let (&len, after) = rest
+                .split_first()
+                .ok_or(CorruptRecord("pinned, without the version"))?;
+            let pin = after
+                .get(..len as usize)
+                .ok_or(CorruptRecord("pinned, with the version cut short"))?;
+            let pin = std::str::from_utf8(pin)
+                .map_err(|_| CorruptRecord("pinned to a version that is not text"))?;
+            version = (!pin.is_empty()).then(|| pin.to_owned());
+            rest = &after[len as usize..];
+        }
+        let mut parent_result = None;
+        if format == WITH_PARENT {
+            let len = rest
+                .get(..4)
+                .ok_or(CorruptRecord("the parent's result cut short"))?;
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            let parent = rest
+                .get(4..4 + len)
+                .ok_or(CorruptRecord("the parent's result cut short"))?;
+            parent_result = Some(parent.to_vec());
+            rest = &rest[4 + len..];
+        }
         Ok(Record {
             max_attempts,
             enqueued_at_ms,
-            payload: payload.to_vec(),
+            payload: rest.to_vec(),
             version,
+            parent_result,
         })
     }
 }
@@ -110,8 +142,15 @@ mod tests {
                     max_attempts: 3,
                     enqueued_at_ms: 1_700_000_000_123,
                     payload: payload.clone(),
-                    version,
+                    version: version.clone(),
+                    parent_result: None,
                 };
+                assert_eq!(Record::decode(&r.encode()), Ok(r.clone()));
+                let r = Record {
+                    parent_result: Some(b"{\"receipt\":\"r-1\"}".to_vec()),
+                    ..r
+                };
+                assert_eq!(r.encode()[0], WITH_PARENT);
                 assert_eq!(Record::decode(&r.encode()), Ok(r));
             }
         }
@@ -124,6 +163,7 @@ mod tests {
             enqueued_at_ms: 1,
             payload: b"x".to_vec(),
             version: None,
+            parent_result: None,
         };
         assert_eq!(r.encode()[0], 1, "runners before pins read it");
         assert_eq!(r.encode().len(), HEADER + 1);
@@ -158,8 +198,9 @@ mod fuzz {
             enqueued_at_ms in any::<u64>(),
             payload in proptest::collection::vec(any::<u8>(), 0..2048),
             version in proptest::option::of("[0-9a-f]{16}"),
+            parent_result in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
         ) {
-            let r = Record { max_attempts, enqueued_at_ms, payload, version };
+            let r = Record { max_attempts, enqueued_at_ms, payload, version, parent_result };
             prop_assert_eq!(Record::decode(&r.encode()), Ok(r));
         }
 

@@ -33,3 +33,5 @@ script!(HEARTBEAT, "heartbeat.lua");
 script!(SCHEDULE_ADVANCE, "schedule_advance.lua");
 script!(ROLLOUT_SYNC, "rollout_sync.lua");
 script!(ROLLOUT_SET, "rollout_set.lua");
+script!(PROGRESS, "progress.lua");
+script!(PEEK, "peek.lua");

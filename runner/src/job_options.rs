@@ -102,6 +102,7 @@ impl JobOptions {
             replace: self.replace,
             version: self.version,
             account: self.account,
+            parent_result: None,
         })
     }
 }

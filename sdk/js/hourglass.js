@@ -19,7 +19,10 @@
 //     // returning nothing (or ack()) acks the job
 //   });
 //
-// A handler returns nothing or ack() to ack, retry(...) / retryIn(...) to try
+// A handler returns nothing or ack() to ack, result(value) to ack with a
+// result for whoever waits on the job (topics with `results` in queues.toml),
+// progress(percent, detail) tells watchers how far it has got;
+// retry(...) / retryIn(...) to try
 // again, fail(...) to dead-letter; throwing Retry or Fail does the same from
 // anywhere below it. Any other exception is a failed attempt (retried with the
 // topic's backoff, dead-lettered when attempts run out) whose recorded reason
@@ -27,7 +30,15 @@
 // fetch() reaches only the hosts the topic is granted in queues.toml.
 
 import { log as hostLog } from 'hourglass:handler/log@0.1.0';
-import { enqueue, enqueueUnique } from 'hourglass:handler/follow-up@0.1.0';
+import { enqueue, enqueueUnique, enqueueWithResult } from 'hourglass:handler/follow-up@0.1.0';
+import { setResult, progress as hostProgress, parentResult } from 'hourglass:handler/report@0.1.0';
+
+/** bytes as they are, a string as UTF-8, anything else as JSON. */
+function toBytes(value) {
+  if (value instanceof Uint8Array) return value;
+  if (typeof value === 'string') return new TextEncoder().encode(value);
+  return new TextEncoder().encode(JSON.stringify(value));
+}
 
 /** One attempt of one job. */
 export class Job {
@@ -64,6 +75,21 @@ export class Job {
       throw new Fail(`payload is not JSON: ${e.message}`);
     }
   }
+  /**
+   * The result (a Uint8Array) of the job that started this one with
+   * followUp(..., { withResult: true }), or undefined.
+   */
+  get parentResult() { return parentResult() ?? undefined; }
+  /** parentResult parsed as JSON (undefined without one); not JSON fails the job for good. */
+  parentJson() {
+    const bytes = this.parentResult;
+    if (bytes === undefined) return undefined;
+    try {
+      return JSON.parse(new TextDecoder('utf-8').decode(bytes));
+    } catch (e) {
+      throw new Fail(`parent result is not JSON: ${e.message}`);
+    }
+  }
 }
 
 /** Throw to try the job again: after `seconds`, or the topic's backoff when undefined. */
@@ -86,6 +112,30 @@ export class Fail extends Error {
 /** Done: the job and its payload are deleted. */
 export function ack() {
   return { tag: 'ack' };
+}
+
+/**
+ * Ack with `value` as the job's result (a Uint8Array as is, a string as
+ * UTF-8, anything else as JSON): kept for whoever waits on the job when the
+ * topic has `results`, and handed to follow-ups started with withResult.
+ */
+export function result(value) {
+  return { tag: 'ack', result: toBytes(value) };
+}
+
+/**
+ * Tell watchers how far the job has got: `percent` (0-100) and/or `detail`,
+ * an object (JSON, at most 4 KiB). Call it as often as you like: the runner
+ * writes a few reports a second at most.
+ */
+export function progress(percent, detail) {
+  const pct = percent === undefined || percent === null
+    ? undefined : Math.max(0, Math.min(100, Math.round(Number(percent))));
+  try {
+    hostProgress(pct, detail === undefined ? undefined : JSON.stringify(detail));
+  } catch (e) {
+    throw new Fail(`progress refused: ${e.payload ?? e.message ?? e}`);
+  }
 }
 
 /** Try again after the topic's backoff; `reason` is recorded as the last error. */
@@ -115,14 +165,15 @@ export function retryAfter(response) {
  * Enqueue a job to `topic` when this attempt acks; returns its id.
  * `payload` is a Uint8Array, a string, or anything JSON.stringify takes;
  * `delay` and `uniqueFor` are seconds; `uniqueFor` (which needs `id`) keeps
- * the id taken that long even after that job is done. A refusal (a topic not
+ * the id taken that long even after that job is done; `withResult` hands the
+ * job this attempt's result (its job.parentResult). A refusal (a topic not
  * in may_enqueue, a bad id, a payload over the limit) fails the job.
  */
-export function followUp(topic, payload, { delay, id, uniqueFor } = {}) {
-  let bytes;
-  if (payload instanceof Uint8Array) bytes = payload;
-  else if (typeof payload === 'string') bytes = new TextEncoder().encode(payload);
-  else bytes = new TextEncoder().encode(JSON.stringify(payload));
+export function followUp(topic, payload, { delay, id, uniqueFor, withResult } = {}) {
+  const bytes = toBytes(payload);
+  if (withResult && uniqueFor !== undefined) {
+    throw new Fail('a follow-up takes uniqueFor or withResult, not both');
+  }
   const job = {
     topic,
     payload: bytes,
@@ -130,6 +181,7 @@ export function followUp(topic, payload, { delay, id, uniqueFor } = {}) {
     id,
   };
   try {
+    if (withResult) return enqueueWithResult(job);
     if (uniqueFor === undefined) return enqueue(job);
     return enqueueUnique(job, BigInt(Math.max(0, Math.round(uniqueFor * 1000))));
   } catch (e) {
@@ -162,9 +214,13 @@ export function handler(fn) {
       return retry(`${name}: ${message}`);
     }
     if (outcome === undefined || outcome === null) return ack();
+    if (typeof outcome === 'object' && outcome.tag === 'ack' && outcome.result !== undefined) {
+      setResult(outcome.result);
+      return ack();
+    }
     if (typeof outcome === 'object' && OUTCOMES.has(outcome.tag)) return outcome;
     return retry(
-      `TypeError: the handler returned ${typeof outcome}; return nothing, ack(), retry(...), retryIn(...) or fail(...)`,
+      `TypeError: the handler returned ${typeof outcome}; return nothing, ack(), result(...), retry(...), retryIn(...) or fail(...)`,
     );
   };
 }

@@ -34,6 +34,7 @@ pub struct FollowUp {
     delay: Option<Duration>,
     id: Option<String>,
     unique_for: Option<Duration>,
+    with_result: bool,
 }
 
 impl FollowUp {
@@ -45,6 +46,7 @@ impl FollowUp {
             delay: None,
             id: None,
             unique_for: None,
+            with_result: false,
         }
     }
 
@@ -78,6 +80,14 @@ impl FollowUp {
         self
     }
 
+    /// Hand it this attempt's result (what the handler acks with,
+    /// [`crate::Outcome::ack_with`]): its handler reads it with
+    /// [`crate::Job::parent_result`]. Not with [`FollowUp::unique_for`].
+    pub fn with_parent_result(mut self) -> FollowUp {
+        self.with_result = true;
+        self
+    }
+
     /// Queue it for when this attempt acks; returns its id.
     ///
     /// A refusal (a topic not in `may_enqueue`, a bad id, a payload over the
@@ -91,12 +101,16 @@ impl FollowUp {
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             id: self.id,
         };
-        match self.unique_for {
-            Some(window) => {
+        match (self.unique_for, self.with_result) {
+            (Some(_), true) => Err(Error::fail(
+                "a follow-up takes unique_for or with_parent_result, not both",
+            )),
+            (Some(window), false) => {
                 let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
                 wit::enqueue_unique(&job, ms).map_err(Error::fail)
             }
-            None => wit::enqueue(&job).map_err(Error::fail),
+            (None, true) => wit::enqueue_with_result(&job).map_err(Error::fail),
+            (None, false) => wit::enqueue(&job).map_err(Error::fail),
         }
     }
 }

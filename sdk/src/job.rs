@@ -75,6 +75,24 @@ impl Job {
         self.attempt >= self.max_attempts
     }
 
+    /// The result of the job that started this one, if it was enqueued as a
+    /// follow-up with [`crate::FollowUp::with_parent_result`] and its parent
+    /// acked with one.
+    pub fn parent_result(&self) -> Option<Vec<u8>> {
+        crate::bindings::hourglass::handler::report::parent_result()
+    }
+
+    /// [`Job::parent_result`] parsed as JSON; `None` without one, an error
+    /// (permanent) if it is not valid JSON for `T`.
+    pub fn parent_json<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>, Error> {
+        self.parent_result()
+            .map(|bytes| {
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| Error::fail(alloc::format!("parent result: {e}")))
+            })
+            .transpose()
+    }
+
     /// When the job was accepted, in milliseconds since the Unix epoch.
     pub fn enqueued_at_ms(&self) -> u64 {
         self.enqueued_at_ms

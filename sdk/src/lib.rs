@@ -29,12 +29,18 @@
 //! | `Err(Error::fail(..))`       | dead-letter now, with the reason                    |
 //! | [`Outcome::retry_in`]`(d)`   | retry after `d`                                     |
 //! | [`Outcome::fail`]`(reason)`  | dead-letter now                                     |
+//! | [`Outcome::ack_with`]`(bytes)` / [`Outcome::ack_json`]`(&v)?` | ack with a result for waiters |
 //!
 //! A panic, running past the topic's `timeout` or past its `memory` is a
 //! failed attempt: retried with backoff, dead-lettered when attempts run out.
 //!
 //! A handler can start further work with [`FollowUp`]: follow-up jobs are
 //! parked with the attempt's ack and enqueued right after it, only if it acks.
+//!
+//! A long handler can say how far it has got with [`progress`]; a result
+//! set with [`Outcome::ack_with`] is kept for producers who wait on the job
+//! (topics with `results` in queues.toml) and can be handed to follow-ups
+//! ([`FollowUp::with_parent_result`], read with [`Job::parent_result`]).
 //!
 //! A handler can call the hosts its topic is granted with [`http`]:
 //! `http::post_json(url, &body)?` returns the status and body.
@@ -52,11 +58,13 @@ pub mod http;
 mod job;
 mod log;
 mod outcome;
+mod progress;
 
 pub use follow_up::FollowUp;
 pub use job::Job;
 pub use log::{Level, log};
 pub use outcome::{Error, IntoOutcome, Outcome, Result};
+pub use progress::{progress, progress_detail};
 
 /// Generated bindings for `wit/handler.wit`. Not part of the stable API.
 #[doc(hidden)]

@@ -1,6 +1,7 @@
 //! What a handler answers, and how Rust return values map onto it.
 
 use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
@@ -14,6 +15,10 @@ pub type Result<T = (), E = Error> = core::result::Result<T, E>;
 pub enum Outcome {
     /// Done: the job and its payload are deleted.
     Ack,
+    /// Done, with a result (bytes; JSON by convention) for whoever waits on
+    /// the job (kept when the topic has `results` in queues.toml) and for
+    /// follow-ups enqueued with [`crate::FollowUp::with_parent_result`].
+    AckWith(Vec<u8>),
     /// Try again after `delay` (the topic's backoff when `None`).
     Retry {
         /// How long to wait before the next attempt.
@@ -26,6 +31,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Ack with `result` (bytes; JSON by convention).
+    pub fn ack_with(result: impl Into<Vec<u8>>) -> Outcome {
+        Outcome::AckWith(result.into())
+    }
+
+    /// Ack with `value` as JSON.
+    pub fn ack_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Outcome, Error> {
+        serde_json::to_vec(value)
+            .map(Outcome::AckWith)
+            .map_err(|e| Error::fail(alloc::format!("result: {e}")))
+    }
+
     /// Retry after the topic's backoff.
     pub fn retry(reason: impl Into<String>) -> Outcome {
         Outcome::Retry {
@@ -50,6 +67,10 @@ impl Outcome {
     pub(crate) fn into_wit(self) -> wit::Outcome {
         match self {
             Outcome::Ack => wit::Outcome::Ack,
+            Outcome::AckWith(result) => {
+                crate::bindings::hourglass::handler::report::set_result(&result);
+                wit::Outcome::Ack
+            }
             Outcome::Retry { delay, reason } => wit::Outcome::Retry(wit::Retry {
                 delay_ms: delay.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 reason,

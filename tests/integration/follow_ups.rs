@@ -169,6 +169,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
     q.enqueue(&parent, &[job("p1")], 0).await.unwrap();
     let claimed = q.claim(&parent, 10, 1_000, 1).await.unwrap();
     let done = Done {
+        end: None,
         id: "p1".into(),
         attempt: claimed.jobs[0].attempt,
         follow_ups: vec![Parked {
@@ -177,7 +178,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
         }],
     };
     // acked at t=100, then the runner dies before delivering
-    assert!(q.ack(&parent, &[done], 100).await.unwrap().is_empty());
+    assert!(q.ack(&parent, &[done], 100, None).await.unwrap().is_empty());
     assert!(q.inspect(&child, "k1", 100).await.unwrap().is_none());
 
     let sweep_at = 100 + OUTBOX_SWEEP.as_millis() as u64;

@@ -144,6 +144,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         ..Grants::default()
     });
     let sandbox = Sandbox {
+        result_max: 64 << 10,
         // long enough that the first attempt still holds the slot when the
         // second asks, however slowly a loaded machine reaches its request
         timeout: Duration::from_secs(90),
@@ -155,6 +156,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         http: std::sync::Arc::new(HttpPolicy::new(grants, HttpLimits::default())),
     };
     let input = |id: &str| JobInput {
+        parent_result: None,
         topic: "probe".into(),
         id: id.into(),
         attempt: 1,

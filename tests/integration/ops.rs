@@ -195,19 +195,21 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
     q.bury(
         &k,
         &[Burial {
+            end: None,
             id: "old".into(),
             attempt: claimed.jobs[0].attempt,
             info,
         }],
         retention,
         10,
+        None,
     )
     .await
     .unwrap();
-    q.bury(&k, &[], retention, 60_009).await.unwrap();
+    q.bury(&k, &[], retention, 60_009, None).await.unwrap();
     let view = q.inspect(&k, "old", 60_009).await.unwrap().unwrap();
     assert!(matches!(view.state, JobState::Dead(_)), "not yet 60 s old");
-    q.bury(&k, &[], retention, 60_011).await.unwrap();
+    q.bury(&k, &[], retention, 60_011, None).await.unwrap();
     assert!(
         q.inspect(&k, "old", 60_011).await.unwrap().is_none(),
         "dropped with its payload once older than max_age"

@@ -20,6 +20,7 @@ fn job(id: Option<&str>, due: u64) -> NewJob {
 
 fn done(id: &str, attempt: u32) -> Done {
     Done {
+        end: None,
         id: id.into(),
         attempt,
         follow_ups: vec![],
@@ -98,7 +99,7 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
         [Enqueued::Duplicate("order-1".into())]
     );
     assert!(
-        q.ack(&k, &[done("order-1", 1)], 0)
+        q.ack(&k, &[done("order-1", 1)], 0, None)
             .await
             .unwrap()
             .is_empty()
@@ -132,7 +133,7 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
             .error
             .contains("lease expired")
     );
-    let late_ack = q.ack(&k, &[done("x", 1)], 0).await.unwrap();
+    let late_ack = q.ack(&k, &[done("x", 1)], 0, None).await.unwrap();
     assert_eq!(
         late_ack,
         [Refusal {
@@ -141,7 +142,12 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
         }],
         "the first runner's late ack must not count"
     );
-    assert!(q.ack(&k, &[done("x", 2)], 0).await.unwrap().is_empty());
+    assert!(
+        q.ack(&k, &[done("x", 2)], 0, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         q.stats(&k, 200).await.unwrap(),
         Default::default(),
@@ -172,12 +178,14 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
         q.bury(
             &k,
             &[Burial {
+                end: None,
                 id: j.id.clone(),
                 attempt: j.attempt,
                 info,
             }],
             retention,
             10 + n as u64,
+            None,
         )
         .await
         .unwrap();
@@ -268,7 +276,10 @@ async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
     let claimed = q.claim(&k, 10, 20_000, 10).await.unwrap();
     assert_eq!(claimed.jobs.len(), 2);
     assert_eq!(encoding(), "hashtable");
-    let stale = q.ack(&k, &[done("x", 1), done("y", 1)], 10).await.unwrap();
+    let stale = q
+        .ack(&k, &[done("x", 1), done("y", 1)], 10, None)
+        .await
+        .unwrap();
     assert!(stale.is_empty(), "{stale:?}");
     assert_eq!(encoding(), "hashtable");
     let stats = q.stats(&k, 10).await.unwrap();
@@ -298,11 +309,12 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
         job: job(Some("c"), 0),
     };
     let acked = Done {
+        end: None,
         id: "p".into(),
         attempt,
         follow_ups: vec![follow_up.clone()],
     };
-    assert!(q.ack(&parent, &[acked], 1).await.unwrap().is_empty());
+    assert!(q.ack(&parent, &[acked], 1, None).await.unwrap().is_empty());
     q.deliver(&parent, &[(outbox_token(attempt, "p"), vec![follow_up])], 2)
         .await
         .unwrap();
@@ -323,8 +335,13 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
         .await
         .unwrap();
     q.claim(&k, 0, 60_000, 10).await.unwrap();
-    assert!(q.ack(&k, &[done("x", 1)], 1).await.unwrap().is_empty());
-    let again = q.ack(&k, &[done("x", 1)], 2).await.unwrap();
+    assert!(
+        q.ack(&k, &[done("x", 1)], 1, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again = q.ack(&k, &[done("x", 1)], 2, None).await.unwrap();
     assert_eq!(
         again,
         [Refusal {
@@ -332,7 +349,7 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
             why: Refused::Gone
         }]
     );
-    q.cancel(&k, &["y".to_owned()]).await.unwrap();
+    q.cancel(&k, &["y".to_owned()], 0, None).await.unwrap();
     let held = Held {
         id: "y".to_owned(),
         attempt: 1,

@@ -4,8 +4,11 @@
 //! error the guest saw, so the dead letter says what was denied. Tests also
 //! use it to leave one file per execution (`touch`), to take time (`spin_ms`)
 //! and to GET a URL (`fetch`: its status and body end up in the fail reason).
+//! For results and progress: `progress` steps (reported, then slept on),
+//! `chatty_ms` (report in a tight loop), `sleep_ms`, and a `result` to ack
+//! with (`result_bytes` for a big one, `echo_parent` for the parent's).
 
-use hourglass_sdk::{Error, FollowUp, Job, http, info};
+use hourglass_sdk::{Error, FollowUp, Job, Outcome, http, info};
 
 #[derive(serde::Deserialize)]
 struct Plan {
@@ -33,6 +36,34 @@ struct Plan {
     /// "ack" (the default), "fail" or "panic", after everything above.
     #[serde(default)]
     then: Option<String>,
+    /// Report each step's progress, then sleep its `sleep_ms`.
+    #[serde(default)]
+    progress: Vec<Step>,
+    /// Report progress as fast as it can for this long.
+    #[serde(default)]
+    chatty_ms: Option<u64>,
+    /// Sleep this long (a WASI clock wait: no CPU).
+    #[serde(default)]
+    sleep_ms: Option<u64>,
+    /// Ack with this as the result (JSON).
+    #[serde(default)]
+    result: Option<serde_json::Value>,
+    /// Ack with this many bytes of 'x' as the result.
+    #[serde(default)]
+    result_bytes: Option<usize>,
+    /// Ack with `{"parent": <the parent's result as JSON>}`.
+    #[serde(default)]
+    echo_parent: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Step {
+    #[serde(default)]
+    percent: Option<u8>,
+    #[serde(default)]
+    detail: Option<serde_json::Value>,
+    #[serde(default)]
+    sleep_ms: u64,
 }
 
 #[derive(serde::Deserialize)]
@@ -45,10 +76,31 @@ struct Next {
     id: Option<String>,
     #[serde(default)]
     unique_for_ms: Option<u64>,
+    #[serde(default)]
+    with_parent_result: bool,
 }
 
-fn probe(job: Job) -> hourglass_sdk::Result {
+fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     let plan: Plan = job.json()?;
+    for step in &plan.progress {
+        match &step.detail {
+            Some(detail) => hourglass_sdk::progress_detail(step.percent, detail)?,
+            None => hourglass_sdk::progress(step.percent.unwrap_or(0))?,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(step.sleep_ms));
+    }
+    if let Some(ms) = plan.chatty_ms {
+        let start = std::time::Instant::now();
+        let mut reports = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(ms) {
+            hourglass_sdk::progress_detail(Some((reports % 101) as u8), &serde_json::json!({ "n": reports }))?;
+            reports += 1;
+        }
+        info!("reported progress {reports} times");
+    }
+    if let Some(ms) = plan.sleep_ms {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     if let Some(ms) = plan.spin_ms {
         let start = std::time::Instant::now();
         while start.elapsed() < std::time::Duration::from_millis(ms) {
@@ -87,6 +139,9 @@ fn probe(job: Job) -> hourglass_sdk::Result {
         if let Some(ms) = next.unique_for_ms {
             f = f.unique_for(std::time::Duration::from_millis(ms));
         }
+        if next.with_parent_result {
+            f = f.with_parent_result();
+        }
         let id = f.enqueue()?;
         info!("follow-up {id} queued");
     }
@@ -102,9 +157,20 @@ fn probe(job: Job) -> hourglass_sdk::Result {
         info!("fetched {url}{fetched}");
     }
     match plan.then.as_deref() {
-        Some("fail") => Err(Error::fail(format!("asked to fail{fetched}"))),
+        Some("fail") => return Err(Error::fail(format!("asked to fail{fetched}"))),
         Some("panic") => panic!("asked to panic"),
-        _ => Ok(()),
+        _ => {}
+    }
+    if plan.echo_parent {
+        let parent: Option<serde_json::Value> = job.parent_json()?;
+        return Outcome::ack_json(&serde_json::json!({ "parent": parent }));
+    }
+    if let Some(n) = plan.result_bytes {
+        return Ok(Outcome::ack_with(vec![b'x'; n]));
+    }
+    match &plan.result {
+        Some(result) => Outcome::ack_json(result),
+        None => Ok(Outcome::Ack),
     }
 }
 

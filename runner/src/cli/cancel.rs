@@ -5,6 +5,7 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::{Exit, load_producer_config, topic_of};
+use crate::clock::now_ms;
 use crate::redis::connect;
 use crate::redis::{Cancelled, check_id};
 
@@ -23,12 +24,16 @@ pub(super) struct Args {
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
-    topic_of(&config, &args.topic)?;
+    let keep = topic_of(&config, &args.topic)?
+        .and_then(|t| t.results)
+        .map(|r| r.keep);
     for id in &args.ids {
         check_id(id).map_err(|e| Exit::input(anyhow!(e)))?;
     }
     let (queue, _embedded) = connect(&config).await?;
-    let answer = queue.cancel(&queue.keys(&args.topic), &args.ids).await?;
+    let answer = queue
+        .cancel(&queue.keys(&args.topic), &args.ids, now_ms(), keep)
+        .await?;
     let mut missing = 0;
     for (id, was) in args.ids.iter().zip(answer) {
         let topic = &args.topic;

@@ -19,7 +19,9 @@ use crate::redis::{Enqueued, Queue, QueueError};
     hourglass enqueue report '{\"user\":7}' --id daily-7 --unique-for 24h\n  \
     hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace\n  \
     hourglass enqueue refund @refund.json --version 3fa1c2d4e5b60718\n  \
-    hourglass enqueue report '{\"user\":7}' --account acme",
+    hourglass enqueue report '{\"user\":7}' --account acme
+  \
+    hourglass enqueue render '{\"doc\":9}' --wait 1m",
     // --version names a handler version here, not hourglass's
     disable_version_flag = true)]
 pub(super) struct Args {
@@ -55,11 +57,26 @@ pub(super) struct Args {
     /// account, for `hourglass usage` (1 to 64 letters, digits or _-.:@).
     #[arg(long)]
     account: Option<String>,
+    /// Wait until the job ends (default up to 30s) and print its result:
+    /// exit 0 acked, 1 dead or cancelled, 124 still running. The topic must
+    /// keep results (`results` in queues.toml).
+    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "30s")]
+    wait: Option<String>,
+    /// With --wait: print the end as JSON.
+    #[arg(long, requires = "wait")]
+    json: bool,
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
-    topic_of(&config, &args.topic)?;
+    let topic = topic_of(&config, &args.topic)?;
+    let wait = match &args.wait {
+        Some(text) => {
+            super::wait::keeps_results(topic, &args.topic)?;
+            Some(super::wait::wait_time("--wait", text)?)
+        }
+        None => None,
+    };
     let payload = read_payload(&args.payload, config.runner.max_payload)?;
     let now = now_ms();
     let options = JobOptions {
@@ -92,16 +109,30 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let due = jiff::Timestamp::from_millisecond(due_at_ms as i64)
         .map(|t| t.to_string())
         .unwrap_or_default();
-    match answer.first() {
-        Some(Enqueued::New(id)) => println!("enqueued {}/{id}, due {due}", args.topic),
-        Some(Enqueued::Duplicate(id)) => println!(
-            "duplicate: {}/{id} is already live (or reserved by --unique-for); not enqueued again",
-            args.topic
-        ),
-        Some(Enqueued::Replaced(id)) => println!(
-            "replaced: {}/{id} was waiting; it now has this payload, due {due}",
-            args.topic
-        ),
+    // with --wait, stdout is the result's: what happened goes to stderr
+    let say = |line: String| match wait {
+        Some(_) => eprintln!("{line}"),
+        None => println!("{line}"),
+    };
+    let id = match answer.first() {
+        Some(Enqueued::New(id)) => {
+            say(format!("enqueued {}/{id}, due {due}", args.topic));
+            id
+        }
+        Some(Enqueued::Duplicate(id)) => {
+            say(format!(
+                "duplicate: {}/{id} is already live (or reserved by --unique-for); not enqueued again",
+                args.topic
+            ));
+            id
+        }
+        Some(Enqueued::Replaced(id)) => {
+            say(format!(
+                "replaced: {}/{id} was waiting; it now has this payload, due {due}",
+                args.topic
+            ));
+            id
+        }
         Some(Enqueued::Running(id)) => {
             return Err(anyhow!(
                 "not replaced: {}/{id} is running now; enqueue again once it is done",
@@ -110,8 +141,11 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             .into());
         }
         None => return Err(anyhow!("redis did not answer the enqueue").into()),
+    };
+    match wait {
+        Some(timeout) => super::wait::wait(&queue, &args.topic, id, timeout, args.json).await,
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Exit> {

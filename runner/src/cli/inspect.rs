@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobState, JobView, check_id};
+use crate::redis::{AttemptCost, JobState, JobView, Standing, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -28,10 +28,20 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     check_id(&args.id).map_err(|e| Exit::input(anyhow!(e)))?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
-    let Some(view) = queue
-        .inspect(&queue.keys(&args.topic), &args.id, now)
-        .await?
-    else {
+    let keys = queue.keys(&args.topic);
+    let Some(view) = queue.inspect(&keys, &args.id, now).await? else {
+        // gone from the pipeline: its end may be kept (a topic with `results`)
+        if let Standing::Ended(end) = queue.standing(&keys, &args.id).await? {
+            if args.json {
+                println!("{}", end.to_json(&args.id));
+            } else {
+                print!(
+                    "{}",
+                    super::wait::end_text(&args.topic, &args.id, &end, now)
+                );
+            }
+            return Ok(());
+        }
         return Err(anyhow!(
             "no job {:?} in topic {:?} (never enqueued, or acked and deleted)",
             args.id,
@@ -88,6 +98,21 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
         if let Some(h) = &info.handler {
             line(&mut out, "handler", h.clone());
         }
+    }
+    if let Some(p) = &v.progress {
+        let mut said = Vec::new();
+        if let Some(percent) = p.percent {
+            said.push(format!("{percent}%"));
+        }
+        if let Some(detail) = &p.detail {
+            said.push(detail.to_string());
+        }
+        said.push(format!(
+            "(attempt {}, reported {})",
+            p.attempt,
+            when(p.at_ms, now)
+        ));
+        line(&mut out, "progress", said.join(" "));
     }
     if let Some(f) = &v.last_failure {
         let by = f
@@ -153,7 +178,7 @@ fn costs_table(costs: &[AttemptCost]) -> String {
 }
 
 /// The payload's size and its first 200 characters (escaped if not text).
-fn preview(payload: &[u8]) -> String {
+pub(super) fn preview(payload: &[u8]) -> String {
     let text = String::from_utf8_lossy(&payload[..payload.len().min(200)]);
     let shown: String = text.chars().flat_map(char::escape_debug).collect();
     let more = if payload.len() > 200 { "…" } else { "" };

@@ -18,6 +18,7 @@ mod runners;
 mod schedules;
 mod stats;
 mod usage;
+mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,8 +62,11 @@ enum Command {
     Enqueue(enqueue::Args),
     /// Show per-topic counts: scheduled, ready, running, dead.
     Stats(stats::Args),
-    /// Show one job: state, attempts, due time, last error, handler version.
+    /// Show one job: state, attempts, due time, last error, handler version,
+    /// progress (or its kept end, once it is gone).
     Inspect(inspect::Args),
+    /// Wait until a job ends; print its result (exit 0) or why it failed.
+    Wait(wait::Args),
     /// Delete jobs wherever they are (waiting, running or dead).
     Cancel(cancel::Args),
     /// The dead-letter set: list, retry or purge.
@@ -149,6 +153,7 @@ pub fn main() -> ExitCode {
             Command::Enqueue(args) => enqueue::run(&cli.config, args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
             Command::Inspect(args) => inspect::run(&cli.config, args).await,
+            Command::Wait(args) => wait::run(&cli.config, args).await,
             Command::Cancel(args) => cancel::run(&cli.config, args).await,
             Command::Dead(command) => dead::run(&cli.config, command).await,
             Command::Pause(args) => pause::run(&cli.config, args, true).await,

@@ -89,7 +89,23 @@ pub struct TopicConfig {
     /// How a new handler version is rolled out; `None`: it replaces the
     /// old one at once.
     pub rollout: Option<RolloutPolicy>,
+    /// How long each job's end (state, result, reason) is kept for waiters;
+    /// `None`: nothing is kept and nobody can wait.
+    pub results: Option<Results>,
 }
+
+/// `results = { keep, max }`: every job's end is kept this long, with the
+/// result its handler set (at most `max` bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Results {
+    /// How long an end is kept after it.
+    pub keep: Duration,
+    /// The largest result an attempt may set, in bytes.
+    pub max: u64,
+}
+
+/// The largest `results.max`: 16 MiB.
+pub const MAX_RESULT: u64 = 16 << 20;
 
 /// `rollout = { canary, for, min_attempts, max_failure_rate, margin }`: a
 /// new handler version first serves a share of attempts (the canary), then
@@ -294,6 +310,17 @@ impl Config {
                     Some(memory.span()),
                     format!(
                         "field `memory`: topic {name:?}: between 1MiB (a handler's own stack and data) and 4GiB (a WebAssembly memory cannot grow further)"
+                    ),
+                ));
+            }
+            let results = topic.results.as_ref().or(defaults.results.as_ref());
+            if let Some(max) = results.and_then(|r| r.max.as_ref())
+                && !(1..=MAX_RESULT).contains(&max.get_ref().0)
+            {
+                return Err(invalid(
+                    Some(max.span()),
+                    format!(
+                        "field `results.max`: topic {name:?}: between 1B and 16MiB (results live in Redis; put bigger outputs in storage and return where)"
                     ),
                 ));
             }

@@ -11,7 +11,8 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, Rate, RolloutPolicy, RunnerConfig, TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, Rate, Results, RolloutPolicy, RunnerConfig,
+    TopicConfig,
 };
 
 #[derive(Debug, Deserialize)]
@@ -120,6 +121,7 @@ pub(super) struct Defaults {
     pub concurrency: Option<Positive>,
     pub http: Option<Spanned<RawHttp>>,
     pub rollout: Option<RawRollout>,
+    pub results: Option<RawResults>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,6 +143,15 @@ pub(super) struct RawTopic {
     pub weight: Option<Positive>,
     pub rate: Option<RawRate>,
     pub rollout: Option<RawRollout>,
+    pub results: Option<RawResults>,
+}
+
+/// `results = { keep = "24h", max = "64KiB" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawResults {
+    pub keep: Option<NonZeroDur>,
+    pub max: Option<Spanned<Size>>,
 }
 
 /// `rollout = { canary = "10%", for = "5m", min_attempts = 50, max_failure_rate = 0.2, margin = 0.05 }`.
@@ -262,6 +273,14 @@ impl RawTopic {
                     min_attempts: r.min_attempts.map_or(50, |m| m.0),
                     max_failure_rate: r.max_failure_rate.map_or(0.2, |f| f.0),
                     margin: r.margin.map_or(0.05, |m| m.0),
+                }),
+            results: self
+                .results
+                .as_ref()
+                .or(defaults.results.as_ref())
+                .map(|r| Results {
+                    keep: r.keep.map_or(Duration::from_secs(86_400), |d| d.0),
+                    max: r.max.as_ref().map_or(64 << 10, |m| m.get_ref().0),
                 }),
         }
     }

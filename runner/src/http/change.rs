@@ -4,11 +4,12 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::wait::{WaitQuery, answer_when_ended, keeping};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::job_options::JobOptions;
@@ -119,9 +120,21 @@ fn status(e: &Enqueued) -> Value {
 
 /// `POST /api/topics/{topic}/jobs`: one job (an object) or many (an array,
 /// up to 10,000), answered per job with its id and `new` or `duplicate`.
-pub(super) async fn enqueue(State(app): AppState, Path(name): Path<String>, body: Bytes) -> Answer {
+/// `?wait=30s` (one job, a topic that keeps results) answers when the job
+/// ends (200 with its end) or the time runs out (202 with its id).
+pub(super) async fn enqueue(
+    State(app): AppState,
+    Path(name): Path<String>,
+    Query(query): Query<WaitQuery>,
+    body: Bytes,
+) -> Answer {
     let serving = app.ops.serving();
-    topic_named(&serving, &name)?;
+    let topic = topic_named(&serving, &name)?;
+    let wait = query.time()?;
+    if wait.is_some() && topic.is_some_and(|t| t.results.is_none()) {
+        // the same refusal as the result and events routes
+        keeping(&app, &name, "-")?;
+    }
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
     let max_payload = serving.config.runner.max_payload;
@@ -155,6 +168,13 @@ pub(super) async fn enqueue(State(app): AppState, Path(name): Path<String>, body
             ));
         }
     };
+    if wait.is_some() && !one {
+        return Err(ApiError::field(
+            StatusCode::BAD_REQUEST,
+            "wait",
+            "waits for one job: send an object, not an array",
+        ));
+    }
     let q = app.ops.queue.clone().with_max_payload(max_payload);
     let keys = q.keys(&name);
     if jobs.iter().any(|j| j.version.is_some()) {
@@ -188,7 +208,13 @@ pub(super) async fn enqueue(State(app): AppState, Path(name): Path<String>, body
         } else {
             StatusCode::OK
         };
-        return Ok((code, Json(status(&answers[0]))));
+        let answer = status(&answers[0]);
+        if let Some(time) = wait {
+            let enqueued = ("status", answer["status"].clone());
+            let id = answers[0].id();
+            return answer_when_ended(&app.ops.waiters, &keys, id, time, Some(enqueued)).await;
+        }
+        return Ok((code, Json(answer)));
     }
     let list: Vec<Value> = answers.iter().map(status).collect();
     Ok((
@@ -241,10 +267,13 @@ pub(super) async fn cancel(
     Path((name, id)): Path<(String, String)>,
 ) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
+    let keep = topic_named(&app.ops.serving(), &name)?
+        .and_then(|t| t.results)
+        .map(|r| r.keep);
     let was = app
         .ops
         .queue
-        .cancel(&keys, std::slice::from_ref(&id))
+        .cancel(&keys, std::slice::from_ref(&id), now_ms(), keep)
         .await?;
     let was = match was.first().copied().flatten() {
         Some(Cancelled::Pending) => "waiting",

@@ -5,6 +5,7 @@
 //! (`hourglass serve`). Every route is one function: reads in `api.rs`,
 //! changes in `change.rs` (jobs, pause) and `dead.rs` (dead letters), a
 //! topic's handler versions and rollout (reads and changes) in `rollout.rs`,
+//! jobs' results, events and waits in `wait.rs`,
 //! the metrics scrape in `scrape.rs`, the embedded page in `dashboard.rs`.
 //! Authentication (`auth`) runs before all of them.
 
@@ -15,6 +16,7 @@ mod dead;
 mod error;
 mod rollout;
 mod scrape;
+mod wait;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,7 +33,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, TopicConfig};
 use crate::metrics::Metrics;
-use crate::redis::Queue;
+use crate::redis::{Queue, Waiters};
 use crate::reload::{ReloadRecord, Serving};
 use crate::wasm::OutboundCounts;
 pub use error::ApiError;
@@ -51,12 +53,15 @@ pub struct Ops {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) outbound: Option<Arc<OutboundCounts>>,
     pub(crate) reloads: Option<Arc<dyn Fn() -> Vec<ReloadRecord> + Send + Sync>>,
+    /// Everyone waiting on a job through this server.
+    pub(crate) waiters: Waiters,
 }
 
 impl Ops {
     /// Serve `config` without running jobs (`hourglass serve`).
     pub fn without_jobs(queue: Queue, config: Config) -> Ops {
         Ops {
+            waiters: Waiters::new(queue.clone()),
             queue,
             serving: watch::channel(Arc::new(Serving::without_jobs(config))).1,
             metrics: Arc::new(Metrics::new()),
@@ -93,6 +98,8 @@ fn router(ops: Ops) -> Router {
             "/topics/{topic}/jobs/{id}",
             get(api::job).delete(change::cancel),
         )
+        .route("/topics/{topic}/jobs/{id}/result", get(wait::result))
+        .route("/topics/{topic}/jobs/{id}/events", get(wait::events))
         .route(
             "/topics/{topic}/dead",
             get(api::dead).delete(dead::purge_all),

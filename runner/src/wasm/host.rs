@@ -15,6 +15,7 @@ use super::bindings::hourglass::handler::{follow_up, log, types};
 use super::context::JobContext;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
+use super::report::ProgressBoard;
 use super::usage::Traffic;
 
 /// Most follow-up jobs one attempt may start.
@@ -35,6 +36,8 @@ pub struct FollowUp {
     pub delay: Duration,
     /// How long its id stays taken in the target topic (zero: while live).
     pub unique_for: Duration,
+    /// Whether it is handed the parent attempt's result.
+    pub with_result: bool,
 }
 
 /// The data of one job's store.
@@ -53,6 +56,12 @@ pub struct Host {
     max_payload: u64,
     follow_ups: Vec<FollowUp>,
     follow_up_bytes: u64,
+    /// The result the handler set, if it did.
+    pub(super) result: Option<Vec<u8>>,
+    /// Whether it reported progress.
+    pub(super) reported: bool,
+    pub(super) progress: Arc<ProgressBoard>,
+    pub(super) parent_result: Option<Vec<u8>>,
 }
 
 impl Host {
@@ -64,6 +73,8 @@ impl Host {
         sandbox: &Sandbox,
         deadline: Instant,
         counts: Arc<OutboundCounts>,
+        progress: Arc<ProgressBoard>,
+        parent_result: Option<Vec<u8>>,
     ) -> Result<Host, String> {
         // one copy of the job's names for every log line of the attempt
         let ctx = Arc::new(ctx);
@@ -108,6 +119,10 @@ impl Host {
             max_payload: sandbox.max_payload,
             follow_ups: Vec::new(),
             follow_up_bytes: 0,
+            result: None,
+            reported: false,
+            progress,
+            parent_result,
         })
     }
 
@@ -231,7 +246,11 @@ impl log::Host for Host {
 
 impl follow_up::Host for Host {
     fn enqueue(&mut self, job: follow_up::NewJob) -> Result<String, String> {
-        self.follow_up(job, Duration::ZERO)
+        self.follow_up(job, Duration::ZERO, false)
+    }
+
+    fn enqueue_with_result(&mut self, job: follow_up::NewJob) -> Result<String, String> {
+        self.follow_up(job, Duration::ZERO, true)
     }
 
     fn enqueue_unique(
@@ -242,7 +261,7 @@ impl follow_up::Host for Host {
         if job.id.is_none() {
             return Err("a unique follow-up needs an id".into());
         }
-        self.follow_up(job, Duration::from_millis(unique_for_ms))
+        self.follow_up(job, Duration::from_millis(unique_for_ms), false)
     }
 }
 
@@ -252,6 +271,7 @@ impl Host {
         &mut self,
         job: follow_up::NewJob,
         unique_for: Duration,
+        with_result: bool,
     ) -> Result<String, String> {
         let parent = &self.ctx.topic;
         if !self.may_enqueue.contains(&job.topic) {
@@ -291,6 +311,7 @@ impl Host {
             payload: job.payload,
             delay: Duration::from_millis(job.delay_ms.unwrap_or(0)),
             unique_for,
+            with_result,
         });
         Ok(id)
     }

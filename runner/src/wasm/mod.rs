@@ -16,6 +16,7 @@ mod epoch;
 mod host;
 mod outbound;
 mod output;
+mod report;
 mod run;
 mod usage;
 
@@ -33,6 +34,7 @@ pub use context::JobContext;
 pub use host::FollowUp;
 use host::Host;
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
+pub use report::{MAX_DETAIL, ProgressBoard, Reported, check_detail};
 pub use run::Attempted;
 pub use usage::Usage;
 
@@ -89,8 +91,8 @@ pub enum LoadError {
 /// How one attempt ended: the handler's answer, or why there is none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finish {
-    /// The handler acked; enqueue these follow-up jobs after the ack.
-    Ack(Vec<FollowUp>),
+    /// The handler acked.
+    Ack(Acked),
     /// The handler asked for another attempt, after `delay` or the topic's backoff.
     Retry {
         /// The handler's choice of delay.
@@ -106,6 +108,15 @@ pub enum Finish {
     /// The attempt could not start for a reason that is not the job's fault
     /// (no instance slot free): release it without counting the attempt.
     NotStarted(String),
+}
+
+/// What an attempt that acked leaves behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acked {
+    /// Follow-up jobs to enqueue after the ack.
+    pub follow_ups: Vec<FollowUp>,
+    /// The result the handler set, if any.
+    pub result: Option<Vec<u8>>,
 }
 
 /// What one attempt of a topic's handler may use.
@@ -125,6 +136,8 @@ pub struct Sandbox {
     pub max_payload: u64,
     /// Where outbound HTTP may go, with its limits.
     pub http: Arc<HttpPolicy>,
+    /// The largest result an attempt may set, in bytes.
+    pub result_max: u64,
 }
 
 impl Sandbox {
@@ -139,9 +152,14 @@ impl Sandbox {
             may_enqueue: topic.may_enqueue.iter().cloned().collect(),
             max_payload,
             http: Arc::new(HttpPolicy::new(grants, topic.http.clone())),
+            result_max: topic.results.as_ref().map_or(DEFAULT_RESULT_MAX, |r| r.max),
         }
     }
 }
+
+/// The largest result of a topic without `results` (which keeps none, but
+/// may hand its result to follow-ups): 64 KiB.
+pub const DEFAULT_RESULT_MAX: u64 = 64 << 10;
 
 /// The input of one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +178,8 @@ pub struct JobInput {
     pub enqueued_at_ms: u64,
     /// When due (ms).
     pub due_at_ms: u64,
+    /// The result of the job that started this one, if it handed it on.
+    pub parent_result: Option<Vec<u8>>,
 }
 
 /// The most one instance of a handler may hold. Every component that loads
@@ -287,6 +307,7 @@ pub struct Runtime {
     linker: Linker<Host>,
     cache: Option<Cache>,
     outbound: Arc<OutboundCounts>,
+    progress: Arc<ProgressBoard>,
     in_use: InUse,
     _ticker: epoch::EpochTicker,
 }
@@ -356,6 +377,7 @@ impl Runtime {
             linker,
             cache,
             outbound: Arc::default(),
+            progress: Arc::default(),
             in_use: InUse::default(),
             _ticker: ticker,
         })
@@ -364,6 +386,11 @@ impl Runtime {
     /// Outbound HTTP requests so far, per (topic, status).
     pub fn outbound_counts(&self) -> Arc<OutboundCounts> {
         self.outbound.clone()
+    }
+
+    /// Where attempts post their progress, for the worker to write.
+    pub fn progress(&self) -> Arc<ProgressBoard> {
+        self.progress.clone()
     }
 
     /// The count of instances alive now.

@@ -10,7 +10,7 @@ use wasmtime::{Store, UpdateDeadline};
 use super::bindings::hourglass::handler::types as wit;
 use super::host::{Host, Said};
 use super::usage::{CpuMeter, Metered, Usage};
-use super::{Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
+use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
 /// One attempt's end: how, and at what cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +37,14 @@ impl Runtime {
             attempt: job.attempt,
             handler: handler.hash.clone(),
         };
-        let host = match Host::new(ctx, sandbox, deadline, self.outbound.clone()) {
+        let host = match Host::new(
+            ctx,
+            sandbox,
+            deadline,
+            self.outbound.clone(),
+            self.progress.clone(),
+            job.parent_result,
+        ) {
             Ok(host) => host,
             Err(why) => {
                 return Attempted {
@@ -109,6 +116,10 @@ impl Runtime {
         let wall = began.elapsed();
         let host = store.data_mut();
         host.flush_output();
+        if host.reported {
+            host.progress
+                .forget(&host.ctx.topic, &host.ctx.id, host.ctx.attempt);
+        }
         let traffic = host.traffic();
         let usage = Usage {
             wall_us: wall.as_micros() as u64,
@@ -120,7 +131,20 @@ impl Runtime {
             bytes_in: traffic.bytes_in.load(Ordering::Relaxed),
         };
         let finish = match result {
-            Ok(Ok(wit::Outcome::Ack)) => Finish::Ack(host.take_follow_ups()),
+            Ok(Ok(wit::Outcome::Ack)) => match host.result.take() {
+                Some(r) if r.len() as u64 > sandbox.result_max => Finish::Retry {
+                    delay: None,
+                    reason: format!(
+                        "result of {} is over the topic's results.max of {}",
+                        size(r.len() as u64),
+                        size(sandbox.result_max)
+                    ),
+                },
+                result => Finish::Ack(Acked {
+                    follow_ups: host.take_follow_ups(),
+                    result,
+                }),
+            },
             Ok(Ok(wit::Outcome::Retry(r))) => Finish::Retry {
                 delay: r.delay_ms.map(Duration::from_millis),
                 reason: r.reason,

@@ -17,7 +17,9 @@ use super::decide::Decision;
 use super::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
-use crate::redis::{Burial, Done, Failed, Held, Parked, QueueError, Refusal, Refused};
+use crate::redis::{
+    Burial, Done, EndState, Failed, Held, JobEnd, Parked, QueueError, Refusal, Refused,
+};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
@@ -55,11 +57,20 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             b.topic.get_or_insert_with(|| c.topic.clone());
             b.at_ms = b.at_ms.max(c.at_ms);
             match c.decision {
-                Decision::Ack(follow_ups) => {
+                Decision::Ack { follow_ups, result } => {
+                    let end = c.topic.cfg.results.map(|_| JobEnd {
+                        state: EndState::Acked,
+                        result,
+                        reason: None,
+                        version: Some(c.version.to_string()),
+                        attempts: c.attempt,
+                        at_ms: c.at_ms,
+                    });
                     b.acks.push(Done {
                         id: c.id,
                         attempt: c.attempt,
                         follow_ups,
+                        end,
                     });
                     b.ack_versions.push(c.version);
                 }
@@ -76,10 +87,19 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                     b.retry_versions.push(c.version);
                 }
                 Decision::Dead(info) => {
+                    let end = c.topic.cfg.results.map(|_| JobEnd {
+                        state: EndState::Dead,
+                        result: None,
+                        reason: Some(info.reason.clone()),
+                        version: info.handler.clone(),
+                        attempts: info.attempts,
+                        at_ms: c.at_ms,
+                    });
                     b.dead.push(Burial {
                         id: c.id,
                         attempt: c.attempt,
                         info,
+                        end,
                     });
                     b.dead_versions.push(c.version);
                 }
@@ -103,10 +123,13 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
 async fn commit(shared: &Shared, b: Batch) -> usize {
     let topic = b.topic.expect("a batch has a topic");
     let (keys, name, now) = (&topic.keys, topic.cfg.name.as_str(), b.at_ms);
+    let keep = topic.cfg.results.map(|r| r.keep);
     let q = &shared.queue;
     if !b.acks.is_empty()
-        && let Some(refused) =
-            persist(&shared.meter, "ack", name, || q.ack(keys, &b.acks, now)).await
+        && let Some(refused) = persist(&shared.meter, "ack", name, || {
+            q.ack(keys, &b.acks, now, keep)
+        })
+        .await
     {
         count(
             shared,
@@ -143,8 +166,10 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     if !b.retries.is_empty()
-        && let Some(refused) =
-            persist(&shared.meter, "retry", name, || q.retry(keys, &b.retries)).await
+        && let Some(refused) = persist(&shared.meter, "retry", name, || {
+            q.retry(keys, &b.retries, keep.is_some())
+        })
+        .await
     {
         count(
             shared,
@@ -180,7 +205,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     }
     if !b.dead.is_empty()
         && let Some(refused) = persist(&shared.meter, "dead-letter", name, || {
-            q.bury(keys, &b.dead, topic.cfg.dead_letter, now)
+            q.bury(keys, &b.dead, topic.cfg.dead_letter, now, keep)
         })
         .await
     {
@@ -193,8 +218,9 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             |d| &d.id,
             Outcome::Dead,
         );
-        for Burial { id, attempt, info } in
-            b.dead.into_iter().filter(|d| !is_refused(&refused, &d.id))
+        for Burial {
+            id, attempt, info, ..
+        } in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.id))
         {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(

@@ -8,13 +8,19 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked};
-use crate::wasm::{Finish, FollowUp, JobInput};
+use crate::wasm::{Acked, Finish, FollowUp, JobInput};
 
 /// The state change an attempt asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Decision {
-    /// Done; these follow-ups are parked with the ack and delivered after it.
-    Ack(Vec<Parked>),
+    /// Done; these follow-ups are parked with the ack and delivered after
+    /// it, and the result is kept if the topic keeps results.
+    Ack {
+        /// Parked with the ack.
+        follow_ups: Vec<Parked>,
+        /// What the handler set.
+        result: Option<Vec<u8>>,
+    },
     /// Try again at `next_due_ms`.
     Retry {
         /// When the next attempt is due.
@@ -87,6 +93,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         max_attempts,
         enqueued_at_ms: record.enqueued_at_ms,
         due_at_ms,
+        parent_result: record.parent_result,
     };
     Ok(Ready {
         input,
@@ -149,8 +156,12 @@ pub(super) fn after_run(
 ) -> Decision {
     let handler = on.version;
     let (delay, reason) = match finish {
-        Finish::Ack(follow_ups) => {
-            return Decision::Ack(follow_ups.into_iter().map(|f| park(f, now)).collect());
+        Finish::Ack(Acked { follow_ups, result }) => {
+            let follow_ups = follow_ups
+                .into_iter()
+                .map(|f| park(f, result.as_deref(), now))
+                .collect();
+            return Decision::Ack { follow_ups, result };
         }
         Finish::Fail(reason) if on.canary => (
             None,
@@ -193,8 +204,8 @@ pub(super) fn after_run(
     }
 }
 
-/// A follow-up of an attempt acked at `now`, ready for the outbox.
-fn park(f: FollowUp, now: u64) -> Parked {
+/// A follow-up of an attempt acked at `now` with `result`, ready for the outbox.
+fn park(f: FollowUp, result: Option<&[u8]>, now: u64) -> Parked {
     Parked {
         topic: f.topic,
         job: NewJob {
@@ -203,6 +214,7 @@ fn park(f: FollowUp, now: u64) -> Parked {
             due_at_ms: now.saturating_add(crate::clock::millis(f.delay)),
             max_attempts: 0,
             unique_for_ms: crate::clock::millis(f.unique_for),
+            parent_result: result.filter(|_| f.with_result).map(<[u8]>::to_vec),
             ..Default::default()
         },
     }

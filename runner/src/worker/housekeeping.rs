@@ -35,7 +35,7 @@ pub(super) async fn enforce_retention(shared: &Shared, topics: &[Arc<Topic>], no
     for topic in topics {
         if let Err(e) = shared
             .queue
-            .bury(&topic.keys, &[], topic.cfg.dead_letter, now)
+            .bury(&topic.keys, &[], topic.cfg.dead_letter, now, None)
             .await
         {
             tracing::warn!(topic = %topic.cfg.name, "cannot enforce dead-letter retention: {e}");

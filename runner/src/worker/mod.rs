@@ -11,7 +11,8 @@
 //! Tasks: the scheduler (claims, spawns attempts, requeues expired leases,
 //! sweeps undelivered follow-ups, applies reloads), one task per attempt, the
 //! committer, the wake listener (pub/sub), the reload watcher, the schedules
-//! (`cron.rs`) and the rollouts (`rollout.rs`: which handler version serves).
+//! (`cron.rs`), the rollouts (`rollout.rs`: which handler version serves)
+//! and the progress writer (`progress.rs`).
 //! [`Runner`] (`runner.rs`) starts them; this file holds only what they
 //! share. Shutdown is a future passed to [`Runner::run`]: claiming stops,
 //! running attempts get the grace period, the rest are stopped and released.
@@ -25,6 +26,7 @@ mod decide;
 mod heartbeat;
 mod housekeeping;
 mod meter;
+mod progress;
 pub(crate) mod rollout;
 mod runner;
 mod scheduler;

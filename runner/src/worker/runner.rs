@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, meter, rollout, scheduler};
+use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, meter, progress, rollout, scheduler};
 use crate::config::Config;
 use crate::events::Event;
 use crate::metrics::Metrics;
@@ -94,6 +94,7 @@ impl Runner {
     /// What the HTTP API and dashboard need of this runner.
     pub fn ops(&self) -> crate::http::Ops {
         crate::http::Ops {
+            waiters: crate::redis::Waiters::new(self.shared.queue.clone()),
             queue: self.shared.queue.clone(),
             serving: self.shared.serving.subscribe(),
             metrics: self.shared.metrics.clone(),
@@ -127,6 +128,7 @@ impl Runner {
             wake_tx,
         ));
         let schedules = tokio::spawn(cron::run(shared.clone()));
+        let progress = tokio::spawn(progress::run(shared.clone()));
         // routes (rollouts, pins) are known before the first claim
         let (routes_tx, routes_rx) = watch::channel(Arc::default());
         let rollouts = rollout::start(shared.clone(), shared.versions.clone(), routes_tx).await;
@@ -144,6 +146,7 @@ impl Runner {
         listener.abort();
         watcher.abort();
         schedules.abort();
+        progress.abort();
         rollouts.abort();
         let released = committer.await.unwrap_or(0);
         tracing::info!(released, "hourglass stopped");

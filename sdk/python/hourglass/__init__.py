@@ -17,13 +17,15 @@ package on the build's Python path; nothing to install.
         hourglass.info(f"cancelled order {order['id']}")
         # returning None (or hourglass.ack()) acks the job
 
-A handler returns None or ack() to ack, retry(...) / retry_in(...) to try
-again, fail(...) to dead-letter; raising Retry(...) or Fail(...) does the same
+A handler returns None or ack() to ack, result(value) to ack with a result
+for whoever waits on the job (topics with `results` in queues.toml), retry(...)
+/ retry_in(...) to try again, fail(...) to dead-letter; raising Retry(...) or Fail(...) does the same
 from anywhere below it. Any other exception is a failed attempt (retried with
 the topic's backoff, dead-lettered when attempts run out) whose recorded
 reason is the exception's type and message; its traceback goes to the
 runner's log. print() and the log functions write to the runner's log,
-tagged with topic, job and attempt.
+tagged with topic, job and attempt. progress(percent, detail) tells watchers
+how far a long job has got.
 """
 
 import json as _json
@@ -34,11 +36,21 @@ from componentize_py_types import Err as _Err
 from wit_world.imports import follow_up as _follow_up
 from wit_world.imports import job_types as _types
 from wit_world.imports import log as _log
+from wit_world.imports import report as _report
 
 __all__ = [
-    "Job", "handler", "ack", "retry", "retry_in", "fail", "Retry", "Fail",
-    "follow_up", "debug", "info", "warn", "error",
+    "Job", "handler", "ack", "result", "retry", "retry_in", "fail", "Retry", "Fail",
+    "follow_up", "progress", "debug", "info", "warn", "error",
 ]
+
+
+def _bytes(value):
+    """bytes as they are, str as UTF-8, anything else as JSON."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return _json.dumps(value).encode("utf-8")
 
 
 class Job:
@@ -98,6 +110,23 @@ class Job:
         except ValueError as e:
             raise Fail(f"payload is not JSON: {e}") from None
 
+    @property
+    def parent_result(self):
+        """The result (bytes) of the job that started this one with
+        follow_up(..., with_result=True), or None."""
+        value = _report.parent_result()
+        return None if value is None else bytes(value)
+
+    def parent_json(self):
+        """parent_result parsed as JSON (None without one); not JSON fails the job for good."""
+        value = self.parent_result
+        if value is None:
+            return None
+        try:
+            return _json.loads(value)
+        except ValueError as e:
+            raise Fail(f"parent result is not JSON: {e}") from None
+
     def __repr__(self):
         return f"Job(topic={self.topic!r}, id={self.id!r}, attempt={self.attempt})"
 
@@ -119,6 +148,32 @@ def ack():
     return _types.Outcome_Ack()
 
 
+class _Result:
+    """An ack with a result: what result() returns."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+def result(value):
+    """Ack with `value` as the job's result (bytes as they are, str as UTF-8,
+    anything else as JSON): kept for whoever waits on the job when the topic
+    has `results`, and handed to follow-ups started with with_result=True."""
+    return _Result(_bytes(value))
+
+
+def progress(percent=None, detail=None):
+    """Tell watchers how far the job has got: `percent` (0-100) and/or
+    `detail`, a dict (JSON, at most 4 KiB). Call it as often as you like: the
+    runner writes a few reports a second at most."""
+    text = None if detail is None else _json.dumps(detail)
+    pct = None if percent is None else max(0, min(100, int(percent)))
+    try:
+        _report.progress(pct, text)
+    except _Err as e:
+        raise Fail(f"progress refused: {e.value}") from None
+
+
 def retry(reason):
     """Try again after the topic's backoff; `reason` is recorded as the last error."""
     return _types.Outcome_Retry(_types.Retry(delay_ms=None, reason=str(reason)))
@@ -136,20 +191,18 @@ def fail(reason):
     return _types.Outcome_Fail(str(reason))
 
 
-def follow_up(topic, payload, *, delay=None, id=None, unique_for=None):
+def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_result=False):
     """Enqueue a job to `topic` when this attempt acks; returns its id.
 
     `payload` is bytes, a str, or anything JSON can encode; `delay` and
     `unique_for` are seconds; `unique_for` (which needs `id`) keeps the id
-    taken that long even after that job is done. A refusal (a topic not in
+    taken that long even after that job is done. `with_result` hands the job
+    this attempt's result (its job.parent_result). A refusal (a topic not in
     may_enqueue, a bad id, a payload over the limit) fails the job.
     """
-    if isinstance(payload, str):
-        data = payload.encode("utf-8")
-    elif isinstance(payload, (bytes, bytearray)):
-        data = bytes(payload)
-    else:
-        data = _json.dumps(payload).encode("utf-8")
+    data = _bytes(payload)
+    if with_result and unique_for is not None:
+        raise Fail("a follow-up takes unique_for or with_result, not both")
     job = _follow_up.NewJob(
         topic=topic,
         payload=data,
@@ -157,6 +210,8 @@ def follow_up(topic, payload, *, delay=None, id=None, unique_for=None):
         id=id,
     )
     try:
+        if with_result:
+            return _follow_up.enqueue_with_result(job)
         if unique_for is None:
             return _follow_up.enqueue(job)
         return _follow_up.enqueue_unique(job, max(0, int(unique_for * 1000)))
@@ -192,11 +247,14 @@ def _answer(fn, raw):
         return retry(f"{type(e).__name__}: {e}")
     if outcome is None:
         return ack()
+    if isinstance(outcome, _Result):
+        _report.set_result(outcome.data)
+        return ack()
     if isinstance(outcome, _OUTCOMES):
         return outcome
     return retry(
         f"TypeError: the handler returned {type(outcome).__name__}; "
-        "return None, ack(), retry(...), retry_in(...) or fail(...)"
+        "return None, ack(), result(...), retry(...), retry_in(...) or fail(...)"
     )
 
 

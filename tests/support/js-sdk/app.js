@@ -8,8 +8,11 @@
 //   {"retry": REASON}                  retry with the topic's backoff
 //   {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?}}  then ack
 //   {"fetch": URL}                     GET URL; fail with "fetched STATUS BODY"
+//   {"progress": [P, ...]}             report each percentage, 300 ms apart
+//   {"result": V}                      ack with V as the result (JSON)
+//   {"echo_parent": true}              ack with {"parent": the parent's result}
 //   {}                                 ack
-import { handler, fail, retry, retryIn, followUp, log } from './hourglass.js';
+import { handler, fail, retry, retryIn, followUp, log, progress, result } from './hourglass.js';
 
 export const handle = handler(async (job) => {
   const plan = job.json();
@@ -19,12 +22,20 @@ export const handle = handler(async (job) => {
   if (plan.fail !== undefined) return fail(plan.fail);
   if (plan.retry_in !== undefined) return retryIn(plan.retry_in, plan.reason ?? 'asked to retry');
   if (plan.retry !== undefined) return retry(plan.retry);
+  for (const p of plan.progress ?? []) {
+    progress(p, { step: p });
+    await new Promise((done) => setTimeout(done, 300));
+  }
   if (plan.follow_up !== undefined) {
     const f = plan.follow_up;
-    followUp(f.topic, f.payload, { id: f.id, delay: f.delay, uniqueFor: f.unique_for });
+    followUp(f.topic, f.payload, {
+      id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result,
+    });
   }
   if (plan.fetch !== undefined) {
     const res = await fetch(plan.fetch);
     return fail(`fetched ${res.status} ${await res.text()}`);
   }
+  if (plan.echo_parent) return result({ parent: job.parentJson() ?? null });
+  if (plan.result !== undefined) return result(plan.result);
 });

@@ -11,6 +11,9 @@ asks for one thing, checked in this order:
     {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?}}  then ack
     {"fetch": URL}                    GET URL; fail with "fetched STATUS BODY"
     {"post_json": URL, "body": V}     POST V as JSON; fail with "posted STATUS BODY"
+    {"progress": [P, ...]}            report each percentage, 300 ms apart
+    {"result": V}                     ack with V as the result (JSON)
+    {"echo_parent": true}             ack with {"parent": the parent's result}
     {}                                ack
 """
 
@@ -37,11 +40,14 @@ def handle(job):
         return hourglass.retry_in(plan["retry_in"], plan.get("reason", "asked to retry"))
     if "retry" in plan:
         return hourglass.retry(plan["retry"])
+    for p in plan.get("progress", []):
+        hourglass.progress(p, {"step": p})
+        time.sleep(0.3)
     if "follow_up" in plan:
         f = plan["follow_up"]
         hourglass.follow_up(
             f["topic"], f["payload"], id=f.get("id"), delay=f.get("delay"),
-            unique_for=f.get("unique_for"),
+            unique_for=f.get("unique_for"), with_result=f.get("with_result", False),
         )
     if "fetch" in plan:
         res = http.get(plan["fetch"])
@@ -49,4 +55,8 @@ def handle(job):
     if "post_json" in plan:
         res = http.post_json(plan["post_json"], plan.get("body"))
         return hourglass.fail(f"posted {res.status} {res.text()}")
+    if plan.get("echo_parent"):
+        return hourglass.result({"parent": job.parent_json()})
+    if "result" in plan:
+        return hourglass.result(plan["result"])
     return None

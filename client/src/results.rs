@@ -1,0 +1,277 @@
+//! Jobs' ends and progress, for producers who wait on them.
+//!
+//! A topic with `results` keeps every job's end (acked with the result its
+//! handler set, dead with the reason, cancelled) at its own key for the
+//! topic's `keep`, written by the same script as the state change and
+//! announced on the topic's events channel; a topic without it writes and
+//! publishes nothing. A running job's latest progress sits in the topic's
+//! progress hash while the job lives.
+//!
+//! Stored end: one line of JSON (state, reason, handler version, attempts,
+//! time, whether a result follows), `\n`, then the result's bytes verbatim.
+
+use std::time::Duration;
+
+use base64::Engine;
+use redis::Value;
+use serde::{Deserialize, Serialize};
+
+use super::reply::{bytes, string};
+use super::{CorruptRecord, Queue, QueueError, TopicKeys, clock::millis, scripts};
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndState {
+    /// Its handler acked.
+    Acked,
+    /// Dead-lettered: failed for good or out of attempts.
+    Dead,
+    /// Cancelled by an operator.
+    Cancelled,
+}
+
+impl EndState {
+    /// As written in JSON and shown: `acked`, `dead`, `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndState::Acked => "acked",
+            EndState::Dead => "dead",
+            EndState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A job's end, as kept for its topic's `results.keep`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    /// How it ended.
+    pub state: EndState,
+    /// The result its handler set (acked jobs only, and only if it set one).
+    pub result: Option<Vec<u8>>,
+    /// Why it is dead, or who cancelled it.
+    pub reason: Option<String>,
+    /// The handler version that ran the last attempt.
+    pub version: Option<String>,
+    /// Attempts it took.
+    pub attempts: u32,
+    /// When it ended (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    state: EndState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    attempts: u32,
+    at: u64,
+    result: bool,
+}
+
+impl JobEnd {
+    /// The stored bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let header = Header {
+            state: self.state,
+            reason: self.reason.clone(),
+            version: self.version.clone(),
+            attempts: self.attempts,
+            at: self.at_ms,
+            result: self.result.is_some(),
+        };
+        let mut out = serde_json::to_vec(&header).expect("an end serializes");
+        out.push(b'\n');
+        if let Some(result) = &self.result {
+            out.extend_from_slice(result);
+        }
+        out
+    }
+
+    /// Read back what [`JobEnd::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<JobEnd, CorruptRecord> {
+        let split = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or(CorruptRecord("a kept end without its header line"))?;
+        let header: Header = serde_json::from_slice(&bytes[..split])
+            .map_err(|_| CorruptRecord("a kept end with an unreadable header"))?;
+        Ok(JobEnd {
+            state: header.state,
+            result: header.result.then(|| bytes[split + 1..].to_vec()),
+            reason: header.reason,
+            version: header.version,
+            attempts: header.attempts,
+            at_ms: header.at,
+        })
+    }
+
+    /// The end as the API and `hourglass wait --json` show it: `state`,
+    /// `result` (the JSON the handler returned; `result_base64` for bytes
+    /// that are not JSON), `reason`, `version`, `attempts`, `ended_at_ms`.
+    pub fn to_json(&self, id: &str) -> serde_json::Value {
+        let mut out = serde_json::json!({
+            "id": id,
+            "state": self.state.as_str(),
+            "attempts": self.attempts,
+            "ended_at_ms": self.at_ms,
+        });
+        let map = out.as_object_mut().expect("an object");
+        if let Some(result) = &self.result {
+            match serde_json::from_slice::<serde_json::Value>(result) {
+                Ok(value) => map.insert("result".into(), value),
+                Err(_) => map.insert(
+                    "result_base64".into(),
+                    base64::engine::general_purpose::STANDARD
+                        .encode(result)
+                        .into(),
+                ),
+            };
+        }
+        if let Some(reason) = &self.reason {
+            map.insert("reason".into(), reason.clone().into());
+        }
+        if let Some(version) = &self.version {
+            map.insert("version".into(), version.clone().into());
+        }
+        out
+    }
+}
+
+/// A running job's progress report, as stored and published (JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The attempt that reported it.
+    pub attempt: u32,
+    /// 0–100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<u8>,
+    /// A JSON object of the handler's choosing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+    /// When it was reported (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
+/// One progress report to record for a running attempt.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The job's id.
+    pub id: String,
+    /// What it reported.
+    pub progress: Progress,
+}
+
+/// Where a job stands, read in one step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    /// Stored and not dead: waiting (`running: false`) or leased.
+    Live {
+        /// Leased to a runner now.
+        running: bool,
+        /// The latest progress, if it reported any.
+        progress: Option<Progress>,
+    },
+    /// Not live, and its end is kept.
+    Ended(JobEnd),
+    /// Neither live nor kept: never enqueued, or its end expired (or its
+    /// topic keeps no results).
+    Unknown,
+}
+
+impl Queue {
+    /// Record the progress of running attempts; reports of attempts that no
+    /// longer hold their job's lease are dropped. Answers how many were kept.
+    pub async fn progress(&self, keys: &TopicKeys, reports: &[Report]) -> Result<u64, QueueError> {
+        let mut inv = scripts::PROGRESS.prepare_invoke();
+        inv.key(&keys.lease)
+            .key(&keys.attempt)
+            .key(&keys.progress)
+            .arg(&keys.events);
+        for r in reports {
+            let json = serde_json::to_string(&r.progress).expect("progress serializes");
+            inv.arg(&r.id).arg(r.progress.attempt).arg(json);
+        }
+        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
+    }
+
+    /// Where job `id` of a topic stands: live (with its progress), ended
+    /// (with its kept end), or unknown.
+    pub async fn standing(&self, keys: &TopicKeys, id: &str) -> Result<Standing, QueueError> {
+        let mut inv = scripts::PEEK.prepare_invoke();
+        inv.key(&keys.job)
+            .key(&keys.dead)
+            .key(&keys.lease)
+            .key(&keys.progress)
+            .key(keys.result(id))
+            .arg(id);
+        let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
+        let [live, running, progress, end] = reply.as_slice() else {
+            return Err(QueueError::Protocol(format!("peek answered {reply:?}")));
+        };
+        let flag = |v: &Value| matches!(v, Value::Int(1));
+        if flag(live) {
+            let progress = match progress {
+                Value::Nil => None,
+                v => serde_json::from_str(&string(v)?).ok(),
+            };
+            return Ok(Standing::Live {
+                running: flag(running),
+                progress,
+            });
+        }
+        match end {
+            Value::Nil => Ok(Standing::Unknown),
+            v => JobEnd::decode(&bytes(v)?)
+                .map(Standing::Ended)
+                .map_err(|e| QueueError::Protocol(e.to_string())),
+        }
+    }
+}
+
+/// `keep` as the scripts take it: ms, `0` for none.
+pub(super) fn keep_ms(keep: Option<Duration>) -> u64 {
+    keep.map_or(0, |k| millis(k).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_round_trip_with_and_without_a_result() {
+        for result in [
+            None,
+            Some(vec![]),
+            Some(b"{\"receipt\":\"r-1\"}\n\x00".to_vec()),
+        ] {
+            let end = JobEnd {
+                state: EndState::Acked,
+                result,
+                reason: None,
+                version: Some("0123456789abcdef".into()),
+                attempts: 2,
+                at_ms: 1_700_000_000_000,
+            };
+            assert_eq!(JobEnd::decode(&end.encode()), Ok(end));
+        }
+        assert!(JobEnd::decode(b"no header").is_err());
+    }
+
+    #[test]
+    fn json_results_are_shown_as_json_and_bytes_as_base64() {
+        let mut end = JobEnd {
+            state: EndState::Acked,
+            result: Some(br#"{"receipt":"r-1"}"#.to_vec()),
+            reason: None,
+            version: None,
+            attempts: 1,
+            at_ms: 5,
+        };
+        assert_eq!(end.to_json("a")["result"]["receipt"], "r-1");
+        end.result = Some(vec![0xff, 0x00]);
+        assert_eq!(end.to_json("a")["result_base64"], "/wA=");
+    }
+}
