@@ -66,6 +66,7 @@ mod ops;
 mod pipeline;
 mod priority;
 mod reload;
+mod results;
 mod rollout;
 mod rollout_api;
 mod runners;

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobState, JobView, Standing, check_id};
+use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -35,10 +35,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             if args.json {
                 println!("{}", end.to_json(&args.id));
             } else {
-                print!(
-                    "{}",
-                    super::wait::end_text(&args.topic, &args.id, &end, now)
-                );
+                print!("{}", end_text(&args.topic, &args.id, &end, now));
             }
             return Ok(());
         }
@@ -178,9 +175,37 @@ fn costs_table(costs: &[AttemptCost]) -> String {
 }
 
 /// The payload's size and its first 200 characters (escaped if not text).
-pub(super) fn preview(payload: &[u8]) -> String {
+fn preview(payload: &[u8]) -> String {
     let text = String::from_utf8_lossy(&payload[..payload.len().min(200)]);
     let shown: String = text.chars().flat_map(char::escape_debug).collect();
     let more = if payload.len() > 200 { "…" } else { "" };
     format!("{} bytes: {shown}{more}", payload.len())
+}
+
+/// A kept end as `inspect` shows it once the job left the pipeline.
+fn end_text(topic: &str, id: &str, end: &JobEnd, now: u64) -> String {
+    let mut out = format!("{topic}/{id}\n");
+    let line = |out: &mut String, k: &str, val: String| out.push_str(&format!("  {k:<10} {val}\n"));
+    line(
+        &mut out,
+        "state",
+        format!(
+            "{} {} (its end is kept: results.keep)",
+            end.state.as_str(),
+            when(end.at_ms, now.max(now_ms()))
+        ),
+    );
+    if end.attempts > 0 {
+        line(&mut out, "attempts", end.attempts.to_string());
+    }
+    if let Some(reason) = &end.reason {
+        line(&mut out, "reason", reason.clone());
+    }
+    if let Some(version) = &end.version {
+        line(&mut out, "handler", version.clone());
+    }
+    if let Some(result) = &end.result {
+        line(&mut out, "result", preview(result));
+    }
+    out
 }

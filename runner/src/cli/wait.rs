@@ -11,9 +11,8 @@ use std::time::Duration;
 use anyhow::anyhow;
 
 use super::{Exit, load_producer_config, topic_of};
-use crate::clock::now_ms;
 use crate::config::{TopicConfig, parse_duration};
-use crate::redis::{EndState, JobEnd, Queue, Waited, check_id, connect};
+use crate::redis::{EndState, Queue, Waited, check_id, connect};
 
 /// The exit status of a wait that ran out of time (as `timeout(1)`'s).
 pub(super) const TIMED_OUT: u8 = 124;
@@ -120,32 +119,4 @@ pub(super) async fn wait(
         .into()),
         EndState::Cancelled => Err(anyhow!("{topic}/{id} was cancelled").into()),
     }
-}
-
-/// A kept end as `inspect` shows it once the job left the pipeline.
-pub(super) fn end_text(topic: &str, id: &str, end: &JobEnd, now: u64) -> String {
-    let mut out = format!("{topic}/{id}\n");
-    let line = |out: &mut String, k: &str, val: String| out.push_str(&format!("  {k:<10} {val}\n"));
-    line(
-        &mut out,
-        "state",
-        format!(
-            "{} {} (its end is kept: results.keep)",
-            end.state.as_str(),
-            super::inspect::when(end.at_ms, now.max(now_ms()))
-        ),
-    );
-    if end.attempts > 0 {
-        line(&mut out, "attempts", end.attempts.to_string());
-    }
-    if let Some(reason) = &end.reason {
-        line(&mut out, "reason", reason.clone());
-    }
-    if let Some(version) = &end.version {
-        line(&mut out, "handler", version.clone());
-    }
-    if let Some(result) = &end.result {
-        line(&mut out, "result", super::inspect::preview(result));
-    }
-    out
 }

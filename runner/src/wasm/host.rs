@@ -11,11 +11,12 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::Sandbox;
+use super::bindings::hourglass::handler::report;
 use super::bindings::hourglass::handler::{follow_up, log, types};
 use super::context::JobContext;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
-use super::report::ProgressBoard;
+use super::report::{ProgressBoard, Reported, check_detail};
 use super::usage::Traffic;
 
 /// Most follow-up jobs one attempt may start.
@@ -241,6 +242,35 @@ impl log::Host for Host {
                 tracing::error!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
             }
         }
+    }
+}
+
+impl report::Host for Host {
+    fn set_result(&mut self, value: Vec<u8>) {
+        self.result = Some(value);
+    }
+
+    fn progress(&mut self, percent: Option<u8>, detail: Option<String>) -> Result<(), String> {
+        if let Some(detail) = &detail {
+            check_detail(detail)?;
+        }
+        let c = &*self.ctx;
+        self.reported = true;
+        self.progress.post(
+            &c.topic,
+            &c.id,
+            Reported {
+                attempt: c.attempt,
+                percent: percent.map(|p| p.min(100)),
+                detail,
+                at_ms: crate::clock::now_ms(),
+            },
+        );
+        Ok(())
+    }
+
+    fn parent_result(&mut self) -> Option<Vec<u8>> {
+        self.parent_result.clone()
     }
 }
 

@@ -1,5 +1,5 @@
-//! The `report` import: an attempt's result, its progress, and the result
-//! its parent job handed it.
+//! Progress of running attempts, between the `report` import (`host.rs`)
+//! and the worker that writes it.
 //!
 //! Progress goes on a [`ProgressBoard`] shared by the whole runner: the
 //! latest report per job replaces the one before, and the worker writes what
@@ -11,9 +11,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
-
-use super::bindings::hourglass::handler::report;
-use super::host::Host;
 
 /// Largest progress detail a handler may report, in bytes.
 pub const MAX_DETAIL: usize = 4 << 10;
@@ -40,7 +37,7 @@ pub struct ProgressBoard {
 }
 
 impl ProgressBoard {
-    fn post(&self, topic: &str, id: &str, report: Reported) {
+    pub(super) fn post(&self, topic: &str, id: &str, report: Reported) {
         let mut latest = self.latest.lock().expect("progress board");
         let first = latest.is_empty();
         match latest.get_mut(&(topic.to_owned(), id.to_owned())) {
@@ -93,34 +90,5 @@ pub fn check_detail(detail: &str) -> Result<(), String> {
         Ok(serde_json::Value::Object(_)) => Ok(()),
         Ok(_) => Err("progress detail must be a JSON object".into()),
         Err(e) => Err(format!("progress detail is not JSON: {e}")),
-    }
-}
-
-impl report::Host for Host {
-    fn set_result(&mut self, value: Vec<u8>) {
-        self.result = Some(value);
-    }
-
-    fn progress(&mut self, percent: Option<u8>, detail: Option<String>) -> Result<(), String> {
-        if let Some(detail) = &detail {
-            check_detail(detail)?;
-        }
-        let c = &*self.ctx;
-        self.reported = true;
-        self.progress.post(
-            &c.topic,
-            &c.id,
-            Reported {
-                attempt: c.attempt,
-                percent: percent.map(|p| p.min(100)),
-                detail,
-                at_ms: crate::clock::now_ms(),
-            },
-        );
-        Ok(())
-    }
-
-    fn parent_result(&mut self) -> Option<Vec<u8>> {
-        self.parent_result.clone()
     }
 }

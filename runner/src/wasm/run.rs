@@ -135,9 +135,9 @@ impl Runtime {
                 Some(r) if r.len() as u64 > sandbox.result_max => Finish::Retry {
                     delay: None,
                     reason: format!(
-                        "result of {} is over the topic's results.max of {}",
-                        size(r.len() as u64),
-                        size(sandbox.result_max)
+                        "result of {} bytes is over the topic's results.max ({} bytes)",
+                        r.len(),
+                        sandbox.result_max
                     ),
                 },
                 result => Finish::Ack(Acked {
