@@ -2,6 +2,7 @@
 //! it shows a topic's counts after jobs ran, a dead letter in its list,
 //! pause shows as paused, and retry moves the letter back; each topic's CPU
 //! per second and memory p99, and a dead job's attempts with their costs;
+//! a running job's progress, then its kept end and result;
 //! with 100 topics
 //! and 10,000 dead letters every topic has its row and the letters come a
 //! page at a time. A screenshot is
@@ -18,6 +19,7 @@ use crate::util::{Project, Running, eventually};
 
 const TOPICS: &str = "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
     [[topic]]\nname = \"panic\"\nhandler = \"panic.wasm\"\nmax_attempts = 1\n\n\
+    [[topic]]\nname = \"probe\"\nhandler = \"probe.wasm\"\nresults = { keep = \"1h\" }\n\n\
     [http]\nlisten = \"127.0.0.1:0\"\n";
 
 /// The text of the first element `css` finds, once `wanted` holds for it.
@@ -160,6 +162,30 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
     })
     .await;
     assert!(cost.starts_with('1'), "{cost}");
+
+    // a running job's progress, live; once it ends, its kept end and result
+    let long = json!({
+        "id": "render-1",
+        "payload": { "progress": [{ "percent": 40, "detail": { "stage": "render" }, "sleep_ms": 4000 }], "result": { "pages": 12 } },
+    });
+    assert_eq!(post("/api/topics/probe/jobs", long).await.status, 201);
+    c.find(Locator::Css("#lookup-topic"))
+        .await
+        .unwrap()
+        .select_by_value("probe")
+        .await
+        .unwrap();
+    let id = c.find(Locator::Css("#lookup-id")).await.unwrap();
+    id.clear().await.unwrap();
+    id.send_keys("render-1").await.unwrap();
+    click(c, "#lookup button").await;
+    let said = until_text(c, "#job-progress-text", |t| t.contains("40%")).await;
+    assert!(said.contains("render"), "{said}");
+    until_text(c, "#lookup-result", |t| {
+        t.contains("\"acked\"") && t.contains("\"pages\": 12")
+    })
+    .await;
+    until_gone(c, "#job-progress").await;
     browser.close().await;
     running.stop().await;
 }

@@ -14,6 +14,7 @@ const state = {
   history: new Map(), // topic -> [done/s]
   rates: new Map(), // topic -> {done, failed}
   dead: { topic: null, offset: 0 },
+  lookup: null, // {topic, id, live}: the job looked up by id
   versions: { topic: null },
   topics: [],
 };
@@ -327,6 +328,7 @@ function drawReloads(reloads) {
 }
 
 async function refresh() {
+  if (state.lookup && state.lookup.live) showJob();
   try {
     const [topics, runners, reloads] = await Promise.all([
       api("GET", "/topics"),
@@ -372,18 +374,46 @@ $("#rollout-abort").addEventListener("click", () => {
   if (confirm(`Abort the canary of ${topic}? It is retired and not rolled out again.`)) act("POST", `/topics/${enc(topic)}/rollout/abort`);
 });
 $("#unpin").addEventListener("click", () => act("DELETE", `/topics/${enc(state.versions.topic)}/pin`));
-$("#lookup").addEventListener("submit", async (e) => {
-  e.preventDefault();
+// a running job's latest progress report: a bar and what it said
+function progressView(p) {
+  if (!p) return [];
+  const pct = p.percent ?? null;
+  const said = [pct === null ? "" : `${pct}%`, p.detail ? JSON.stringify(p.detail) : "", `(attempt ${p.attempt})`];
+  return [
+    el("progress", { id: "job-progress", max: "100", ...(pct === null ? {} : { value: String(pct) }) }),
+    el("span", { id: "job-progress-text" }, said.filter(Boolean).join(" ")),
+  ];
+}
+
+// the job looked up by id, shown again with every refresh while it lives;
+// once gone, its kept end (topics with `results`)
+async function showJob() {
+  const { topic, id } = state.lookup;
   const out = $("#lookup-result");
   try {
-    const job = await api("GET", `/topics/${enc($("#lookup-topic").value)}/jobs/${enc($("#lookup-id").value.trim())}`);
+    const job = await api("GET", `/topics/${enc(topic)}/jobs/${enc(id)}`);
     out.textContent = JSON.stringify(job, null, 2);
     const costs = (job.dead && job.dead.costs) || (job.last_failure && job.last_failure.attempts) || [];
     $("#lookup-costs").replaceChildren(...(costs.length ? [costsTable(costs)] : []));
+    $("#lookup-progress").replaceChildren(...progressView(job.progress));
+    state.lookup.live = job.state !== "dead";
   } catch (err) {
-    out.textContent = err.message;
+    state.lookup.live = false;
     $("#lookup-costs").replaceChildren();
+    $("#lookup-progress").replaceChildren();
+    try {
+      const end = await api("GET", `/topics/${enc(topic)}/jobs/${enc(id)}/result`);
+      out.textContent = JSON.stringify(end, null, 2);
+    } catch (_) {
+      out.textContent = err.message;
+    }
   }
+}
+
+$("#lookup").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  state.lookup = { topic: $("#lookup-topic").value, id: $("#lookup-id").value.trim(), live: false };
+  await showJob();
 });
 
 refresh();
