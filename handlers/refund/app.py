@@ -1,6 +1,7 @@
-"""Refunds a cancelled order: parse the JSON payload, decide, and tell the
+"""Refunds a cancelled order: parse the JSON payload, decide, tell the
 customer through a follow-up job to the `notify` topic (a JavaScript
-handler) once the refund is done.
+handler) once the refund is done, and answer with the refund's id (the
+job's result, for `hourglass enqueue refund ... --wait`).
 
     {"order_id": 1042, "customer": "ada", "amount_cents": 1999}
 """
@@ -32,3 +33,4 @@ def refund(job):
         {"customer": customer, "message": f"your refund of {amount / 100:.2f} is on its way"},
         id=f"refund-{order_id}",
     )
+    return hourglass.result({"refund_id": f"rf-{order_id}", "amount_cents": amount})

@@ -397,7 +397,8 @@ async fn the_examples_refund_in_python_and_notify_in_javascript() {
     let project = Project::new(
         "",
         "[defaults]\nbackoff = { base = \"50ms\" }\n\n\
-         [[topic]]\nname = \"refund\"\nhandler = \"refund.wasm\"\nmay_enqueue = [\"notify\"]\n\n\
+         [[topic]]\nname = \"refund\"\nhandler = \"refund.wasm\"\nmay_enqueue = [\"notify\"]\n\
+         results = { keep = \"1h\" }\n\n\
          [[topic]]\nname = \"notify\"\nhandler = \"notify.wasm\"\n",
     );
     add_handler(&project, "refund.wasm", REFUND);
@@ -440,6 +441,19 @@ async fn the_examples_refund_in_python_and_notify_in_javascript() {
         .after_drained(&queue, &["refund", "notify"], WAIT)
         .await;
     assert_eq!(settled(&events, "refund", &refund), Ok(()));
+    // the refund's result, for whoever waits on it
+    let waited = queue
+        .wait_for(&queue.keys("refund"), &refund, WAIT)
+        .await
+        .unwrap();
+    let hourglass::redis::Waited::Ended(end) = waited else {
+        panic!("{waited:?}")
+    };
+    let result: serde_json::Value = serde_json::from_slice(end.result.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        result,
+        serde_json::json!({ "refund_id": "rf-1042", "amount_cents": 1999 })
+    );
     assert_eq!(
         settled(&events, "notify", "refund-1042"),
         Ok(()),

@@ -291,6 +291,86 @@ async fn dead_cancelled_and_timed_out_waits_say_so() {
     let bad = api.get("/api/topics/probe/jobs/t-2/result?wait=soon").await;
     assert_eq!(bad.status, 400, "{}", bad.body);
     assert_eq!(bad.json()["field"], "wait");
+    let long = api.get("/api/topics/probe/jobs/t-2/result?wait=10m").await;
+    assert_eq!(long.status, 400, "{}", long.body);
+    assert!(long.body.contains("at most 5m"), "{}", long.body);
+
+    // an id used again after its job ended: the wait is for the new job,
+    // not the old one's kept end
+    let first = api
+        .post(
+            "/api/topics/probe/jobs?wait=60s",
+            &json!({ "id": "again", "payload": { "result": "first" } }).to_string(),
+        )
+        .await;
+    assert_eq!(first.json()["result"], "first", "{}", first.body);
+    let second = api
+        .post(
+            "/api/topics/probe/jobs?wait=60s",
+            &json!({ "id": "again", "payload": { "result": "second" }, "delay": "1s" }).to_string(),
+        )
+        .await;
+    assert_eq!(second.json()["status"], "new", "{}", second.body);
+    assert_eq!(second.json()["result"], "second", "{}", second.body);
+}
+
+// The end is published while the waiter's subscription is down (killed by
+// the server): the waiter reads the job's state again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
+    use hourglass::redis::{Done, EndState, JobEnd, Waited, Waiters};
+    let project = Project::new(
+        "",
+        "[[topic]]\nname = \"probe\"\nhandler = \"probe.wasm\"\nresults = { keep = \"1h\" }\n",
+    );
+    let queue = project.queue().await;
+    let keys = queue.keys("probe");
+    crate::util::enqueue(&queue, "probe", "{}", 0, 0).await;
+    let waiters = Waiters::new(queue.clone());
+    let waiting = {
+        let (waiters, keys) = (waiters.clone(), keys.clone());
+        tokio::spawn(async move { waiters.wait_for(&keys, "1", Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // no runner: the test claims and acks the job itself, right after the kill
+    let mut conn = redis::Client::open(url_of(&project))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1, "the waiters' one subscription");
+    let now = hourglass::clock::now_ms();
+    let claimed = queue.claim(&keys, now, now + 60_000, 1).await.unwrap();
+    assert_eq!(claimed.jobs.len(), 1);
+    let done = Done {
+        id: "1".into(),
+        attempt: 1,
+        follow_ups: vec![],
+        end: Some(JobEnd {
+            state: EndState::Acked,
+            result: Some(b"42".to_vec()),
+            reason: None,
+            version: None,
+            attempts: 1,
+            at_ms: now,
+        }),
+    };
+    let refused = queue
+        .ack(&keys, &[done], now, Some(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    assert!(refused.is_empty());
+    match waiting.await.unwrap().unwrap() {
+        Waited::Ended(end) => assert_eq!(end.result.as_deref(), Some(&b"42"[..])),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Read Server-Sent Events from `path` until an `end` event (or `within`):
