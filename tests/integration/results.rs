@@ -408,10 +408,12 @@ async fn progress_arrives_in_order_over_sse_and_a_chatty_handler_is_throttled() 
         &format!(
             "[[topic]]\nname = \"probe\"\nhandler = \"probe.wasm\"\nresults = {{ keep = \"1h\" }}\n\n\
              [[topic]]\nname = \"py\"\nhandler = \"py.wasm\"\nresults = {{ keep = \"1h\" }}\n\n\
+             [[topic]]\nname = \"js\"\nhandler = \"js.wasm\"\nresults = {{ keep = \"1h\" }}\n\n\
              [[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n{HTTP}"
         ),
     );
     add_handler(&project, "py.wasm", PY_PROBE);
+    add_handler(&project, "js.wasm", JS_SDK_PROBE);
     let mut runner = RunnerProcess::start(&project);
     let addr = eventually(WAIT, "the runner's API address", || async {
         let log = runner.log();
