@@ -302,6 +302,7 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
     };
     let input = |i: usize| JobInput {
         parent_result: None,
+        trace: None,
         topic: TOPIC.into(),
         id: i.to_string(),
         attempt: 1,

@@ -63,6 +63,7 @@ impl JobView {
             "last_failure": v.last_failure,
             "progress": v.progress,
             "parent_result_bytes": record.and_then(|r| r.parent_result.as_ref().map(Vec::len)),
+            "traceparent": record.and_then(|r| r.trace.as_ref().map(|t| t.traceparent.as_str())),
         })
     }
 }

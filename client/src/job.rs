@@ -1,7 +1,7 @@
 //! A job as the pipeline sees it: what producers send, what a claim hands
 //! out, what an ack, retry or burial records.
 
-use super::{CorruptRecord, JobEnd, Parked, Record};
+use super::{CorruptRecord, JobEnd, Parked, Record, TraceContext};
 
 /// Job ids are Redis hash fields and zset members and appear in logs:
 /// 1 to 512 bytes of printable text. (Scripts rely on the bound: the attempt
@@ -58,6 +58,8 @@ pub struct NewJob {
     /// The result of the job that started this one (a follow-up enqueued
     /// with its parent's result), handed to its handler.
     pub parent_result: Option<Vec<u8>>,
+    /// The producer's trace context: the job's attempts continue its trace.
+    pub trace: Option<TraceContext>,
 }
 
 /// What happened to one [`NewJob`].

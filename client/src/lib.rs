@@ -51,6 +51,7 @@ pub mod rollout;
 mod runners;
 mod scripts;
 mod sentinel;
+pub mod trace;
 mod usage;
 mod wait;
 mod wake;
@@ -79,6 +80,7 @@ pub use results::{EndState, JobEnd, Progress, Report, Standing};
 pub use rollout::{Canary, Change, Pin, Policy, Role, Rollout, Tally, Verdict, VersionInfo};
 pub use runners::{RunnerInfo, TopicMeter};
 pub use sentinel::Sentinel;
+pub use trace::TraceContext;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
 pub use wait::{JobEvent, Waited, Waiters, Watch};
 pub use wake::{Wake, listen as listen_for_wakes};
@@ -233,6 +235,7 @@ impl Queue {
                     payload: job.payload.clone(),
                     version: job.version.clone(),
                     parent_result: job.parent_result.clone(),
+                    trace: job.trace.clone(),
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)

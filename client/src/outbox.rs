@@ -11,14 +11,16 @@
 //! Entry layout: version byte `1`, count (u32 LE), then per job: topic
 //! (u16 LE length + bytes), id (u16 LE length + bytes), due ms (u64 LE),
 //! payload (u32 LE length + bytes); version 3 adds, after the unique-for
-//! window, the parent's result handed on (a flag byte, then u32 LE length +
-//! bytes when set).
+//! window, a flags byte: bit 0 the parent's result handed on (its length as
+//! a u32 LE, then its bytes), bit 1 the trace context (`traceparent` with a
+//! one-byte length, `tracestate` with a u16 LE length).
 
 use redis::Value;
 
 use super::reply::{bytes, string};
 use super::{
-    CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, millis, scripts,
+    CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, TraceContext,
+    millis, scripts,
 };
 
 /// 2 adds each job's unique-for window, 3 the parent's result; entries of
@@ -43,8 +45,10 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
         .map(|p| 16 + p.topic.len() + p.job.id.as_deref().map_or(0, str::len) + p.job.payload.len())
         .sum();
     let mut out = Vec::with_capacity(5 + size);
-    let handed = jobs.iter().any(|p| p.job.parent_result.is_some());
-    out.push(if handed { VERSION } else { 2 });
+    let extended = jobs
+        .iter()
+        .any(|p| p.job.parent_result.is_some() || p.job.trace.is_some());
+    out.push(if extended { VERSION } else { 2 });
     out.extend_from_slice(&(jobs.len() as u32).to_le_bytes());
     for p in jobs {
         let id = p.job.id.as_deref().unwrap_or_default();
@@ -54,14 +58,19 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
         out.extend_from_slice(id.as_bytes());
         out.extend_from_slice(&p.job.due_at_ms.to_le_bytes());
         out.extend_from_slice(&p.job.unique_for_ms.to_le_bytes());
-        if handed {
-            match &p.job.parent_result {
-                Some(r) => {
-                    out.push(1);
-                    out.extend_from_slice(&(r.len() as u32).to_le_bytes());
-                    out.extend_from_slice(r);
-                }
-                None => out.push(0),
+        if extended {
+            let flags =
+                u8::from(p.job.parent_result.is_some()) | u8::from(p.job.trace.is_some()) << 1;
+            out.push(flags);
+            if let Some(r) = &p.job.parent_result {
+                out.extend_from_slice(&(r.len() as u32).to_le_bytes());
+                out.extend_from_slice(r);
+            }
+            if let Some(t) = &p.job.trace {
+                out.push(t.traceparent.len() as u8);
+                out.extend_from_slice(t.traceparent.as_bytes());
+                out.extend_from_slice(&(t.tracestate.len() as u16).to_le_bytes());
+                out.extend_from_slice(t.tracestate.as_bytes());
             }
         }
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
@@ -87,10 +96,26 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
             1 => 0,
             _ => u64::from_le_bytes(r.array()?),
         };
-        let parent_result = match version {
-            3 if r.take(1)?[0] == 1 => {
+        let flags = if version >= 3 { r.take(1)?[0] } else { 0 };
+        if flags & !3 != 0 {
+            return Err(CorruptRecord("an outbox entry from a newer hourglass"));
+        }
+        let parent_result = match flags & 1 {
+            1 => {
                 let len = u32::from_le_bytes(r.array()?) as usize;
                 Some(r.take(len)?.to_vec())
+            }
+            _ => None,
+        };
+        let trace = match flags & 2 {
+            2 => {
+                let len = r.take(1)?[0] as usize;
+                let traceparent = r.text(len)?;
+                let len = u16::from_le_bytes(r.array()?) as usize;
+                Some(TraceContext {
+                    traceparent,
+                    tracestate: r.text(len)?,
+                })
             }
             _ => None,
         };
@@ -108,6 +133,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 version: None,
                 account: None,
                 parent_result,
+                trace,
             },
         });
     }
@@ -205,6 +231,11 @@ impl<'a> Reader<'a> {
     /// Text preceded by its length as a u16.
     fn short_text(&mut self) -> Result<String, CorruptRecord> {
         let n = usize::from(u16::from_le_bytes(self.array()?));
+        self.text(n)
+    }
+
+    /// The next `n` bytes, as text.
+    fn text(&mut self, n: usize) -> Result<String, CorruptRecord> {
         String::from_utf8(self.take(n)?.to_vec())
             .map_err(|_| CorruptRecord("non-UTF-8 text in an outbox entry"))
     }
@@ -263,6 +294,26 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode(&longer).is_err());
+    }
+
+    #[test]
+    fn a_handed_result_and_a_trace_context_round_trip() {
+        let mut handed = parked("receipt", "mail-1", b"{}");
+        handed.job.parent_result = Some(b"{\"receipt\":\"r-1\"}".to_vec());
+        let mut traced = parked("audit", "a-1", b"x");
+        traced.job.trace = Some(
+            TraceContext::parse(
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                Some("congo=t61rcWkgMzE"),
+            )
+            .unwrap(),
+        );
+        let jobs = vec![handed, traced, parked("t", "plain", b"")];
+        let bytes = encode(&jobs);
+        assert_eq!(bytes[0], VERSION);
+        assert_eq!(decode(&bytes).unwrap(), jobs);
+        // without either, what runners since unique-for read
+        assert_eq!(encode(&jobs[2..])[0], 2);
     }
 }
 

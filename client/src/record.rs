@@ -5,11 +5,17 @@
 //! version is written in format `2`: the same header, then the version's
 //! length (one byte) and the version (a content hash), then the payload. A
 //! job that is not pinned is always written in format `1`, so runners that
-//! predate pins read every record they can run. A follow-up handed its
-//! parent's result is written in format `3`: the header, the version's length
-//! (0 when not pinned) and version, the parent's result (u32 LE length +
-//! bytes), then the payload. Lua scripts never parse it; only this module
-//! does. Attempts, due time and errors live beside it.
+//! predate pins read every record they can run. Anything more is written in
+//! format `3`: the header, a flags byte saying which optional parts follow,
+//! in this order: the version (bit 0: its length, one byte, then the
+//! version), the parent's result handed to a follow-up (bit 1: u32 LE
+//! length + bytes) and the producer's trace context (bit 2: `traceparent`
+//! with a one-byte length, `tracestate` with a u16 LE length); then the
+//! payload. A flag this build does not know is a
+//! record from a newer hourglass, refused as such. Lua scripts never parse
+//! it; only this module does. Attempts, due time and errors live beside it.
+
+use super::TraceContext;
 
 /// What is stored for a job at enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,12 +31,20 @@ pub struct Record {
     pub version: Option<String>,
     /// The result of the job that started this one, if it handed it on.
     pub parent_result: Option<Vec<u8>>,
+    /// The producer's trace context, if it gave one.
+    pub trace: Option<TraceContext>,
 }
 
 const PLAIN: u8 = 1;
 const PINNED: u8 = 2;
-const WITH_PARENT: u8 = 3;
+const EXTENDED: u8 = 3;
 const HEADER: usize = 1 + 4 + 8;
+
+/// Format 3's flags: which optional parts follow the header.
+const HAS_VERSION: u8 = 1;
+const HAS_PARENT_RESULT: u8 = 2;
+const HAS_TRACE: u8 = 4;
+const KNOWN_FLAGS: u8 = HAS_VERSION | HAS_PARENT_RESULT | HAS_TRACE;
 
 /// A stored record that cannot be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,23 +58,47 @@ impl Record {
     pub fn encode(&self) -> Vec<u8> {
         let pin = self.version.as_deref().unwrap_or("");
         let parent = self.parent_result.as_deref();
+        let trace = self.trace.as_ref();
         let mut out = Vec::with_capacity(
-            HEADER + 5 + pin.len() + parent.map_or(0, <[u8]>::len) + self.payload.len(),
+            HEADER
+                + 9
+                + pin.len()
+                + parent.map_or(0, <[u8]>::len)
+                + trace.map_or(0, |t| t.traceparent.len() + t.tracestate.len())
+                + self.payload.len(),
         );
-        out.push(match (pin.is_empty(), parent) {
-            (_, Some(_)) => WITH_PARENT,
-            (true, None) => PLAIN,
-            (false, None) => PINNED,
+        let flags = if pin.is_empty() { 0 } else { HAS_VERSION }
+            | if parent.is_some() {
+                HAS_PARENT_RESULT
+            } else {
+                0
+            }
+            | if trace.is_some() { HAS_TRACE } else { 0 };
+        out.push(match flags {
+            0 => PLAIN,
+            HAS_VERSION => PINNED,
+            _ => EXTENDED,
         });
         out.extend_from_slice(&self.max_attempts.to_le_bytes());
         out.extend_from_slice(&self.enqueued_at_ms.to_le_bytes());
-        if !pin.is_empty() || parent.is_some() {
+        if flags & !HAS_VERSION != 0 {
+            out.push(flags);
+        }
+        if !pin.is_empty() {
             out.push(u8::try_from(pin.len()).expect("check_version bounds a pin"));
             out.extend_from_slice(pin.as_bytes());
         }
         if let Some(parent) = parent {
             out.extend_from_slice(&(parent.len() as u32).to_le_bytes());
             out.extend_from_slice(parent);
+        }
+        if let Some(t) = trace {
+            // TraceContext::parse bounds both
+            out.push(u8::try_from(t.traceparent.len()).expect("a traceparent is short"));
+            out.extend_from_slice(t.traceparent.as_bytes());
+            let state = u16::try_from(t.tracestate.len()).expect("MAX_TRACESTATE bounds it");
+            out.extend_from_slice(&state.to_le_bytes());
+            out.extend_from_slice(t.tracestate.as_bytes());
         }
         out.extend_from_slice(&self.payload);
         out
@@ -73,13 +111,24 @@ impl Record {
         }
         let max_attempts = u32::from_le_bytes(bytes[1..5].try_into().expect("4 bytes"));
         let enqueued_at_ms = u64::from_le_bytes(bytes[5..13].try_into().expect("8 bytes"));
-        let format = bytes[0];
-        if !(PLAIN..=WITH_PARENT).contains(&format) {
-            return Err(CorruptRecord("unknown format"));
-        }
         let mut rest = &bytes[HEADER..];
+        let flags = match bytes[0] {
+            PLAIN => 0,
+            PINNED => HAS_VERSION,
+            EXTENDED => {
+                let (&flags, after) = rest
+                    .split_first()
+                    .ok_or(CorruptRecord("without its flags"))?;
+                if flags & !KNOWN_FLAGS != 0 {
+                    return Err(CorruptRecord("written by a newer hourglass"));
+                }
+                rest = after;
+                flags
+            }
+            _ => return Err(CorruptRecord("unknown format")),
+        };
         let mut version = None;
-        if format != PLAIN {
+        if flags & HAS_VERSION != 0 {
             let (&len, after) = rest
                 .split_first()
                 .ok_or(CorruptRecord("pinned, without the version"))?;
@@ -88,11 +137,11 @@ impl Record {
                 .ok_or(CorruptRecord("pinned, with the version cut short"))?;
             let pin = std::str::from_utf8(pin)
                 .map_err(|_| CorruptRecord("pinned to a version that is not text"))?;
-            version = (!pin.is_empty()).then(|| pin.to_owned());
+            version = Some(pin.to_owned());
             rest = &after[len as usize..];
         }
         let mut parent_result = None;
-        if format == WITH_PARENT {
+        if flags & HAS_PARENT_RESULT != 0 {
             let len = rest
                 .get(..4)
                 .ok_or(CorruptRecord("the parent's result cut short"))?;
@@ -103,12 +152,33 @@ impl Record {
             parent_result = Some(parent.to_vec());
             rest = &rest[4 + len..];
         }
+        let mut trace = None;
+        if flags & HAS_TRACE != 0 {
+            let cut = CorruptRecord("the trace context cut short");
+            let (&len, after) = rest.split_first().ok_or(cut.clone())?;
+            let parent = after.get(..len as usize).ok_or(cut.clone())?;
+            let after = &after[len as usize..];
+            let state_len = after.get(..2).ok_or(cut.clone())?;
+            let state_len = u16::from_le_bytes(state_len.try_into().expect("2 bytes")) as usize;
+            let state = after.get(2..2 + state_len).ok_or(cut)?;
+            let text = |b: &[u8]| {
+                std::str::from_utf8(b)
+                    .map(str::to_owned)
+                    .map_err(|_| CorruptRecord("a trace context that is not text"))
+            };
+            trace = Some(TraceContext {
+                traceparent: text(parent)?,
+                tracestate: text(state)?,
+            });
+            rest = &after[2 + state_len..];
+        }
         Ok(Record {
             max_attempts,
             enqueued_at_ms,
             payload: rest.to_vec(),
             version,
             parent_result,
+            trace,
         })
     }
 }
@@ -144,13 +214,25 @@ mod tests {
                     payload: payload.clone(),
                     version: version.clone(),
                     parent_result: None,
+                    trace: None,
                 };
                 assert_eq!(Record::decode(&r.encode()), Ok(r.clone()));
                 let r = Record {
                     parent_result: Some(b"{\"receipt\":\"r-1\"}".to_vec()),
                     ..r
                 };
-                assert_eq!(r.encode()[0], WITH_PARENT);
+                assert_eq!(r.encode()[0], EXTENDED);
+                assert_eq!(Record::decode(&r.encode()), Ok(r.clone()));
+                let r = Record {
+                    trace: Some(
+                        TraceContext::parse(
+                            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                            Some("congo=t61rcWkgMzE"),
+                        )
+                        .unwrap(),
+                    ),
+                    ..r
+                };
                 assert_eq!(Record::decode(&r.encode()), Ok(r));
             }
         }
@@ -164,6 +246,7 @@ mod tests {
             payload: b"x".to_vec(),
             version: None,
             parent_result: None,
+            trace: None,
         };
         assert_eq!(r.encode()[0], 1, "runners before pins read it");
         assert_eq!(r.encode().len(), HEADER + 1);
@@ -175,6 +258,24 @@ mod tests {
         assert!(check_version("0123456789abcde").is_err());
         assert!(check_version("0123456789abcdeg").is_err());
         assert!(check_version("").is_err());
+    }
+
+    #[test]
+    fn a_record_with_flags_this_build_does_not_know_is_from_a_newer_hourglass() {
+        let mut bytes = Record {
+            max_attempts: 0,
+            enqueued_at_ms: 1,
+            payload: b"x".to_vec(),
+            version: None,
+            parent_result: Some(vec![1]),
+            trace: None,
+        }
+        .encode();
+        bytes[HEADER] |= 0x80;
+        assert_eq!(
+            Record::decode(&bytes),
+            Err(CorruptRecord("written by a newer hourglass"))
+        );
     }
 
     #[test]
@@ -199,8 +300,13 @@ mod fuzz {
             payload in proptest::collection::vec(any::<u8>(), 0..2048),
             version in proptest::option::of("[0-9a-f]{16}"),
             parent_result in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+            trace in proptest::option::of(("[0-9a-f]{32}", "[0-9a-f]{16}", "[ -~]{0,40}")),
         ) {
-            let r = Record { max_attempts, enqueued_at_ms, payload, version, parent_result };
+            let trace = trace.map(|(t, s, state)| TraceContext {
+                traceparent: format!("00-{t}-{s}-01"),
+                tracestate: state,
+            });
+            let r = Record { max_attempts, enqueued_at_ms, payload, version, parent_result, trace };
             prop_assert_eq!(Record::decode(&r.encode()), Ok(r));
         }
 

@@ -1,13 +1,13 @@
 //! What a producer asks of one job, as written (`hourglass enqueue` flags,
 //! the API's fields), checked once for both: the id, when it is due (`delay`,
 //! `at` or `due_at_ms`), its attempts, `unique_for` and `replace`, a handler
-//! version, an account. The payload's own checks stay with its source (a file, standard
+//! version, an account, a trace context. The payload's own checks stay with its source (a file, standard
 //! input, JSON); `Queue::enqueue` checks what it stores once more, for
 //! producers that use the client crate directly.
 
 use crate::clock::millis;
 use crate::config::parse_duration;
-use crate::redis::{NewJob, check_account, check_id, check_version};
+use crate::redis::{NewJob, TraceContext, check_account, check_id, check_version};
 
 /// A job's options as a producer wrote them.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +30,10 @@ pub struct JobOptions {
     pub version: Option<String>,
     /// Sum its attempts' usage under this account.
     pub account: Option<String>,
+    /// The producer's W3C `traceparent`: its attempts continue that trace.
+    pub traceparent: Option<String>,
+    /// The producer's W3C `tracestate` (with `traceparent` only).
+    pub tracestate: Option<String>,
 }
 
 /// An option that cannot be used: which (`delay`, `unique_for`, ... as the
@@ -56,6 +60,16 @@ impl JobOptions {
         if let Some(account) = &self.account {
             check_account(account).map_err(|why| bad("account", why))?;
         }
+        let trace = match (&self.traceparent, &self.tracestate) {
+            (Some(parent), state) => Some(
+                TraceContext::parse(parent, state.as_deref())
+                    .map_err(|why| bad("traceparent", why))?,
+            ),
+            (None, Some(_)) => {
+                return Err(bad("tracestate", "needs a traceparent".into()));
+            }
+            (None, None) => None,
+        };
         let due_at_ms = match (self.delay, self.at, self.due_at_ms) {
             (None, None, None) => now,
             (Some(d), None, None) => {
@@ -103,6 +117,7 @@ impl JobOptions {
             version: self.version,
             account: self.account,
             parent_result: None,
+            trace,
         })
     }
 }

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod private_dir;
 pub mod redis;
 pub mod reload;
+pub mod telemetry;
 pub mod wasm;
 pub mod worker;
 

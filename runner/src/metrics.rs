@@ -134,6 +134,9 @@ pub struct Metrics {
     pub reloads: Family<ResultLabel, Counter>,
     /// Redis calls that failed (each retry counts).
     pub redis_errors: Counter,
+    /// Spans not exported: the export queue was full or the collector did
+    /// not take them.
+    pub spans_dropped: Counter,
     /// Handlers' outbound HTTP requests, by topic and status.
     pub outbound: Family<StatusLabels, Counter>,
     /// Due → start of each attempt, seconds.
@@ -182,6 +185,7 @@ impl Metrics {
             enqueued: Family::default(),
             reloads: Family::default(),
             redis_errors: Counter::default(),
+            spans_dropped: Counter::default(),
             outbound: Family::default(),
             lateness: Family::new_with_constructor(histogram),
             duration: Family::new_with_constructor(histogram),
@@ -219,6 +223,11 @@ impl Metrics {
             "redis_errors",
             "Redis calls that failed (each retry counts)",
             m.redis_errors.clone(),
+        );
+        r.register(
+            "telemetry_spans_dropped",
+            "Spans not exported ([telemetry]): the export queue was full, or the collector was slow or away",
+            m.spans_dropped.clone(),
         );
         r.register(
             "outbound_http_requests",

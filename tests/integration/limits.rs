@@ -157,6 +157,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
     };
     let input = |id: &str| JobInput {
         parent_result: None,
+        trace: None,
         topic: "probe".into(),
         id: id.into(),
         attempt: 1,

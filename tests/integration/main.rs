@@ -72,4 +72,5 @@ mod rollout_api;
 mod runners;
 mod scheduling;
 mod security;
+mod traces;
 mod util;

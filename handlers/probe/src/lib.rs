@@ -54,6 +54,9 @@ struct Plan {
     /// Ack with `{"parent": <the parent's result as JSON>}`.
     #[serde(default)]
     echo_parent: bool,
+    /// Retry (after everything else) while the attempt is at most this.
+    #[serde(default)]
+    retry_first: u32,
 }
 
 #[derive(serde::Deserialize)]
@@ -155,6 +158,12 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         let response = http::get(url)?;
         fetched = format!("; fetched {} {}", response.status(), response.text());
         info!("fetched {url}{fetched}");
+    }
+    if job.attempt() <= plan.retry_first {
+        return Ok(Outcome::retry_in(
+            std::time::Duration::from_millis(100),
+            format!("asked to retry attempt {}{fetched}", job.attempt()),
+        ));
     }
     match plan.then.as_deref() {
         Some("fail") => return Err(Error::fail(format!("asked to fail{fetched}"))),

@@ -65,6 +65,13 @@ pub(super) struct Args {
     /// With --wait: print the end as JSON.
     #[arg(long, requires = "wait")]
     json: bool,
+    /// Continue this W3C trace: the job's attempts are spans under it (see
+    /// the README's Tracing). Also read from $TRACEPARENT.
+    #[arg(long, env = "TRACEPARENT")]
+    traceparent: Option<String>,
+    /// The W3C tracestate to carry with --traceparent. Also $TRACESTATE.
+    #[arg(long, env = "TRACESTATE", requires = "traceparent")]
+    tracestate: Option<String>,
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
@@ -89,6 +96,8 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         replace: args.replace,
         version: args.version,
         account: args.account,
+        traceparent: args.traceparent,
+        tracestate: args.tracestate,
     };
     let job = options.into_job(payload, now).map_err(|e| {
         let flag = format!("--{}", e.field.replace('_', "-"));

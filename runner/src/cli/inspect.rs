@@ -133,6 +133,9 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
             if let Some(version) = &r.version {
                 line(&mut out, "pinned to", format!("handler version {version}"));
             }
+            if let Some(trace) = &r.trace {
+                line(&mut out, "trace", trace.traceparent.clone());
+            }
             line(&mut out, "payload", preview(&r.payload));
         }
         Some(Err(e)) => line(&mut out, "payload", format!("unreadable: {e}")),

@@ -57,7 +57,7 @@ pub(super) async fn serve(config: &Path) -> Result<(), Exit> {
     };
     let listener = crate::http::bind(http.listen).await.map_err(Exit::input)?;
     let (queue, _embedded) = crate::redis::connect(&config).await?;
-    let ops = crate::http::Ops::without_jobs(queue, config);
+    let ops = crate::http::Ops::without_jobs(queue, config)?;
     tracing::info!("serving the API and dashboard only (no jobs are claimed here)");
     crate::http::serve(listener, ops, shutdown_signal()).await?;
     Ok(())

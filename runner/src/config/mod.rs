@@ -12,6 +12,7 @@ mod restart;
 mod schedule;
 mod server;
 mod store;
+mod telemetry;
 mod units;
 
 use grants::{resolve_grants, resolve_http};
@@ -27,6 +28,7 @@ pub use outbound::{Access, HttpGrant, HttpLimits, MAX_RESPONSE, RemoteHost, Sche
 pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
 pub use server::{HttpServer, Token};
 pub use store::{Durability, RedisConfig, RedisTarget, SentinelTarget, TlsFiles};
+pub use telemetry::{SpanParent, TelemetryConfig};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// The `[runner]` section.
@@ -183,6 +185,9 @@ pub struct Config {
     pub http: Option<HttpServer>,
     /// `[[schedule]]`: jobs enqueued on a cron expression or period.
     pub schedules: Vec<ScheduleConfig>,
+    /// `[telemetry]` (or the OTLP environment variables): where spans are
+    /// exported; `None`: not at all.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// A configuration that cannot be used, with where and why.
@@ -396,6 +401,9 @@ impl Config {
             }
             schedules.push(schedule);
         }
+        let telemetry =
+            telemetry::RawTelemetry::resolve(raw.telemetry, |name| std::env::var(name).ok())
+                .map_err(|(span, m)| invalid(Some(span), m))?;
         Ok(Config {
             path: path.to_owned(),
             redis,
@@ -403,6 +411,7 @@ impl Config {
             topics,
             http,
             schedules,
+            telemetry,
         })
     }
 

@@ -29,6 +29,7 @@ pub(super) struct File {
     pub http: Option<Spanned<Http>>,
     #[serde(default, rename = "schedule")]
     pub schedules: Vec<super::schedule::RawSchedule>,
+    pub telemetry: Option<Spanned<super::telemetry::RawTelemetry>>,
 }
 
 /// `[http]`: the API, dashboard and metrics server.

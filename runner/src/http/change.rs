@@ -13,7 +13,11 @@ use super::wait::{WaitQuery, answer_when_ended, keeping};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::job_options::JobOptions;
-use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, VersionInfo, check_id};
+use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, TraceContext, VersionInfo, check_id};
+use crate::telemetry::Ended;
+use axum::http::HeaderMap;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanKind, Status};
 
 pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
@@ -82,6 +86,8 @@ impl JobIn {
             replace: self.replace,
             version: self.version,
             account: self.account,
+            traceparent: None,
+            tracestate: None,
         };
         options
             .into_job(payload, now)
@@ -126,6 +132,7 @@ pub(super) async fn enqueue(
     State(app): AppState,
     Path(name): Path<String>,
     Query(query): Query<WaitQuery>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
     let serving = app.ops.serving();
@@ -175,6 +182,17 @@ pub(super) async fn enqueue(
             "waits for one job: send an object, not an array",
         ));
     }
+    // the caller's trace: this enqueue is a span in it (when spans are
+    // exported), and the jobs' attempts continue from there
+    let incoming = trace_of(&headers);
+    let span = app.ops.telemetry.begin(incoming.as_ref());
+    let trace = span.as_ref().map(|s| s.trace_context()).or(incoming);
+    let mut jobs = jobs;
+    if let Some(trace) = &trace {
+        for job in jobs.iter_mut() {
+            job.trace = Some(trace.clone());
+        }
+    }
     let q = app.ops.queue.clone().with_max_payload(max_payload);
     let keys = q.keys(&name);
     if jobs.iter().any(|j| j.version.is_some()) {
@@ -190,7 +208,13 @@ pub(super) async fn enqueue(
             }
         }
     }
-    let answers = q.enqueue(&keys, &jobs, now).await?;
+    let answers = q.enqueue(&keys, &jobs, now).await;
+    if let Some(span) = &span {
+        app.ops
+            .telemetry
+            .end(span, enqueue_span(&name, &jobs, &answers));
+    }
+    let answers = answers?;
     let new = answers
         .iter()
         .filter(|a| matches!(a, Enqueued::New(_)))
@@ -221,6 +245,51 @@ pub(super) async fn enqueue(
         StatusCode::OK,
         Json(json!({ "new": new, "duplicate": answers.len() - new, "jobs": list })),
     ))
+}
+
+/// The W3C trace context of a request's `traceparent` / `tracestate`
+/// headers; one that does not parse is ignored, as the specification asks.
+fn trace_of(headers: &HeaderMap) -> Option<TraceContext> {
+    let parent = headers.get("traceparent")?.to_str().ok()?;
+    let state = headers.get("tracestate").and_then(|s| s.to_str().ok());
+    TraceContext::parse(parent, state).ok()
+}
+
+/// The API enqueue's span as it ended.
+fn enqueue_span(
+    topic: &str,
+    jobs: &[NewJob],
+    answers: &Result<Vec<Enqueued>, crate::redis::QueueError>,
+) -> Ended {
+    let mut attributes = vec![
+        KeyValue::new("messaging.system", "hourglass"),
+        KeyValue::new("messaging.destination.name", topic.to_owned()),
+        KeyValue::new("messaging.batch.message_count", jobs.len() as i64),
+    ];
+    if let Ok([answer]) = answers.as_deref() {
+        attributes.push(KeyValue::new(
+            "messaging.message.id",
+            answer.id().to_owned(),
+        ));
+    }
+    let status = match answers {
+        Ok(answers) => {
+            let new = answers
+                .iter()
+                .filter(|a| matches!(a, Enqueued::New(_)))
+                .count();
+            attributes.push(KeyValue::new("hourglass.enqueued.new", new as i64));
+            Status::Unset
+        }
+        Err(e) => Status::error(e.to_string()),
+    };
+    Ended {
+        name: "hourglass.enqueue".into(),
+        kind: SpanKind::Producer,
+        attributes,
+        events: Vec::new(),
+        status,
+    }
 }
 
 /// Refuse `version` (given at `field`) unless `topic` keeps it: a job pinned

@@ -55,19 +55,28 @@ pub struct Ops {
     pub(crate) reloads: Option<Arc<dyn Fn() -> Vec<ReloadRecord> + Send + Sync>>,
     /// Everyone waiting on a job through this server.
     pub(crate) waiters: Waiters,
+    /// Where the API's enqueue spans go (or not).
+    pub(crate) telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl Ops {
-    /// Serve `config` without running jobs (`hourglass serve`).
-    pub fn without_jobs(queue: Queue, config: Config) -> Ops {
-        Ops {
+    /// Serve `config` without running jobs (`hourglass serve`), exporting
+    /// the API's spans as its `[telemetry]` says.
+    pub fn without_jobs(queue: Queue, config: Config) -> anyhow::Result<Ops> {
+        let metrics = Arc::new(Metrics::new());
+        let telemetry = match &config.telemetry {
+            Some(cfg) => crate::telemetry::Telemetry::start(cfg, metrics.spans_dropped.clone())?,
+            None => crate::telemetry::Telemetry::off(),
+        };
+        Ok(Ops {
             waiters: Waiters::new(queue.clone()),
             queue,
             serving: watch::channel(Arc::new(Serving::without_jobs(config))).1,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             outbound: None,
             reloads: None,
-        }
+            telemetry,
+        })
     }
 
     /// What is served now.

@@ -222,25 +222,26 @@ impl WasiHttpView for Host {
 
 impl types::Host for Host {}
 
+/// A guest's log line at `$level`, tagged with its job, and with the
+/// attempt's trace and span ids when spans are exported.
+macro_rules! guest_line {
+    ($level:ident, $c:expr, $message:expr) => {
+        match &$c.trace {
+            Some(t) => tracing::$level!(target: "handler", topic = %$c.topic, job_id = %$c.id, attempt = $c.attempt, handler = &*$c.handler, trace_id = %t.trace_id, span_id = %t.span_id, "{}", $message),
+            None => tracing::$level!(target: "handler", topic = %$c.topic, job_id = %$c.id, attempt = $c.attempt, handler = &*$c.handler, "{}", $message),
+        }
+    };
+}
+
 impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
         let c = &*self.ctx;
         match level {
-            log::Level::Trace => {
-                tracing::trace!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
-            }
-            log::Level::Debug => {
-                tracing::debug!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
-            }
-            log::Level::Info => {
-                tracing::info!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
-            }
-            log::Level::Warn => {
-                tracing::warn!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
-            }
-            log::Level::Error => {
-                tracing::error!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, "{message}")
-            }
+            log::Level::Trace => guest_line!(trace, c, message),
+            log::Level::Debug => guest_line!(debug, c, message),
+            log::Level::Info => guest_line!(info, c, message),
+            log::Level::Warn => guest_line!(warn, c, message),
+            log::Level::Error => guest_line!(error, c, message),
         }
     }
 }

@@ -162,7 +162,7 @@ impl Sandbox {
 pub const DEFAULT_RESULT_MAX: u64 = 64 << 10;
 
 /// The input of one attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct JobInput {
     /// The job's topic.
     pub topic: String,
@@ -180,6 +180,8 @@ pub struct JobInput {
     pub due_at_ms: u64,
     /// The result of the job that started this one, if it handed it on.
     pub parent_result: Option<Vec<u8>>,
+    /// The attempt's span, when spans are exported.
+    pub trace: Option<Arc<crate::telemetry::AttemptTrace>>,
 }
 
 /// The most one instance of a handler may hold. Every component that loads

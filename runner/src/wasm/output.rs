@@ -173,6 +173,7 @@ mod tests {
                 id: "1".into(),
                 attempt: 1,
                 handler: "h".into(),
+                trace: None,
             }
             .into(),
             "stderr",

@@ -36,6 +36,7 @@ impl Runtime {
             id: job.id.clone(),
             attempt: job.attempt,
             handler: handler.hash.clone(),
+            trace: job.trace,
         };
         let host = match Host::new(
             ctx,

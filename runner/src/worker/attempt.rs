@@ -17,7 +17,10 @@ use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::events::EventKind;
 use crate::redis::{AttemptCost, ClaimedJob, with_attempt};
+use crate::telemetry::{AttemptTrace, Ended, event};
 use crate::wasm::{Attempted, Finish, LoadedHandler};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanKind, Status};
 
 /// A finished attempt on its way to Redis.
 pub(super) struct Completion {
@@ -108,10 +111,11 @@ pub(super) async fn run(
     let topic = flight.topic.clone();
     let cfg = &topic.cfg;
     let decide::Ready {
-        input,
+        mut input,
         pin,
         earlier,
         account,
+        trace,
     } = match decide::before_run(cfg, job, now_ms()) {
         Ok(ready) => ready,
         Err(decision) => {
@@ -139,6 +143,12 @@ pub(super) async fn run(
         None => (handler, canary),
     };
     let (number, max_attempts, due_at_ms) = (input.attempt, input.max_attempts, input.due_at_ms);
+    // the attempt's span, when spans are exported: a child of the producer's
+    let span = shared
+        .telemetry
+        .begin(trace.as_ref())
+        .map(|span| Arc::new(AttemptTrace::new(span, shared.telemetry.clone())));
+    input.trace = span.clone();
     let started_at_ms = now_ms();
     let late_ms = started_at_ms.saturating_sub(due_at_ms);
     shared.meter.started(&cfg.name, late_ms);
@@ -201,7 +211,7 @@ pub(super) async fn run(
         version: handler.hash(),
         canary,
     };
-    let decision = decide::after_run(
+    let mut decision = decide::after_run(
         cfg,
         on,
         number,
@@ -211,6 +221,93 @@ pub(super) async fn run(
         rand::random::<f64>(),
         costs,
     );
+    // follow-ups continue the trace: under this attempt's span, or the job's
+    if let Decision::Ack { follow_ups, .. } = &mut decision
+        && !follow_ups.is_empty()
+    {
+        let context = span.as_ref().map(|s| s.span.trace_context()).or(trace);
+        for f in follow_ups.iter_mut() {
+            f.job.trace = context.clone();
+        }
+    }
+    if let Some(span) = &span {
+        let attempt = Attempt {
+            topic: &cfg.name,
+            id: &flight.id,
+            number,
+            version: handler.hash(),
+            late_ms,
+            usage: &usage,
+        };
+        span.telemetry.end(&span.span, attempt.ended(&decision));
+    }
     flight.complete(decision, now);
     flight
+}
+
+/// What an attempt's span says.
+struct Attempt<'a> {
+    topic: &'a str,
+    id: &'a str,
+    number: u32,
+    version: &'a str,
+    late_ms: u64,
+    usage: &'a crate::wasm::Usage,
+}
+
+impl Attempt<'_> {
+    /// The attempt's span as it ended with `decision`.
+    fn ended(&self, decision: &Decision) -> Ended {
+        let (outcome, event, status) = match decision {
+            Decision::Ack { .. } => ("acked", None, Status::Ok),
+            Decision::Retry {
+                next_due_ms,
+                failure,
+            } => (
+                "retry",
+                Some(event(
+                    "retry",
+                    vec![
+                        KeyValue::new("hourglass.reason", failure.error.clone()),
+                        KeyValue::new("hourglass.next_due_ms", *next_due_ms as i64),
+                    ],
+                )),
+                Status::error(failure.error.clone()),
+            ),
+            Decision::Dead(info) => (
+                "dead",
+                Some(event(
+                    "dead",
+                    vec![KeyValue::new("hourglass.reason", info.reason.clone())],
+                )),
+                Status::error(info.reason.clone()),
+            ),
+            Decision::Release => (
+                "released",
+                Some(event("release", Vec::new())),
+                Status::Unset,
+            ),
+        };
+        let u = self.usage;
+        Ended {
+            name: "hourglass.attempt".into(),
+            kind: SpanKind::Consumer,
+            attributes: vec![
+                KeyValue::new("messaging.system", "hourglass"),
+                KeyValue::new("messaging.destination.name", self.topic.to_owned()),
+                KeyValue::new("messaging.message.id", self.id.to_owned()),
+                KeyValue::new("hourglass.attempt", i64::from(self.number)),
+                KeyValue::new("hourglass.handler.version", self.version.to_owned()),
+                KeyValue::new("hourglass.outcome", outcome),
+                KeyValue::new("hourglass.lateness_ms", self.late_ms as i64),
+                KeyValue::new("hourglass.cpu_us", u.cpu_us as i64),
+                KeyValue::new("hourglass.wall_us", u.wall_us as i64),
+                KeyValue::new("hourglass.memory_peak_bytes", u.memory_peak as i64),
+                KeyValue::new("hourglass.start_us", u.start_us as i64),
+                KeyValue::new("hourglass.http.requests", i64::from(u.requests)),
+            ],
+            events: event.into_iter().collect(),
+            status,
+        }
+    }
 }

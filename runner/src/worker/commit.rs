@@ -20,6 +20,9 @@ use crate::events::EventKind;
 use crate::redis::{
     Burial, Done, EndState, Failed, Held, JobEnd, Parked, QueueError, Refusal, Refused,
 };
+use crate::telemetry::{Begun, Ended, Telemetry};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanKind, Status};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
@@ -156,7 +159,12 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             .collect();
         // the ack has parked them; if this fails, a sweep delivers them later
         if !parked.is_empty() {
-            match q.deliver(keys, &parked, now).await {
+            let spans = delivery_spans(&shared.telemetry, &parked);
+            let delivered = q.deliver(keys, &parked, now).await;
+            for (span, ended) in spans {
+                shared.telemetry.end(&span, ended(&delivered));
+            }
+            match delivered {
                 Ok(new) => shared.meter.enqueued(&new),
                 Err(e) => tracing::warn!(
                     topic = name,
@@ -256,6 +264,42 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     released
+}
+
+type Delivered = Result<std::collections::BTreeMap<String, usize>, QueueError>;
+
+/// A span per follow-up delivered right after its parent's ack (under the
+/// parent attempt's span), when spans are exported, with how it ends.
+fn delivery_spans(
+    telemetry: &Telemetry,
+    parked: &[(String, Vec<Parked>)],
+) -> Vec<(Begun, impl Fn(&Delivered) -> Ended + use<>)> {
+    if !telemetry.is_on() {
+        return Vec::new();
+    }
+    let mut spans = Vec::new();
+    for p in parked.iter().flat_map(|(_, jobs)| jobs) {
+        let Some(trace) = &p.job.trace else { continue };
+        let Some(span) = telemetry.begin(Some(trace)) else {
+            continue;
+        };
+        let (topic, id) = (p.topic.clone(), p.job.id.clone().unwrap_or_default());
+        spans.push((span, move |delivered: &Delivered| Ended {
+            name: "hourglass.follow_up".into(),
+            kind: SpanKind::Producer,
+            attributes: vec![
+                KeyValue::new("messaging.system", "hourglass"),
+                KeyValue::new("messaging.destination.name", topic.clone()),
+                KeyValue::new("messaging.message.id", id.clone()),
+            ],
+            events: Vec::new(),
+            status: match delivered {
+                Ok(_) => Status::Unset,
+                Err(e) => Status::error(format!("delivery deferred to the sweep: {e}")),
+            },
+        }));
+    }
+    spans
 }
 
 /// Count what a script accepted of `items` (the versions beside them) as

@@ -7,7 +7,7 @@
 //! backoff, dead-letter, or release uncounted).
 
 use crate::config::TopicConfig;
-use crate::redis::{AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked};
+use crate::redis::{AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked, TraceContext};
 use crate::wasm::{Acked, Finish, FollowUp, JobInput};
 
 /// The state change an attempt asks for.
@@ -45,6 +45,8 @@ pub(super) struct Ready {
     pub pin: Option<String>,
     /// Its earlier attempts that did not ack, with what they used.
     pub earlier: Vec<AttemptCost>,
+    /// The producer's trace context, if it gave one.
+    pub trace: Option<TraceContext>,
 }
 
 /// The input of the handler for `job`, or, when it cannot run, the decision
@@ -94,9 +96,11 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         enqueued_at_ms: record.enqueued_at_ms,
         due_at_ms,
         parent_result: record.parent_result,
+        trace: None,
     };
     Ok(Ready {
         input,
+        trace: record.trace,
         pin: record.version,
         earlier,
         account,

@@ -89,6 +89,8 @@ pub(crate) struct Shared {
     pub runner_id: String,
     /// Usage of tagged jobs not yet added to Redis.
     pub accounts: accounts::Accounts,
+    /// Where spans go (or not).
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl Shared {

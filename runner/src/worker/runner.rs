@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::redis::Queue;
 use crate::redis::embedded::EmbeddedRedis;
 use crate::reload::{Loader, Notice, Snapshot, Versions};
+use crate::telemetry::Telemetry;
 use crate::wasm::Runtime;
 
 /// A runner with its handlers loaded and Redis connected, ready to [`Runner::run`].
@@ -45,6 +46,10 @@ impl Runner {
         let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
         let metrics = Arc::new(Metrics::new());
         metrics.instance_slots.set(i64::from(slots));
+        let telemetry = match &snapshot.config.telemetry {
+            Some(cfg) => Telemetry::start(cfg, metrics.spans_dropped.clone())?,
+            None => Telemetry::off(),
+        };
         let shared = Arc::new(Shared {
             queue,
             runtime,
@@ -59,6 +64,7 @@ impl Runner {
             keep_versions: snapshot.config.runner.keep_versions,
             runner_id: heartbeat::runner_id(),
             accounts: Default::default(),
+            telemetry,
         });
         Ok(Runner {
             shared,
@@ -94,6 +100,7 @@ impl Runner {
     /// What the HTTP API and dashboard need of this runner.
     pub fn ops(&self) -> crate::http::Ops {
         crate::http::Ops {
+            telemetry: self.shared.telemetry.clone(),
             waiters: crate::redis::Waiters::new(self.shared.queue.clone()),
             queue: self.shared.queue.clone(),
             serving: self.shared.serving.subscribe(),

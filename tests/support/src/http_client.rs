@@ -40,12 +40,27 @@ pub async fn call(
     token: Option<&str>,
     body: Option<&str>,
 ) -> Answer {
+    call_with_headers(addr, method, path, token, body, &[]).await
+}
+
+/// [`call`] with more request headers.
+pub async fn call_with_headers(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Answer {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(token) = token {
         request.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
     }
     let body = body.unwrap_or("");
     if !body.is_empty() || method == "POST" {

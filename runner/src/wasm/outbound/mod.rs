@@ -16,7 +16,9 @@
 //! - TLS with the system's trust roots plus the topic's `http.tls_ca`.
 //!
 //! Each request's method, authority, status and time are logged at debug
-//! level and counted per topic and status in [`OutboundCounts`].
+//! level and counted per topic and status in [`OutboundCounts`]. When spans
+//! are exported, each request that leaves is a client span under the
+//! attempt's, and carries its `traceparent` unless the guest set one.
 
 mod dial;
 
@@ -29,9 +31,13 @@ use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanKind, Status};
+
 use super::context::JobContext;
 use super::usage::Traffic;
 use crate::config::{Access, Grants, HttpLimits, Target};
+use crate::telemetry::Ended;
 pub use dial::is_public;
 use dial::{client_config, send};
 
@@ -193,6 +199,16 @@ impl WasiHttpHooks for Outbound {
             call.refuse("no grant of the topic opens it (grants.http in queues.toml)");
             return Box::new(refuse(request, Error::HttpRequestDenied));
         }
+        let mut request = request;
+        let span = self.ctx.trace.as_ref().and_then(|t| {
+            let child = t.telemetry.child(&t.span)?;
+            if !request.headers().contains_key("traceparent")
+                && let Ok(value) = http::HeaderValue::from_str(&child.traceparent())
+            {
+                request.headers_mut().insert("traceparent", value);
+            }
+            Some((t.clone(), child))
+        });
         let Ok(permit) = requests.open.clone().try_acquire_owned() else {
             call.finish(Err(&format!(
                 "more than {} requests open at once (http.max_concurrent)",
@@ -219,6 +235,9 @@ impl WasiHttpHooks for Outbound {
                 Ok((response, _)) => call.finish(Ok((response.status().as_u16(), started))),
                 Err(Error::HttpRequestDenied) => {}
                 Err(e) => call.finish(Err(&e.to_string())),
+            }
+            if let Some((trace, span)) = span {
+                trace.telemetry.end(&span, call.ended(&sent));
             }
             sent
         })
@@ -251,6 +270,33 @@ struct Call {
 }
 
 impl Call {
+    /// The client span of this request, as it ended.
+    fn ended(&self, sent: &Sent) -> Ended {
+        let mut attributes = vec![
+            KeyValue::new("http.request.method", self.method.to_string()),
+            KeyValue::new("server.address", self.authority.clone()),
+        ];
+        let status = match sent {
+            Ok((response, _)) => {
+                let code = response.status().as_u16();
+                attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
+                if code >= 500 {
+                    Status::error(format!("status {code}"))
+                } else {
+                    Status::Unset
+                }
+            }
+            Err(e) => Status::error(e.to_string()),
+        };
+        Ended {
+            name: format!("{} {}", self.method, self.authority).into(),
+            kind: SpanKind::Client,
+            attributes,
+            events: Vec::new(),
+            status,
+        }
+    }
+
     /// A request the grants refuse: warn once per authority and attempt.
     fn refuse(&self, why: &str) {
         let c = &*self.ctx;

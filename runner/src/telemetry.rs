@@ -1,0 +1,341 @@
+//! Spans of jobs, exported with OpenTelemetry (OTLP over HTTP/protobuf).
+//!
+//! Off unless `[telemetry]` or the standard `OTEL_EXPORTER_OTLP_*`
+//! variables say where to send spans ([`TelemetryConfig`]); off, every call
+//! here is a branch on `None` and nothing is allocated.
+//!
+//! The runner knows each span's start and end when it ends (an attempt, an
+//! outbound request, a follow-up's delivery, an API enqueue), so spans are
+//! built whole as the SDK's [`SpanData`] and handed to a bounded queue; one
+//! task exports what is queued in batches with the SDK's OTLP exporter. A
+//! full queue (a slow or absent collector) drops the span and counts it
+//! (`hourglass_telemetry_spans_dropped_total`): the job path never waits on
+//! the exporter.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use opentelemetry::trace::{
+    Event, Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter as _, SpanLinks};
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::mpsc;
+
+use crate::config::{SpanParent, TelemetryConfig};
+use crate::redis::TraceContext;
+
+/// Most spans sent in one export.
+const BATCH: usize = 512;
+/// How long spans gather before an export that is not full.
+const LINGER: Duration = Duration::from_millis(200);
+/// How long one export may take before its spans count as dropped.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// This process's span export, or none.
+pub struct Telemetry {
+    on: Option<On>,
+}
+
+struct On {
+    queue: mpsc::Sender<SpanData>,
+    dropped: Counter,
+    scope: InstrumentationScope,
+    parent: SpanParent,
+}
+
+/// A span begun: its ids, its parent (or link), known when it starts; the
+/// rest is given when it ends ([`Telemetry::end`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Begun {
+    /// Its own context (this span's id, the trace it is in).
+    pub context: SpanContext,
+    /// The span it is a child of, if any.
+    pub parent: Option<SpanContext>,
+    /// The span it is linked to instead, if any (`parent = "link"`).
+    pub link: Option<SpanContext>,
+    /// When it started.
+    pub start: SystemTime,
+}
+
+impl Begun {
+    /// The W3C `traceparent` naming this span as the parent: what its
+    /// children (an outbound request, a follow-up) carry.
+    pub fn traceparent(&self) -> String {
+        let c = &self.context;
+        format!(
+            "00-{}-{}-{:02x}",
+            c.trace_id(),
+            c.span_id(),
+            c.trace_flags().to_u8()
+        )
+    }
+
+    /// This span as a stored trace context (for follow-ups and jobs).
+    pub fn trace_context(&self) -> TraceContext {
+        TraceContext {
+            traceparent: self.traceparent(),
+            tracestate: self.context.trace_state().header(),
+        }
+    }
+
+    /// The trace id, 32 hex digits (log lines carry it).
+    pub fn trace_id(&self) -> String {
+        self.context.trace_id().to_string()
+    }
+
+    /// The span id, 16 hex digits.
+    pub fn span_id(&self) -> String {
+        self.context.span_id().to_string()
+    }
+}
+
+/// An attempt's span, for what happens under it in the sandbox: outbound
+/// requests (child spans, a `traceparent` header) and log lines (its ids).
+pub struct AttemptTrace {
+    /// The attempt's span.
+    pub span: Begun,
+    /// Where spans go.
+    pub telemetry: Arc<Telemetry>,
+    /// Its trace id, 32 hex digits.
+    pub trace_id: String,
+    /// Its span id, 16 hex digits.
+    pub span_id: String,
+}
+
+impl AttemptTrace {
+    /// The attempt span `span`.
+    pub fn new(span: Begun, telemetry: Arc<Telemetry>) -> AttemptTrace {
+        AttemptTrace {
+            trace_id: span.trace_id(),
+            span_id: span.span_id(),
+            span,
+            telemetry,
+        }
+    }
+}
+
+impl std::fmt::Debug for AttemptTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AttemptTrace({}/{})", self.trace_id, self.span_id)
+    }
+}
+
+/// The remote span a stored trace context names.
+pub fn remote(trace: &TraceContext) -> Option<SpanContext> {
+    let trace_id = TraceId::from_hex(trace.trace_id()).ok()?;
+    let span_id = SpanId::from_hex(trace.span_id()).ok()?;
+    let flags = if trace.sampled() {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    let state = trace.tracestate.parse::<TraceState>().unwrap_or_default();
+    Some(SpanContext::new(trace_id, span_id, flags, true, state))
+}
+
+impl Telemetry {
+    /// No export: every span is skipped.
+    pub fn off() -> Arc<Telemetry> {
+        Arc::new(Telemetry { on: None })
+    }
+
+    /// Export as `cfg` says, counting drops in `dropped`; must run inside
+    /// the tokio runtime (the export task starts here).
+    pub fn start(cfg: &TelemetryConfig, dropped: Counter) -> anyhow::Result<Arc<Telemetry>> {
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{}/v1/traces", cfg.endpoint))
+            .with_timeout(EXPORT_TIMEOUT)
+            .with_retry_policy(opentelemetry_otlp::RetryPolicy::disabled())
+            .build()
+            .map_err(|e| anyhow::anyhow!("[telemetry] cannot export to {}: {e}", cfg.endpoint))?;
+        exporter.set_resource(
+            &Resource::builder()
+                .with_service_name(cfg.service_name.clone())
+                .build(),
+        );
+        let (queue, rx) = mpsc::channel(cfg.queue as usize);
+        tokio::spawn(export(exporter, rx, dropped.clone(), cfg.endpoint.clone()));
+        tracing::info!(
+            endpoint = %cfg.endpoint,
+            service = %cfg.service_name,
+            "exporting spans (OTLP over HTTP)"
+        );
+        Ok(Arc::new(Telemetry {
+            on: Some(On {
+                queue,
+                dropped,
+                scope: InstrumentationScope::builder("hourglass")
+                    .with_version(env!("CARGO_PKG_VERSION"))
+                    .build(),
+                parent: cfg.parent,
+            }),
+        }))
+    }
+
+    /// Whether spans are exported.
+    pub fn is_on(&self) -> bool {
+        self.on.is_some()
+    }
+
+    /// Begin a span continuing `from` (a job's stored context; `None`
+    /// starts a trace): its child, or linked to it (`parent = "link"`).
+    /// `None` when export is off.
+    pub fn begin(&self, from: Option<&TraceContext>) -> Option<Begun> {
+        let on = self.on.as_ref()?;
+        let from = from.and_then(remote);
+        Some(match (from, on.parent) {
+            (Some(parent), SpanParent::Child) => Begun {
+                context: SpanContext::new(
+                    parent.trace_id(),
+                    new_span_id(),
+                    parent.trace_flags(),
+                    false,
+                    parent.trace_state().clone(),
+                ),
+                parent: Some(parent),
+                link: None,
+                start: SystemTime::now(),
+            },
+            (link, _) => Begun {
+                context: SpanContext::new(
+                    TraceId::from(rand::random::<u128>().max(1)),
+                    new_span_id(),
+                    TraceFlags::SAMPLED,
+                    false,
+                    TraceState::default(),
+                ),
+                parent: None,
+                link,
+                start: SystemTime::now(),
+            },
+        })
+    }
+
+    /// Begin a child of `parent` (a span of this process), starting now.
+    pub fn child(&self, parent: &Begun) -> Option<Begun> {
+        self.on.as_ref()?;
+        Some(Begun {
+            context: SpanContext::new(
+                parent.context.trace_id(),
+                new_span_id(),
+                parent.context.trace_flags(),
+                false,
+                parent.context.trace_state().clone(),
+            ),
+            parent: Some(parent.context.clone()),
+            link: None,
+            start: SystemTime::now(),
+        })
+    }
+
+    /// End `span` now and queue it for export (dropped and counted if the
+    /// queue is full).
+    pub fn end(&self, span: &Begun, ended: Ended) {
+        let Some(on) = &self.on else { return };
+        let mut events = SpanEvents::default();
+        events.events = ended.events;
+        let mut links = SpanLinks::default();
+        links.links = span
+            .link
+            .iter()
+            .map(|c| Link::with_context(c.clone()))
+            .collect();
+        let data = SpanData {
+            span_context: span.context.clone(),
+            parent_span_id: span
+                .parent
+                .as_ref()
+                .map_or(SpanId::INVALID, SpanContext::span_id),
+            parent_span_is_remote: span.parent.as_ref().is_some_and(SpanContext::is_remote),
+            span_kind: ended.kind,
+            name: ended.name,
+            start_time: span.start,
+            end_time: SystemTime::now(),
+            attributes: ended.attributes,
+            dropped_attributes_count: 0,
+            events,
+            links,
+            status: ended.status,
+            instrumentation_scope: on.scope.clone(),
+        };
+        if on.queue.try_send(data).is_err() {
+            on.dropped.inc();
+        }
+    }
+}
+
+/// What a span says when it ends.
+pub struct Ended {
+    /// Its name (`hourglass.attempt`, ...).
+    pub name: Cow<'static, str>,
+    /// Its kind.
+    pub kind: SpanKind,
+    /// Its attributes.
+    pub attributes: Vec<KeyValue>,
+    /// What happened during it (a retry, a burial, a release).
+    pub events: Vec<Event>,
+    /// Ok, or an error with a description.
+    pub status: Status,
+}
+
+/// An event at `now` with `attributes`.
+pub fn event(name: &'static str, attributes: Vec<KeyValue>) -> Event {
+    Event::new(name, SystemTime::now(), attributes, 0)
+}
+
+fn new_span_id() -> SpanId {
+    SpanId::from(rand::random::<u64>().max(1))
+}
+
+/// Export queued spans in batches until the queue closes.
+async fn export(
+    exporter: opentelemetry_otlp::SpanExporter,
+    mut rx: mpsc::Receiver<SpanData>,
+    dropped: Counter,
+    endpoint: String,
+) {
+    let failing = AtomicBool::new(false);
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        if rx.recv_many(&mut batch, BATCH).await == 0 {
+            return;
+        }
+        if batch.len() < BATCH {
+            tokio::time::sleep(LINGER).await;
+            while batch.len() < BATCH
+                && let Ok(span) = rx.try_recv()
+            {
+                batch.push(span);
+            }
+        }
+        let n = batch.len() as u64;
+        let sent = std::mem::take(&mut batch);
+        match tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(sent)).await {
+            Ok(Ok(())) => {
+                if failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(endpoint, "span export works again");
+                }
+            }
+            outcome => {
+                dropped.inc_by(n);
+                let why = match outcome {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {EXPORT_TIMEOUT:?}"),
+                };
+                if !failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        endpoint,
+                        "span export failing, spans dropped and counted (hourglass_telemetry_spans_dropped_total) until it works: {why}"
+                    );
+                }
+            }
+        }
+    }
+}

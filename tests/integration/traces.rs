@@ -1,0 +1,254 @@
+//! OpenTelemetry: a job followed across services. A real OTLP/HTTP receiver
+//! (an HTTP server whose bodies are decoded with `opentelemetry-proto`)
+//! gets the runner's spans: an API enqueue carrying a `traceparent`, a
+//! handler that retries once, calls out over HTTP and starts a follow-up.
+//! The tree is checked: one trace, the enqueue under the caller's span, the
+//! attempts under the enqueue, the outbound call's `traceparent` naming its
+//! client span under the attempt, the follow-up's attempt in the same trace.
+//! And a dead collector: jobs flow, the drop counter rises.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::json;
+use test_support::http_server::{HttpServer, Reply};
+
+use crate::util::{Api, Project, Running, eventually};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The caller's span: trace 4bf92f35..., span 00f067aa0ba902b7.
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER: &str = "00f067aa0ba902b7";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every span the receiver got so far.
+fn spans(receiver: &HttpServer) -> Vec<Span> {
+    receiver
+        .received()
+        .iter()
+        .filter(|r| r.path == "/v1/traces")
+        .flat_map(|r| {
+            ExportTraceServiceRequest::decode(&r.body[..])
+                .expect("an OTLP protobuf body")
+                .resource_spans
+        })
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect()
+}
+
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    span.attributes.iter().find(|a| a.key == key).map(|a| {
+        use opentelemetry_proto::tonic::common::v1::any_value::Value;
+        match a.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(Value::StringValue(s)) => s.clone(),
+            Some(Value::IntValue(i)) => i.to_string(),
+            other => format!("{other:?}"),
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_follow_ups() {
+    let receiver = HttpServer::start(vec![Reply::status(200, "")]);
+    let service = HttpServer::start(vec![Reply::status(200, "ok")]);
+    let project = Project::new(
+        "concurrency = 4",
+        &format!(
+            "[[topic]]\nname = \"charge\"\nhandler = \"probe.wasm\"\nmay_enqueue = [\"receipt\"]\n\
+             grants = {{ http = [\"{service}\"] }}\n\n\
+             [[topic]]\nname = \"receipt\"\nhandler = \"echo.wasm\"\n\n\
+             [telemetry]\nendpoint = \"{receiver}\"\nservice_name = \"billing-worker\"\n\n\
+             [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n",
+            service = service.url(),
+            receiver = receiver.url(),
+        ),
+    );
+    let running = Running::start(project.config()).await;
+    let addr = running.http.expect("[http]").to_string();
+    let plan = json!({
+        "fetch": format!("{}/charge", service.url()),
+        "follow_ups": [{ "topic": "receipt", "payload": "r-1", "id": "receipt-1" }],
+        "retry_first": 1,
+    });
+    let body = json!({ "id": "charge-1", "payload": plan }).to_string();
+    let answer = test_support::http_client::call_with_headers(
+        &addr,
+        "POST",
+        "/api/topics/charge/jobs",
+        Some(crate::util::TOKEN),
+        Some(&body),
+        &[("traceparent", &format!("00-{TRACE}-{CALLER}-01"))],
+    )
+    .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    let _ = Api(addr);
+
+    // enqueue, two attempts, two outbound calls, a delivery, the follow-up's attempt
+    let all = eventually(WAIT, "the spans arrived", || async {
+        let spans = spans(&receiver);
+        let attempts = spans
+            .iter()
+            .filter(|s| s.name == "hourglass.attempt")
+            .count();
+        match attempts {
+            3.. => Ok(spans),
+            _ => Err(format!("{} spans, {attempts} attempts", spans.len())),
+        }
+    })
+    .await;
+    let by_id: HashMap<String, &Span> = all.iter().map(|s| (hex(&s.span_id), s)).collect();
+    for s in &all {
+        assert_eq!(
+            hex(&s.trace_id),
+            TRACE,
+            "{} is in the caller's trace",
+            s.name
+        );
+    }
+    let enqueue = all
+        .iter()
+        .find(|s| s.name == "hourglass.enqueue")
+        .expect("the enqueue span");
+    assert_eq!(
+        hex(&enqueue.parent_span_id),
+        CALLER,
+        "the enqueue is the caller's child"
+    );
+    let attempts: Vec<&Span> = all
+        .iter()
+        .filter(|s| {
+            s.name == "hourglass.attempt"
+                && attribute(s, "messaging.message.id").as_deref() == Some("charge-1")
+        })
+        .collect();
+    assert_eq!(attempts.len(), 2, "one retry: {attempts:#?}");
+    for a in &attempts {
+        assert_eq!(
+            a.parent_span_id, enqueue.span_id,
+            "attempts under the enqueue"
+        );
+    }
+    let outcomes: Vec<String> = attempts
+        .iter()
+        .map(|a| attribute(a, "hourglass.outcome").unwrap())
+        .collect();
+    assert!(outcomes.contains(&"retry".to_owned()) && outcomes.contains(&"acked".to_owned()));
+    let retried = attempts
+        .iter()
+        .find(|a| attribute(a, "hourglass.outcome").as_deref() == Some("retry"))
+        .unwrap();
+    assert!(
+        retried.events.iter().any(|e| e.name == "retry"),
+        "{retried:#?}"
+    );
+    assert!(attribute(retried, "hourglass.cpu_us").is_some());
+
+    // the service saw a traceparent naming a client span under an attempt
+    let calls = service.received();
+    assert_eq!(calls.len(), 2, "one call per attempt");
+    for call in &calls {
+        let parent = call
+            .header("traceparent")
+            .expect("the call carried a traceparent");
+        let parts: Vec<&str> = parent.split('-').collect();
+        assert_eq!(parts[1], TRACE);
+        let client = by_id.get(parts[2]).expect("the client span was exported");
+        assert_eq!(client.kind, 3, "a client span (SPAN_KIND_CLIENT)");
+        assert!(client.name.starts_with("GET 127.0.0.1:"), "{}", client.name);
+        assert_eq!(
+            attribute(client, "http.response.status_code").as_deref(),
+            Some("200")
+        );
+        let attempt = by_id[&hex(&client.parent_span_id)];
+        assert_eq!(attempt.name, "hourglass.attempt");
+    }
+
+    // the follow-up: delivered and run in the same trace, under the acked attempt
+    let acked = attempts
+        .iter()
+        .find(|a| attribute(a, "hourglass.outcome").as_deref() == Some("acked"))
+        .unwrap();
+    let receipt = all
+        .iter()
+        .find(|s| {
+            s.name == "hourglass.attempt"
+                && attribute(s, "messaging.message.id").as_deref() == Some("receipt-1")
+        })
+        .expect("the follow-up's attempt");
+    assert_eq!(receipt.parent_span_id, acked.span_id);
+    let delivery = all
+        .iter()
+        .find(|s| s.name == "hourglass.follow_up")
+        .expect("the delivery span");
+    assert_eq!(delivery.parent_span_id, acked.span_id);
+
+    // the exporter names the service
+    let request = receiver
+        .received()
+        .into_iter()
+        .find(|r| r.path == "/v1/traces")
+        .unwrap();
+    let resource = ExportTraceServiceRequest::decode(&request.body[..])
+        .unwrap()
+        .resource_spans[0]
+        .resource
+        .clone()
+        .unwrap();
+    assert!(
+        resource.attributes.iter().any(|a| a.key == "service.name"
+            && format!("{:?}", a.value).contains("billing-worker")),
+        "{resource:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_collector_slows_nothing_and_the_drops_are_counted() {
+    // a port nobody listens on: every export fails at once
+    let port = test_support::free_port();
+    let project = Project::new(
+        "concurrency = 8",
+        &format!(
+            "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n\n\
+             [telemetry]\nendpoint = \"http://127.0.0.1:{port}\"\nqueue = 64\n\n\
+             [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n"
+        ),
+    );
+    let mut running = Running::start(project.config()).await;
+    let api = Api(running.http.expect("[http]").to_string());
+    let queue = project.queue().await;
+    let jobs: Vec<serde_json::Value> = (0..2_000).map(|i| json!({ "payload": i })).collect();
+    let started = std::time::Instant::now();
+    let bulk = api
+        .post(
+            "/api/topics/echo/jobs",
+            &serde_json::Value::Array(jobs).to_string(),
+        )
+        .await;
+    assert_eq!(bulk.json()["new"], 2_000, "{}", bulk.body);
+    running.after_drained(&queue, &["echo"], WAIT).await;
+    let took = started.elapsed();
+    eprintln!("2,000 jobs with a dead collector: {took:?}");
+    let dropped = eventually(WAIT, "drops counted", || async {
+        let metrics = api.get("/metrics").await.body;
+        let dropped: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("hourglass_telemetry_spans_dropped_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0);
+        if dropped >= 1_000.0 {
+            Ok(dropped)
+        } else {
+            Err(format!("{dropped} dropped"))
+        }
+    })
+    .await;
+    assert!(dropped <= 2_001.0, "{dropped}");
+}
