@@ -198,6 +198,14 @@ impl Queue {
         self.endpoint.pubsub(&self.conn).await
     }
 
+    /// A new pub/sub connection subscribed to `channel` (the wake-ups, a
+    /// topic's events).
+    pub async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, QueueError> {
+        let mut pubsub = self.pubsub().await?;
+        pubsub.subscribe(channel).await?;
+        Ok(pubsub)
+    }
+
     /// Enqueue `jobs` into one topic, atomically per 1000 jobs. Nothing is
     /// written if any job is invalid.
     pub async fn enqueue(

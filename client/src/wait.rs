@@ -244,15 +244,7 @@ fn listen(inner: &Arc<Inner>, channel: &str) -> Channel {
 async fn forward(queue: Queue, inner: Weak<Inner>, channel: String, ready: watch::Sender<u64>) {
     let mut pause = Duration::from_millis(100);
     loop {
-        let subscribed = match queue.pubsub().await {
-            Ok(mut pubsub) => pubsub
-                .subscribe(&channel)
-                .await
-                .map(|()| pubsub)
-                .map_err(QueueError::from),
-            Err(e) => Err(e),
-        };
-        match subscribed {
+        match queue.subscribe(&channel).await {
             Ok(mut pubsub) => {
                 pause = Duration::from_millis(100);
                 ready.send_modify(|n| *n += 1);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::{Queue, QueueError};
+use super::Queue;
 
 /// A hint for the scheduler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,15 +25,7 @@ pub async fn listen(queue: Queue, tx: mpsc::UnboundedSender<Wake>) {
     let mut pause = Duration::from_millis(100);
     let mut failing = false;
     loop {
-        let subscribed = match queue.pubsub().await {
-            Ok(mut pubsub) => pubsub
-                .subscribe(queue.wake_channel())
-                .await
-                .map(|()| pubsub)
-                .map_err(QueueError::from),
-            Err(e) => Err(e),
-        };
-        match subscribed {
+        match queue.subscribe(queue.wake_channel()).await {
             Ok(mut pubsub) => {
                 if failing {
                     tracing::info!("wake-up subscription restored");

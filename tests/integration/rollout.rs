@@ -5,6 +5,7 @@
 //! new file; dead letters replay on a chosen version; jobs pinned to a version.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hourglass::clock::now_ms;
@@ -283,8 +284,10 @@ fn project_on(redis: &RedisServer, topic: &str) -> Project {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() {
     let redis = RedisServer::start();
+    // a low bar: b's acks with the canary (however many it ran before a
+    // loaded it) must not keep a's failures under it
     let policy =
-        r#"rollout = { canary = "30%", for = "1h", min_attempts = 20, max_failure_rate = 0.2 }"#;
+        r#"rollout = { canary = "30%", for = "1h", min_attempts = 20, max_failure_rate = 0.05 }"#;
     // the canary (probe, reading PATH) fails on `a`, whose topic has no grant
     // for it, and acks on `b`, whose topic has
     let a = project_on(&redis, &topic(policy));
@@ -301,12 +304,19 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
     })
     .await;
     let probe_job = r#"{"env":"PATH"}"#;
+    // jobs keep coming until the verdict (a loaded machine may take seconds
+    // to compile the new file on each runner), then 200 more
+    let verdict = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let producer = {
-        let queue = queue.clone();
+        let (queue, verdict) = (queue.clone(), verdict.clone());
         tokio::spawn(async move {
-            for _ in 0..600 {
+            let mut after = 0;
+            while after < 200 {
                 enqueue(&queue, "pay", probe_job, 0, 0).await;
                 tokio::time::sleep(Duration::from_millis(5)).await;
+                if verdict.load(std::sync::atomic::Ordering::Relaxed) {
+                    after += 1;
+                }
             }
         })
     };
@@ -335,6 +345,7 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
     })
     .await;
     assert_eq!(after.last.as_ref().unwrap().version, canary);
+    verdict.store(true, std::sync::atomic::Ordering::Relaxed);
     // both runners say so, and both stop routing to it: its count stops
     runner_a.wait_for("rolled back", WAIT);
     runner_b.wait_for("rolled back", WAIT);

@@ -55,6 +55,44 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
     })
 }
 
+/// The spans under `parent`, one line each, indented by depth (what the
+/// README's excerpt is).
+fn tree(spans: &[Span], parent: &str, depth: usize) -> String {
+    let mut children: Vec<&Span> = spans
+        .iter()
+        .filter(|s| hex(&s.parent_span_id) == parent)
+        .collect();
+    children.sort_by_key(|s| s.start_time_unix_nano);
+    let mut out = String::new();
+    for s in children {
+        let ms = (s.end_time_unix_nano - s.start_time_unix_nano) as f64 / 1e6;
+        let mut said = vec![format!("{:.1} ms", ms)];
+        for key in [
+            "messaging.destination.name",
+            "messaging.message.id",
+            "hourglass.attempt",
+            "hourglass.outcome",
+            "http.response.status_code",
+        ] {
+            if let Some(v) = attribute(s, key) {
+                said.push(format!("{key}={v}"));
+            }
+        }
+        for e in &s.events {
+            said.push(format!("event {}", e.name));
+        }
+        out.push_str(&format!(
+            "{}{} {}  [{}]\n",
+            "  ".repeat(depth),
+            s.name,
+            hex(&s.span_id),
+            said.join(", ")
+        ));
+        out.push_str(&tree(spans, &hex(&s.span_id), depth + 1));
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_follow_ups() {
     let receiver = HttpServer::start(vec![Reply::status(200, "")]);
@@ -105,6 +143,7 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
     })
     .await;
     let by_id: HashMap<String, &Span> = all.iter().map(|s| (hex(&s.span_id), s)).collect();
+    eprintln!("{}", tree(&all, CALLER, 0));
     for s in &all {
         assert_eq!(
             hex(&s.trace_id),
@@ -251,4 +290,57 @@ async fn a_dead_collector_slows_nothing_and_the_drops_are_counted() {
     })
     .await;
     assert!(dropped <= 2_001.0, "{dropped}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_carries_a_traceparent_from_its_flag_or_the_environment() {
+    let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
+    let traceparent = format!("00-{TRACE}-{CALLER}-01");
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut cmd = std::process::Command::new(crate::util::hourglass_bin());
+        cmd.args(args).arg("--config").arg(project.config_path());
+        cmd.env_remove("TRACEPARENT");
+        if let Some(value) = env {
+            cmd.env("TRACEPARENT", value);
+        }
+        cmd.output().unwrap()
+    };
+    let flag = run(
+        &[
+            "enqueue",
+            "echo",
+            "x",
+            "--id",
+            "by-flag",
+            "--delay",
+            "1h",
+            "--traceparent",
+            &traceparent,
+            "--tracestate",
+            "congo=t61rcWkgMzE",
+        ],
+        None,
+    );
+    assert!(flag.status.success(), "{flag:?}");
+    let env = run(
+        &["enqueue", "echo", "x", "--id", "by-env", "--delay", "1h"],
+        Some(&traceparent),
+    );
+    assert!(env.status.success(), "{env:?}");
+    for id in ["by-flag", "by-env"] {
+        let out = run(&["inspect", "echo", id, "--json"], None);
+        let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(view["traceparent"], traceparent, "{id}: {view}");
+    }
+    let text = run(&["inspect", "echo", "by-flag"], None);
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&traceparent));
+    let bad = run(
+        &["enqueue", "echo", "x", "--traceparent", "00-nonsense-01"],
+        None,
+    );
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--traceparent"),
+        "{bad:?}"
+    );
 }
