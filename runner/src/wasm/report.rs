@@ -40,12 +40,8 @@ impl ProgressBoard {
     pub(super) fn post(&self, topic: &str, id: &str, report: Reported) {
         let mut latest = self.latest.lock().expect("progress board");
         let first = latest.is_empty();
-        match latest.get_mut(&(topic.to_owned(), id.to_owned())) {
-            Some(slot) => *slot = report,
-            None => {
-                latest.insert((topic.to_owned(), id.to_owned()), report);
-            }
-        }
+        // the latest report replaces the one before
+        latest.insert((topic.to_owned(), id.to_owned()), report);
         drop(latest);
         if first {
             self.posted.notify_one();
