@@ -292,6 +292,7 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
     let handler = runtime.load(std::path::Path::new(test_support::components::ECHO))?;
     let sandbox = Sandbox {
         result_max: 64 << 10,
+        reuse: None,
         timeout: Duration::from_secs(30),
         cpu: None,
         memory: 64 << 20,

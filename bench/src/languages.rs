@@ -23,10 +23,11 @@ pub const NO_OPS: [(&str, &str); 3] = [
     ("javascript", JS_SDK_PROBE),
 ];
 
-/// A project whose one topic, `bench`, is served by `component`.
-pub fn project_for(url: &str, component: &str) -> anyhow::Result<Project> {
+/// A project whose one topic, `bench`, is served by `component`, with
+/// `extra` lines in the topic (e.g. `reuse = { jobs = 1000 }`).
+pub fn project_for(url: &str, component: &str, extra: &str) -> anyhow::Result<Project> {
     let toml = format!(
-        "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"bench\"\nhandler = \"h.wasm\"\n"
+        "[redis]\nurl = \"{url}\"\nnamespace = \"bench\"\n\n[[topic]]\nname = \"bench\"\nhandler = \"h.wasm\"\n{extra}\n"
     );
     Ok(Project::from_dir(
         project_with(&toml, &[("h.wasm", component)])?,
@@ -45,7 +46,7 @@ fn rss_mib(pid: u32) -> f64 {
 }
 
 /// The `hourglass` binary built with this harness (scripts/bench builds both).
-fn hourglass_bin() -> anyhow::Result<std::path::PathBuf> {
+pub fn hourglass_bin() -> anyhow::Result<std::path::PathBuf> {
     let bin = std::env::current_exe()?.with_file_name("hourglass");
     anyhow::ensure!(
         bin.is_file(),
@@ -168,7 +169,7 @@ pub async fn swap(
     swaps: usize,
     precompiled: bool,
 ) -> anyhow::Result<Vec<f64>> {
-    let p = project_for(url, component)?;
+    let p = project_for(url, component, "")?;
     let file = p.dir().join("handlers/h.wasm");
     let original = std::fs::read(component)?;
     let q = Queue::connect(url, "bench").await?;

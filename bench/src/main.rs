@@ -11,6 +11,7 @@
 mod bullmq;
 mod hourglass;
 mod languages;
+mod process;
 mod report;
 mod server;
 mod sink;
@@ -49,7 +50,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
+    /// Run only these sections (throughput, process, telemetry, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -149,6 +150,14 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("throughput") {
             let result = b.throughput(r).await;
             b.done("throughput", result)?;
+        }
+        if b.wanted("process") {
+            let result = b.process(r).await;
+            b.done("process", result)?;
+        }
+        if b.wanted("telemetry") {
+            let result = b.telemetry(r).await;
+            b.done("telemetry", result)?;
         }
         if b.wanted("http") {
             let result = b.http_call().await;
@@ -311,6 +320,93 @@ impl Bench {
         Ok(())
     }
 
+    /// The throughput workload with `hourglass run` as a child process (the
+    /// binary users run, default settings, `[http]` on) against BullMQ.
+    async fn process(&mut self, repeat: usize) -> anyhow::Result<()> {
+        let n = self.sizes.throughput;
+        let (hg, bull) = self
+            .pair(
+                "process mode",
+                repeat,
+                process::throughput(&self.url, n, &process::Setup::default()),
+                async { bullmq::run("throughput", self.redis.port, serde_json::json!({ "n": n })) },
+            )
+            .await?;
+        self.both(
+            "process mode",
+            &[("processed_per_sec", "jobs/s")],
+            &hg,
+            &bull,
+        );
+        self.report.record(
+            "process mode runner_cpu_us_per_job",
+            "µs",
+            j(&hg, "runner_cpu_us_per_job"),
+            None,
+        );
+        Ok(())
+    }
+
+    /// hourglass alone, in process mode: the no-op workload with spans
+    /// exported (every job carrying a producer's `traceparent`, an OTLP
+    /// receiver in this process) and without, alternating.
+    async fn telemetry(&mut self, repeat: usize) -> anyhow::Result<()> {
+        let n = self.sizes.throughput;
+        let receiver = test_support::http_server::HttpServer::start(vec![
+            test_support::http_server::Reply::status(200, "")
+                .with_header("content-type", "application/x-protobuf"),
+        ]);
+        let on = process::Setup {
+            toml: format!("[telemetry]\nendpoint = \"{}\"\n", receiver.url()),
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        };
+        let off = process::Setup::default();
+        let mut runs = [("off", &off, None), ("on", &on, None)];
+        if repeat % 2 == 1 {
+            runs.reverse();
+        }
+        for (label, setup, out) in &mut runs {
+            server::flush(&self.url).await?;
+            eprintln!("   telemetry {label}");
+            *out = Some(process::throughput(&self.url, n, setup).await?);
+        }
+        let get = |label: &str, key: &str| {
+            runs.iter()
+                .find(|r| r.0 == label)
+                .and_then(|r| r.2.as_ref())
+                .and_then(|v| j(v, key))
+        };
+        let spans = spans_received(&receiver);
+        let r = &mut self.report;
+        for label in ["off", "on"] {
+            r.record(
+                &format!("telemetry {label}_per_sec"),
+                "jobs/s",
+                get(label, "processed_per_sec"),
+                None,
+            );
+            r.record(
+                &format!("telemetry {label} runner_cpu_us_per_job"),
+                "µs",
+                get(label, "runner_cpu_us_per_job"),
+                None,
+            );
+        }
+        if let (Some(on), Some(off)) = (
+            get("on", "processed_per_sec"),
+            get("off", "processed_per_sec"),
+        ) {
+            r.record("telemetry ratio_on_to_off", "×", Some(on / off), None);
+        }
+        r.record(
+            "telemetry spans_received_per_job",
+            "spans",
+            Some(spans as f64 / n as f64),
+            None,
+        );
+        Ok(())
+    }
+
     /// hourglass alone: no-op jobs whose handler makes one loopback HTTP call.
     async fn http_call(&mut self) -> anyhow::Result<()> {
         server::flush(&self.url).await?;
@@ -354,7 +450,7 @@ impl Bench {
             } else {
                 self.sizes.languages
             };
-            let p = languages::project_for(&self.url, component)?;
+            let p = languages::project_for(&self.url, component, "")?;
             let hg = hourglass::throughput(&p, n).await?;
             self.report.record(
                 &format!("languages {label} no-op processed_per_sec"),
@@ -364,6 +460,23 @@ impl Bench {
             );
             self.report.record(
                 &format!("languages {label} no-op runner_cpu_us_per_job"),
+                "µs",
+                j(&hg, "runner_cpu_us_per_job"),
+                None,
+            );
+            // the same handler with `reuse`: one instance serves many jobs
+            server::flush(&self.url).await?;
+            eprintln!("   languages / {label} no-op with reuse");
+            let p = languages::project_for(&self.url, component, "reuse = { jobs = 1000 }")?;
+            let hg = hourglass::throughput(&p, bull_n).await?;
+            self.report.record(
+                &format!("languages {label} no-op with reuse processed_per_sec"),
+                "jobs/s",
+                j(&hg, "processed_per_sec"),
+                bull.as_ref().and_then(|b| j(b, "processed_per_sec")),
+            );
+            self.report.record(
+                &format!("languages {label} no-op with reuse runner_cpu_us_per_job"),
                 "µs",
                 j(&hg, "runner_cpu_us_per_job"),
                 None,
@@ -616,6 +729,21 @@ async fn with_commands(
         result["redis_cpu_us_per_job"] = per_job(a, b).into();
     }
     Ok(result)
+}
+
+/// How many spans an OTLP receiver got.
+fn spans_received(receiver: &test_support::http_server::HttpServer) -> usize {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    receiver
+        .received()
+        .iter()
+        .filter(|r| r.path == "/v1/traces")
+        .filter_map(|r| ExportTraceServiceRequest::decode(&r.body[..]).ok())
+        .flat_map(|e| e.resource_spans)
+        .flat_map(|r| r.scope_spans)
+        .map(|s| s.spans.len())
+        .sum()
 }
 
 fn utc_now() -> String {

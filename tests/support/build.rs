@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HANDLERS: [&str; 8] = [
+const HANDLERS: [&str; 9] = [
     "echo",
+    "noop",
     "flaky",
     "order_cancel",
     "slow",
