@@ -42,6 +42,8 @@
 //! - `rollout_api`: the same over HTTP: versions, promote, abort, pin, enqueue and
 //!   dead-letter replay on a version, the rollout counters in /metrics, the
 //!   dashboard's Versions panel in a headless Chromium.
+//! - `reuse`: instance reuse: state kept across jobs only under `reuse` (Rust,
+//!   Python, JavaScript); dropped after `jobs`, a trap, a limit, idleness, a new version.
 //! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
 //!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
 
@@ -67,6 +69,7 @@ mod pipeline;
 mod priority;
 mod reload;
 mod results;
+mod reuse;
 mod rollout;
 mod rollout_api;
 mod runners;

@@ -7,6 +7,7 @@
 //! For results and progress: `progress` steps (reported, then slept on),
 //! `chatty_ms` (report in a tight loop), `sleep_ms`, and a `result` to ack
 //! with (`result_bytes` for a big one, `echo_parent` for the parent's).
+//! For instance reuse: `served` acks with how many jobs this instance ran.
 
 use hourglass_sdk::{Error, FollowUp, Job, Outcome, http, info};
 
@@ -57,7 +58,14 @@ struct Plan {
     /// Retry (after everything else) while the attempt is at most this.
     #[serde(default)]
     retry_first: u32,
+    /// Ack with `{"served": n}`: the jobs this instance ran, this one included
+    /// (1 in a fresh instance; more only where the topic reuses instances).
+    #[serde(default)]
+    served: bool,
 }
+
+/// Jobs this instance ran: state a job leaves behind in the instance.
+static SERVED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 #[derive(serde::Deserialize)]
 struct Step {
@@ -84,6 +92,7 @@ struct Next {
 }
 
 fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
+    let served = SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let plan: Plan = job.json()?;
     for step in &plan.progress {
         match &step.detail {
@@ -169,6 +178,9 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         Some("fail") => return Err(Error::fail(format!("asked to fail{fetched}"))),
         Some("panic") => panic!("asked to panic"),
         _ => {}
+    }
+    if plan.served {
+        return Outcome::ack_json(&serde_json::json!({ "served": served }));
     }
     if plan.echo_parent {
         let parent: Option<serde_json::Value> = job.parent_json()?;

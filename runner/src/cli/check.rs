@@ -46,6 +46,14 @@ pub(super) async fn run(path: &Path) -> Result<(), Exit> {
                     if needs.tables == 1 { "" } else { "s" }
                 ));
             }
+            if let Some(reuse) = topic.reuse {
+                lines.push(format!(
+                    "  {:<24} reuses instances (up to {} jobs each, idle {}): jobs are NOT isolated from each other; what one leaves in memory the next sees",
+                    "",
+                    reuse.jobs,
+                    humantime::format_duration(reuse.idle)
+                ));
+            }
             if !topic.may_enqueue.is_empty() {
                 lines.push(format!(
                     "  {:<24} may enqueue to {}",

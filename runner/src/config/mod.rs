@@ -94,6 +94,21 @@ pub struct TopicConfig {
     /// How long each job's end (state, result, reason) is kept for waiters;
     /// `None`: nothing is kept and nobody can wait.
     pub results: Option<Results>,
+    /// Whether an instance serves more than one job (giving up per-job
+    /// isolation for speed); `None`: a fresh instance per attempt.
+    pub reuse: Option<Reuse>,
+}
+
+/// `reuse = { jobs, idle }`: one instance of a handler version serves up to
+/// `jobs` jobs, one at a time, and is dropped once idle for `idle`, after a
+/// trap or a limit, and when its version or the topic's sandbox changes.
+/// What one job leaves in the instance's memory the next job sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse {
+    /// Most jobs one instance serves.
+    pub jobs: u32,
+    /// How long an instance may wait for its next job.
+    pub idle: Duration,
 }
 
 /// `results = { keep, max }`: every job's end is kept this long, with the

@@ -11,7 +11,7 @@ use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, Rate, Results, RolloutPolicy, RunnerConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, Rate, Results, Reuse, RolloutPolicy, RunnerConfig,
     TopicConfig,
 };
 
@@ -123,6 +123,7 @@ pub(super) struct Defaults {
     pub http: Option<Spanned<RawHttp>>,
     pub rollout: Option<RawRollout>,
     pub results: Option<RawResults>,
+    pub reuse: Option<RawReuse>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +146,15 @@ pub(super) struct RawTopic {
     pub rate: Option<RawRate>,
     pub rollout: Option<RawRollout>,
     pub results: Option<RawResults>,
+    pub reuse: Option<RawReuse>,
+}
+
+/// `reuse = { jobs = 1000, idle = "60s" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReuse {
+    pub jobs: Option<Positive>,
+    pub idle: Option<NonZeroDur>,
 }
 
 /// `results = { keep = "24h", max = "64KiB" }`.
@@ -282,6 +292,14 @@ impl RawTopic {
                 .map(|r| Results {
                     keep: r.keep.map_or(Duration::from_secs(86_400), |d| d.0),
                     max: r.max.as_ref().map_or(64 << 10, |m| m.get_ref().0),
+                }),
+            reuse: self
+                .reuse
+                .as_ref()
+                .or(defaults.reuse.as_ref())
+                .map(|r| Reuse {
+                    jobs: r.jobs.map_or(1000, |j| j.0),
+                    idle: r.idle.map_or(Duration::from_secs(60), |d| d.0),
                 }),
         }
     }

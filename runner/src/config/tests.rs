@@ -35,6 +35,26 @@ fn defaults_apply_and_topics_override() {
 }
 
 #[test]
+fn reuse_is_off_unless_asked_and_takes_defaults() {
+    let (_d, c) = with_handler(
+        "[defaults]\nreuse = { jobs = 50 }\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n\
+         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\nreuse = { idle = \"5s\" }\n",
+    );
+    let c = c.unwrap();
+    let reuse = |jobs, idle| {
+        Some(Reuse {
+            jobs,
+            idle: Duration::from_secs(idle),
+        })
+    };
+    assert_eq!(c.topics[0].reuse, reuse(50, 60));
+    // a topic's own table replaces the default's, field defaults filling the rest
+    assert_eq!(c.topics[1].reuse, reuse(1000, 5));
+    let (_d, c) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n");
+    assert_eq!(c.unwrap().topics[0].reuse, None);
+}
+
+#[test]
 fn unknown_key_names_its_line() {
     let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\npriorty = 3\n");
     let (line, message) = error_at(r);
@@ -170,6 +190,9 @@ fn nonsense_numbers_are_errors_at_their_line_not_silent_clamps() {
         ("backoff", "{ jitter = 5.0 }", "between 0.0 and 1.0"),
         ("memory", "\"64KiB\"", "between 1MiB"),
         ("memory", "\"8GiB\"", "4GiB"),
+        ("reuse", "{ jobs = 0 }", "at least 1"),
+        ("reuse", "{ idle = \"0s\" }", "longer than zero"),
+        ("reuse", "{ job = 5 }", "unknown field"),
     ] {
         let text = format!("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n{field} = {value}\n");
         let (line, message) = error_at(with_handler(&text).1);

@@ -17,7 +17,7 @@ use super::context::JobContext;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
 use super::report::{ProgressBoard, Reported, check_detail};
-use super::usage::Traffic;
+use super::usage::{CpuMeter, Traffic};
 
 /// Most follow-up jobs one attempt may start.
 const MAX_FOLLOW_UPS: usize = 1000;
@@ -63,6 +63,11 @@ pub struct Host {
     pub(super) reported: bool,
     pub(super) progress: Arc<ProgressBoard>,
     pub(super) parent_result: Option<Vec<u8>>,
+    /// When the attempt must have ended.
+    pub(super) deadline: Instant,
+    /// The CPU the attempt's polls used, and its limit.
+    pub(super) cpu: Arc<CpuMeter>,
+    pub(super) cpu_limit: Option<Duration>,
 }
 
 impl Host {
@@ -124,7 +129,43 @@ impl Host {
             reported: false,
             progress,
             parent_result,
+            deadline,
+            cpu: CpuMeter::new(),
+            cpu_limit: sandbox.cpu,
         })
+    }
+
+    /// Ready a host whose instance served a job for the next one, `ctx`,
+    /// in the same sandbox (reuse): the job's names, limits, outbound hooks
+    /// and meters are new; the WASI context and the guest's memory are not.
+    pub(super) fn rearm(
+        &mut self,
+        ctx: JobContext,
+        sandbox: &Sandbox,
+        deadline: Instant,
+        parent_result: Option<Vec<u8>>,
+    ) {
+        let ctx = Arc::new(ctx);
+        self.stdout.rearm(ctx.clone());
+        self.stderr.rearm(ctx.clone());
+        self.outbound
+            .rearm(sandbox.http.clone(), ctx.clone(), deadline);
+        self.limits.limit = sandbox.memory;
+        self.limits.exceeded = None;
+        self.limits.peak = self.limits.held;
+        self.ctx = ctx;
+        self.timed_out = false;
+        self.cpu_exceeded = false;
+        self.may_enqueue = sandbox.may_enqueue.clone();
+        self.max_payload = sandbox.max_payload;
+        self.follow_ups.clear();
+        self.follow_up_bytes = 0;
+        self.result = None;
+        self.reported = false;
+        self.parent_result = parent_result;
+        self.deadline = deadline;
+        self.cpu = CpuMeter::new();
+        self.cpu_limit = sandbox.cpu;
     }
 
     /// The follow-ups of an attempt that acked.

@@ -19,6 +19,7 @@ mod output;
 mod report;
 mod run;
 mod usage;
+mod warm;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Cache, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::config::{Grants, MAX_MEMORY, TopicConfig};
+use crate::config::{Grants, MAX_MEMORY, Reuse, TopicConfig};
 pub use cache::CacheError;
 pub use context::JobContext;
 pub use host::FollowUp;
@@ -138,6 +139,8 @@ pub struct Sandbox {
     pub http: Arc<HttpPolicy>,
     /// The largest result an attempt may set, in bytes.
     pub result_max: u64,
+    /// Whether an instance serves several jobs, and how many.
+    pub reuse: Option<Reuse>,
 }
 
 impl Sandbox {
@@ -153,6 +156,7 @@ impl Sandbox {
             max_payload,
             http: Arc::new(HttpPolicy::new(grants, topic.http.clone())),
             result_max: topic.results.as_ref().map_or(DEFAULT_RESULT_MAX, |r| r.max),
+            reuse: topic.reuse,
         }
     }
 }
@@ -305,6 +309,8 @@ impl Drop for InUseGuard {
 
 /// The engine, linker and epoch ticker shared by all handlers.
 pub struct Runtime {
+    /// Idle instances of topics that reuse them.
+    warm: warm::WarmPool,
     engine: Engine,
     linker: Linker<Host>,
     cache: Option<Cache>,
@@ -375,6 +381,7 @@ impl Runtime {
             .map_err(engine_error)?;
         let ticker = epoch::EpochTicker::start(engine.clone());
         Ok(Runtime {
+            warm: warm::WarmPool::default(),
             engine,
             linker,
             cache,

@@ -46,6 +46,16 @@ impl GuestOutput {
         })))
     }
 
+    /// The same stream for the next job `ctx` of a reused instance: its
+    /// budget and kept tail start again.
+    pub fn rearm(&self, ctx: Arc<JobContext>) {
+        self.finish();
+        let mut s = self.0.lock().expect("output lock");
+        s.ctx = ctx;
+        s.written = 0;
+        s.tail.clear();
+    }
+
     /// Log what is left of an unterminated last line.
     pub fn finish(&self) {
         let mut s = self.0.lock().expect("output lock");

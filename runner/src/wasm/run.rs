@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, UpdateDeadline};
 
+use super::bindings::Handler;
 use super::bindings::hourglass::handler::types as wit;
 use super::host::{Host, Said};
-use super::usage::{CpuMeter, Metered, Usage};
+use super::usage::{Metered, Usage};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
 /// One attempt's end: how, and at what cost.
@@ -22,7 +23,8 @@ pub struct Attempted {
 }
 
 impl Runtime {
-    /// Run one attempt in a fresh instance inside `sandbox`.
+    /// Run one attempt inside `sandbox`: in a fresh instance, or for a topic
+    /// that reuses, in an idle instance of this version when one waits.
     pub async fn run(
         &self,
         handler: &LoadedHandler,
@@ -38,45 +40,29 @@ impl Runtime {
             handler: handler.hash.clone(),
             trace: job.trace,
         };
-        let host = match Host::new(
-            ctx,
-            sandbox,
-            deadline,
-            self.outbound.clone(),
-            self.progress.clone(),
-            job.parent_result,
-        ) {
-            Ok(host) => host,
-            Err(why) => {
-                return Attempted {
-                    finish: Finish::Crashed(why),
-                    usage: Usage::default(),
-                };
+        // a topic that reuses takes an idle instance of this version first
+        let warm = sandbox
+            .reuse
+            .and_then(|_| self.warm.take(&job.topic, handler, sandbox));
+        let (mut store, instance, served) = match warm {
+            Some(mut w) => {
+                w.store
+                    .data_mut()
+                    .rearm(ctx, sandbox, deadline, job.parent_result);
+                w.store.set_epoch_deadline(1);
+                (w.store, Some(w.instance), w.served)
             }
+            None => match self.store(ctx, sandbox, deadline, job.parent_result) {
+                Ok(store) => (store, None, 0),
+                Err(why) => {
+                    return Attempted {
+                        finish: Finish::Crashed(why),
+                        usage: Usage::default(),
+                    };
+                }
+            },
         };
-        let cpu = CpuMeter::new();
-        let cpu_limit = sandbox.cpu;
-        let mut store = Store::new(&self.engine, host);
-        store.limiter(|h| &mut h.limits);
-        store.set_epoch_deadline(1);
-        let ticks = cpu.clone();
-        store.epoch_deadline_callback(move |mut cx| {
-            if Instant::now() >= deadline {
-                cx.data_mut().timed_out = true;
-                wasmtime::bail!("time limit exceeded");
-            }
-            let used = ticks.tick();
-            if let Some(limit) = cpu_limit
-                && used >= limit
-            {
-                cx.data_mut().cpu_exceeded = true;
-                wasmtime::bail!("CPU limit exceeded");
-            }
-            Ok(UpdateDeadline::YieldCustom(
-                1,
-                Box::pin(tokio::task::yield_now()),
-            ))
-        });
+        let cpu = store.data().cpu.clone();
         let input = wit::Job {
             id: job.id,
             topic: job.topic,
@@ -92,19 +78,17 @@ impl Runtime {
         let setup = began.elapsed();
         let mut started = None;
         let call = async {
-            let instance = match handler.pre.instantiate_async(&mut store).await {
-                Ok(instance) => instance,
-                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => {
-                    return Err(Stop::NoSlot(format!("{e}")));
-                }
-                Err(e) => return Err(Stop::Trap(e)),
+            let instance = match instance {
+                Some(instance) => instance,
+                None => self.instantiate(handler, &mut store).await?,
             };
             started = Some(began.elapsed());
             let _alive = self.in_use.enter();
-            instance
+            let outcome = instance
                 .call_handle(&mut store, &input)
                 .await
-                .map_err(Stop::Trap)
+                .map_err(Stop::Trap)?;
+            Ok((instance, outcome))
         };
         let result = {
             let call = std::pin::pin!(call);
@@ -130,6 +114,12 @@ impl Runtime {
             requests: traffic.requests.load(Ordering::Relaxed) as u32,
             bytes_out: traffic.bytes_out.load(Ordering::Relaxed),
             bytes_in: traffic.bytes_in.load(Ordering::Relaxed),
+        };
+        // an instance that answered may serve again (a topic that reuses)
+        let (result, answered) = match result {
+            Ok(Ok((instance, outcome))) => (Ok(Ok(outcome)), Some(instance)),
+            Ok(Err(stop)) => (Ok(Err(stop)), None),
+            Err(elapsed) => (Err(elapsed), None),
         };
         let finish = match result {
             Ok(Ok(wit::Outcome::Ack)) => match host.result.take() {
@@ -177,7 +167,84 @@ impl Runtime {
                 None => format!("trapped: {}", root_cause(&e)),
             }),
         };
+        if let Some(instance) = answered
+            && sandbox.reuse.is_some()
+        {
+            let ctx = store.data().ctx.clone();
+            self.warm
+                .put(&ctx.topic, handler, sandbox, store, instance, served + 1);
+        }
         Attempted { finish, usage }
+    }
+
+    /// A fresh store for one job in `sandbox`, its epoch callback enforcing
+    /// the job's time and CPU limits (read from the host, so that a reused
+    /// store enforces each job's own).
+    fn store(
+        &self,
+        ctx: JobContext,
+        sandbox: &Sandbox,
+        deadline: Instant,
+        parent_result: Option<Vec<u8>>,
+    ) -> Result<Store<Host>, String> {
+        let host = Host::new(
+            ctx,
+            sandbox,
+            deadline,
+            self.outbound.clone(),
+            self.progress.clone(),
+            parent_result,
+        )?;
+        let mut store = Store::new(&self.engine, host);
+        store.limiter(|h| &mut h.limits);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut cx| {
+            let host = cx.data_mut();
+            if Instant::now() >= host.deadline {
+                host.timed_out = true;
+                wasmtime::bail!("time limit exceeded");
+            }
+            let used = host.cpu.tick();
+            if let Some(limit) = host.cpu_limit
+                && used >= limit
+            {
+                host.cpu_exceeded = true;
+                wasmtime::bail!("CPU limit exceeded");
+            }
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        });
+        Ok(store)
+    }
+
+    /// A new instance of `handler` in `store`. With no instance slot free,
+    /// idle reused instances hold them: they are dropped and it tries again.
+    async fn instantiate(
+        &self,
+        handler: &LoadedHandler,
+        store: &mut Store<Host>,
+    ) -> Result<Handler, Stop> {
+        let mut freed = false;
+        loop {
+            match handler.pre.instantiate_async(&mut *store).await {
+                Ok(instance) => return Ok(instance),
+                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => {
+                    if !freed && self.warm.drop_idle(true) > 0 {
+                        freed = true;
+                        continue;
+                    }
+                    return Err(Stop::NoSlot(format!("{e}")));
+                }
+                Err(e) => return Err(Stop::Trap(e)),
+            }
+        }
+    }
+
+    /// Drop reused instances idle past their topic's `reuse.idle`.
+    pub fn drop_idle_instances(&self) -> usize {
+        self.warm.drop_idle(false)
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -136,6 +137,7 @@ impl Runner {
         ));
         let schedules = tokio::spawn(cron::run(shared.clone()));
         let progress = tokio::spawn(progress::run(shared.clone()));
+        let idle = tokio::spawn(drop_idle_instances(shared.clone()));
         // routes (rollouts, pins) are known before the first claim
         let (routes_tx, routes_rx) = watch::channel(Arc::default());
         let rollouts = rollout::start(shared.clone(), shared.versions.clone(), routes_tx).await;
@@ -154,9 +156,23 @@ impl Runner {
         watcher.abort();
         schedules.abort();
         progress.abort();
+        idle.abort();
         rollouts.abort();
         let released = committer.await.unwrap_or(0);
         tracing::info!(released, "hourglass stopped");
         Ok(())
+    }
+}
+
+/// Drop reused instances (`reuse`) once idle past their topic's
+/// `reuse.idle`, checking every second.
+async fn drop_idle_instances(shared: Arc<Shared>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let dropped = shared.runtime.drop_idle_instances();
+        if dropped > 0 {
+            tracing::debug!(dropped, "idle reused instances dropped");
+        }
     }
 }

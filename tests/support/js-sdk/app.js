@@ -11,10 +11,16 @@
 //   {"progress": [P, ...]}             report each percentage, 300 ms apart
 //   {"result": V}                      ack with V as the result (JSON)
 //   {"echo_parent": true}              ack with {"parent": the parent's result}
+//   {"served": true}                   ack with {"served": jobs this instance ran}
 //   {}                                 ack
 import { handler, fail, retry, retryIn, followUp, log, progress, result } from './hourglass.js';
 
+// jobs this instance ran: state one job leaves for the next (only where the
+// topic reuses instances; a fresh instance always says 1)
+let served = 0;
+
 export const handle = handler(async (job) => {
+  served += 1;
   const plan = job.json();
   if (plan.log !== undefined) log.info(plan.log);
   if (plan.print !== undefined) console.log(plan.print);
@@ -36,6 +42,7 @@ export const handle = handler(async (job) => {
     const res = await fetch(plan.fetch);
     return fail(`fetched ${res.status} ${await res.text()}`);
   }
+  if (plan.served) return result({ served });
   if (plan.echo_parent) return result({ parent: job.parentJson() ?? null });
   if (plan.result !== undefined) return result(plan.result);
 });

@@ -14,6 +14,7 @@ asks for one thing, checked in this order:
     {"progress": [P, ...]}            report each percentage, 300 ms apart
     {"result": V}                     ack with V as the result (JSON)
     {"echo_parent": true}             ack with {"parent": the parent's result}
+    {"served": true}                  ack with {"served": jobs this instance ran}
     {}                                ack
 """
 
@@ -22,9 +23,15 @@ import time
 import hourglass
 from hourglass import http
 
+# jobs this instance ran: state one job leaves for the next (only where the
+# topic reuses instances; a fresh instance always says 1)
+SERVED = 0
+
 
 @hourglass.handler
 def handle(job):
+    global SERVED
+    SERVED += 1
     plan = job.json()
     if "log" in plan:
         hourglass.info(plan["log"])
@@ -55,6 +62,8 @@ def handle(job):
     if "post_json" in plan:
         res = http.post_json(plan["post_json"], plan.get("body"))
         return hourglass.fail(f"posted {res.status} {res.text()}")
+    if plan.get("served"):
+        return hourglass.result({"served": SERVED})
     if plan.get("echo_parent"):
         return hourglass.result({"parent": job.parent_json()})
     if "result" in plan:

@@ -144,6 +144,21 @@ impl Outbound {
         }
     }
 
+    /// The hooks for the next attempt `ctx` of a reused instance: its
+    /// traffic, open requests and denials start again.
+    pub(in crate::wasm) fn rearm(
+        &mut self,
+        policy: Arc<HttpPolicy>,
+        ctx: Arc<JobContext>,
+        deadline: Instant,
+    ) {
+        self.policy = policy;
+        self.ctx = ctx;
+        self.deadline = deadline;
+        self.traffic = Arc::default();
+        self.requests = None;
+    }
+
     /// What the attempt's requests sent and received so far.
     pub(in crate::wasm) fn traffic(&self) -> &Traffic {
         &self.traffic

@@ -1,0 +1,199 @@
+//! Instance reuse (`reuse = { jobs, idle }`): what one job leaves in a
+//! reused instance the next job sees, and in a fresh instance it does not
+//! (both sides, in Rust, Python and JavaScript); a reused instance serves at
+//! most `jobs` jobs, is dropped after a trap, a CPU limit, a time limit and
+//! once idle past `idle`, and never serves a second handler version.
+//!
+//! The probes count the jobs their instance ran (a global variable) and ack
+//! with `{"served": n}` when asked.
+
+use std::time::Duration;
+
+use hourglass::redis::{EndState, NewJob, Queue, Waited};
+use serde_json::Value;
+use test_support::components::{JS_SDK_PROBE, PROBE, PY_PROBE};
+
+use crate::util::{Project, Running, add_handler, deploy, hash_of};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// One job with `payload` on `topic` (one attempt), waited for: the
+/// `served` count it acked with, or why it did not ack.
+async fn run_one(queue: &Queue, topic: &str, payload: &str) -> Result<u64, String> {
+    let keys = queue.keys(topic);
+    let id = format!("{:016x}", rand::random::<u64>());
+    let job = NewJob {
+        id: Some(id.clone()),
+        payload: payload.as_bytes().to_vec(),
+        max_attempts: 1,
+        ..Default::default()
+    };
+    queue
+        .enqueue(&keys, &[job], hourglass::clock::now_ms())
+        .await
+        .unwrap();
+    match queue.wait_for(&keys, &id, WAIT).await.unwrap() {
+        Waited::Ended(end) if end.state == EndState::Acked => {
+            let result: Value =
+                serde_json::from_slice(&end.result.expect("acked with a result")).unwrap();
+            Ok(result["served"].as_u64().expect("a served count"))
+        }
+        Waited::Ended(end) => Err(end.reason.unwrap_or_default()),
+        other => panic!("job {id} on {topic} did not end: {other:?}"),
+    }
+}
+
+/// The served counts of `n` jobs run one after the other on `topic`.
+async fn counts(queue: &Queue, topic: &str, n: usize) -> Vec<u64> {
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        seen.push(
+            run_one(queue, topic, r#"{"served":true}"#)
+                .await
+                .unwrap_or_else(|why| panic!("a served job on {topic} failed: {why}")),
+        );
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_instance_keeps_what_jobs_leave_a_fresh_one_does_not() {
+    let mut topics = String::new();
+    for (name, handler) in [("rust", "probe.wasm"), ("py", "py.wasm"), ("js", "js.wasm")] {
+        topics.push_str(&format!(
+            "[[topic]]\nname = \"{name}-fresh\"\nhandler = \"{handler}\"\nconcurrency = 1\nresults = {{ keep = \"10m\" }}\n\n\
+             [[topic]]\nname = \"{name}-reused\"\nhandler = \"{handler}\"\nconcurrency = 1\nresults = {{ keep = \"10m\" }}\nreuse = {{ jobs = 3 }}\n\n"
+        ));
+    }
+    let project = Project::new("concurrency = 6", &topics);
+    add_handler(&project, "py.wasm", PY_PROBE);
+    add_handler(&project, "js.wasm", JS_SDK_PROBE);
+    let running = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    for lang in ["rust", "py", "js"] {
+        // per-job isolation: every job starts in a new instance
+        assert_eq!(
+            counts(&queue, &format!("{lang}-fresh"), 4).await,
+            [1, 1, 1, 1],
+            "{lang}: a topic without reuse"
+        );
+        // reuse: the same instance for 3 jobs, then a new one
+        assert_eq!(
+            counts(&queue, &format!("{lang}-reused"), 7).await,
+            [1, 2, 3, 1, 2, 3, 1],
+            "{lang}: a topic with reuse = {{ jobs = 3 }}"
+        );
+    }
+    running.stop().await;
+}
+
+/// `bytes` (a component) with a custom section appended: the same handler
+/// under another content hash, as a rebuild with a change would be.
+fn variant(bytes: &[u8], tag: &str) -> Vec<u8> {
+    let name = b"hourglass-test";
+    let body: Vec<u8> = [&[name.len() as u8][..], name, tag.as_bytes()].concat();
+    assert!(body.len() < 128, "one-byte section size");
+    [bytes, &[0, body.len() as u8], &body].concat()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version() {
+    let topics = "[[topic]]\nname = \"reused\"\nhandler = \"probe.wasm\"\nconcurrency = 1\n\
+                  timeout = \"2s\"\ncpu = \"300ms\"\nresults = { keep = \"10m\" }\n\
+                  reuse = { jobs = 1000, idle = \"1s\" }\n";
+    let project = Project::new("concurrency = 2", topics);
+    let running = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let served = r#"{"served":true}"#;
+    assert_eq!(counts(&queue, "reused", 2).await, [1, 2]);
+
+    // a trap: the instance is dropped
+    let why = run_one(&queue, "reused", r#"{"then":"panic"}"#).await;
+    assert!(
+        why.as_ref().is_err_and(|w| w.contains("asked to panic")),
+        "{why:?}"
+    );
+    assert_eq!(counts(&queue, "reused", 2).await, [1, 2], "after a trap");
+
+    // the CPU limit (checked by the epoch callback)
+    let why = run_one(&queue, "reused", r#"{"spin_ms":5000}"#).await;
+    assert!(
+        why.as_ref().is_err_and(|w| w.contains("CPU limit")),
+        "{why:?}"
+    );
+    assert_eq!(
+        counts(&queue, "reused", 2).await,
+        [1, 2],
+        "after the CPU limit"
+    );
+
+    // the time limit on a guest waiting in a host call (the timer cuts it off)
+    let why = run_one(&queue, "reused", r#"{"sleep_ms":10000}"#).await;
+    assert!(
+        why.as_ref().is_err_and(|w| w.contains("time limit")),
+        "{why:?}"
+    );
+    assert_eq!(
+        counts(&queue, "reused", 2).await,
+        [1, 2],
+        "after the time limit"
+    );
+
+    // idle past `idle`
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(counts(&queue, "reused", 1).await, [1], "after 2.5 s idle");
+
+    // a new version: its first job gets a new instance, the old one is not used again
+    let path = project.handler("probe.wasm");
+    let old = hash_of(path.to_str().unwrap());
+    assert_eq!(run_one(&queue, "reused", served).await, Ok(2));
+    deploy(
+        &path,
+        &variant(&std::fs::read(PROBE).unwrap(), "second version"),
+    );
+    let new = hash_of(path.to_str().unwrap());
+    assert_ne!(old, new);
+    let keys = queue.keys("reused");
+    let mut seen = Vec::new();
+    for i in 0..200 {
+        let id = format!("after-deploy-{i}");
+        let job = NewJob {
+            id: Some(id.clone()),
+            payload: served.as_bytes().to_vec(),
+            max_attempts: 1,
+            ..Default::default()
+        };
+        queue
+            .enqueue(&keys, &[job], hourglass::clock::now_ms())
+            .await
+            .unwrap();
+        let Waited::Ended(end) = queue.wait_for(&keys, &id, WAIT).await.unwrap() else {
+            panic!("job {id} did not end");
+        };
+        let result: Value = serde_json::from_slice(&end.result.unwrap()).unwrap();
+        let version = end.version.unwrap();
+        seen.push((version.clone(), result["served"].as_u64().unwrap()));
+        if version == new {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (first_new, count) = seen.last().unwrap();
+    let tail = &seen[seen.len().saturating_sub(3)..];
+    assert_eq!(
+        first_new,
+        &new,
+        "the new version never served in {} jobs (the last: {tail:?})",
+        seen.len()
+    );
+    assert_eq!(
+        *count, 1,
+        "the new version's first job ran in a new instance: {seen:?}"
+    );
+    // every job before it ran on the old version, in its one instance
+    for (n, (version, count)) in seen[..seen.len() - 1].iter().enumerate() {
+        assert_eq!(version, &old);
+        assert_eq!(*count, 3 + n as u64, "{seen:?}");
+    }
+    running.stop().await;
+}
