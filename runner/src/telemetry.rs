@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::{
@@ -44,10 +44,23 @@ pub struct Telemetry {
 
 struct On {
     queue: mpsc::Sender<SpanData>,
+    /// Spans queued, and spans the export task finished with (sent or
+    /// dropped): a graceful stop waits for the second to catch up.
+    progress: Arc<Exported>,
     dropped: Counter,
     scope: InstrumentationScope,
     parent: SpanParent,
 }
+
+/// How far the export task has got.
+#[derive(Default)]
+struct Exported {
+    queued: AtomicU64,
+    finished: AtomicU64,
+}
+
+/// How long a graceful stop waits for the spans still queued.
+pub const FLUSH_WITHIN: Duration = Duration::from_secs(5);
 
 /// A span begun: its ids, its parent (or link), known when it starts; the
 /// rest is given when it ends ([`Telemetry::end`]).
@@ -161,7 +174,14 @@ impl Telemetry {
                 .build(),
         );
         let (queue, rx) = mpsc::channel(cfg.queue as usize);
-        tokio::spawn(export(exporter, rx, dropped.clone(), cfg.endpoint.clone()));
+        let progress = Arc::new(Exported::default());
+        tokio::spawn(export(
+            exporter,
+            rx,
+            dropped.clone(),
+            cfg.endpoint.clone(),
+            progress.clone(),
+        ));
         tracing::info!(
             endpoint = %cfg.endpoint,
             service = %cfg.service_name,
@@ -170,6 +190,7 @@ impl Telemetry {
         Ok(Arc::new(Telemetry {
             on: Some(On {
                 queue,
+                progress,
                 dropped,
                 scope: InstrumentationScope::builder("hourglass")
                     .with_version(env!("CARGO_PKG_VERSION"))
@@ -265,9 +286,34 @@ impl Telemetry {
             status: ended.status,
             instrumentation_scope: on.scope.clone(),
         };
-        if on.queue.try_send(data).is_err() {
-            on.dropped.inc();
+        match on.queue.try_send(data) {
+            Ok(()) => {
+                on.progress.queued.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                on.dropped.inc();
+            }
         }
+    }
+
+    /// Wait, at most `within`, until the spans queued so far are exported
+    /// (or dropped and counted): a graceful stop, so that the last spans of
+    /// a process are not lost with it. Whether they all went.
+    pub async fn flush(&self, within: Duration) -> bool {
+        let Some(on) = &self.on else { return true };
+        let target = on.progress.queued.load(Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + within;
+        while on.progress.finished.load(Ordering::Relaxed) < target {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    "stopping with {} spans not exported",
+                    target.saturating_sub(on.progress.finished.load(Ordering::Relaxed))
+                );
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
     }
 }
 
@@ -300,6 +346,7 @@ async fn export(
     mut rx: mpsc::Receiver<SpanData>,
     dropped: Counter,
     endpoint: String,
+    progress: Arc<Exported>,
 ) {
     let failing = AtomicBool::new(false);
     let mut batch = Vec::with_capacity(BATCH);
@@ -317,7 +364,9 @@ async fn export(
         }
         let n = batch.len() as u64;
         let sent = std::mem::take(&mut batch);
-        match tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(sent)).await {
+        let outcome = tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(sent)).await;
+        progress.finished.fetch_add(n, Ordering::Relaxed);
+        match outcome {
             Ok(Ok(())) => {
                 if failing.swap(false, Ordering::Relaxed) {
                     tracing::info!(endpoint, "span export works again");

@@ -46,6 +46,44 @@ fn check_accepts_good_handlers_and_rejects_a_broken_one() {
 }
 
 #[test]
+fn check_says_which_topics_give_up_isolation() {
+    let project = Project::new(
+        "",
+        "[[topic]]\nname = \"shared\"\nhandler = \"echo.wasm\"\nreuse = { jobs = 500, idle = \"30s\" }\n\n\
+         [[topic]]\nname = \"isolated\"\nhandler = \"echo.wasm\"\n",
+    );
+    let out = hourglass(&project, &["check"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let warnings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("NOT isolated"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stdout}");
+    assert!(
+        warnings[0].contains("up to 500 jobs each, idle 30s"),
+        "{stdout}"
+    );
+    // the warning follows the topic that reuses, before the next topic
+    let line = |start: &str| {
+        stdout
+            .lines()
+            .position(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no line starts with {start:?}: {stdout}"))
+    };
+    let (shared, isolated) = (line("shared "), line("isolated "));
+    let warning = stdout
+        .lines()
+        .position(|l| l.contains("NOT isolated"))
+        .unwrap();
+    assert!(shared < warning && warning < isolated, "{stdout}");
+}
+
+#[test]
 fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
     let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
     let out = hourglass(

@@ -293,6 +293,65 @@ async fn a_dead_collector_slows_nothing_and_the_drops_are_counted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_exports_the_last_spans_first() {
+    let receiver = HttpServer::start(vec![Reply::status(200, "")]);
+    let project = Project::new(
+        "concurrency = 4",
+        &format!(
+            "[[topic]]\nname = \"work\"\nhandler = \"probe.wasm\"\n\n[telemetry]\nendpoint = \"{}\"\n",
+            receiver.url()
+        ),
+    );
+    let queue = project.queue().await;
+    let keys = queue.keys("work");
+    let jobs: Vec<hourglass::redis::NewJob> = (0..3_000)
+        .map(|_| hourglass::redis::NewJob {
+            payload: br#"{"spin_ms":1}"#.to_vec(),
+            ..Default::default()
+        })
+        .collect();
+    queue
+        .enqueue(&keys, &jobs, hourglass::clock::now_ms())
+        .await
+        .unwrap();
+    let mut runner = crate::util::RunnerProcess::start(&project);
+    // stop it while jobs still flow: the spans of the last attempts are
+    // still queued (an export waits up to 200 ms to fill a batch)
+    eventually(WAIT, "some jobs done", || async {
+        let left = queue
+            .stats(&keys, hourglass::clock::now_ms())
+            .await
+            .unwrap()
+            .ready;
+        if left < 2_500 {
+            Ok(())
+        } else {
+            Err(format!("{left} ready"))
+        }
+    })
+    .await;
+    runner.assert_alive();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(runner.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(runner.exit(WAIT).await.success());
+    let stats = queue
+        .stats(&keys, hourglass::clock::now_ms())
+        .await
+        .unwrap();
+    let acked = 3_000 - (stats.ready + stats.scheduled + stats.running + stats.dead);
+    let exported = spans(&receiver)
+        .iter()
+        .filter(|s| s.name == "hourglass.attempt")
+        .filter(|s| attribute(s, "hourglass.outcome").as_deref() == Some("acked"))
+        .count() as u64;
+    assert!(acked > 0 && acked < 3_000, "stopped mid-way: {acked} acked");
+    assert_eq!(exported, acked, "one exported span per acked job");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_carries_a_traceparent_from_its_flag_or_the_environment() {
     let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
     let traceparent = format!("00-{TRACE}-{CALLER}-01");

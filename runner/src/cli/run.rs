@@ -19,6 +19,7 @@ pub(super) async fn run(config: &Path) -> Result<(), Exit> {
             return Ok(());
         }
     };
+    let telemetry = runner.telemetry();
     // the API and dashboard: bound before jobs run, so a taken port fails at once
     let server = match &config_http {
         Some(addr) => {
@@ -43,6 +44,8 @@ pub(super) async fn run(config: &Path) -> Result<(), Exit> {
         let _ = stop.send(());
         let _ = task.await;
     }
+    // what the API's last enqueues exported (the runner's own went with it)
+    telemetry.flush(crate::telemetry::FLUSH_WITHIN).await;
     Ok(())
 }
 
@@ -58,8 +61,11 @@ pub(super) async fn serve(config: &Path) -> Result<(), Exit> {
     let listener = crate::http::bind(http.listen).await.map_err(Exit::input)?;
     let (queue, _embedded) = crate::redis::connect(&config).await?;
     let ops = crate::http::Ops::without_jobs(queue, config)?;
+    let telemetry = ops.telemetry.clone();
     tracing::info!("serving the API and dashboard only (no jobs are claimed here)");
     crate::http::serve(listener, ops, shutdown_signal()).await?;
+    // the last enqueues' spans, still queued, go before the process does
+    telemetry.flush(crate::telemetry::FLUSH_WITHIN).await;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use crate::metrics::Metrics;
 use crate::redis::Queue;
 use crate::redis::embedded::EmbeddedRedis;
 use crate::reload::{Loader, Notice, Snapshot, Versions};
-use crate::telemetry::Telemetry;
+use crate::telemetry::{FLUSH_WITHIN, Telemetry};
 use crate::wasm::Runtime;
 
 /// A runner with its handlers loaded and Redis connected, ready to [`Runner::run`].
@@ -114,6 +114,11 @@ impl Runner {
         }
     }
 
+    /// Where this process's spans go (or not).
+    pub fn telemetry(&self) -> Arc<Telemetry> {
+        self.shared.telemetry.clone()
+    }
+
     /// The connection the runner uses (handy for producing from the same process).
     pub fn queue(&self) -> &Queue {
         &self.shared.queue
@@ -159,6 +164,8 @@ impl Runner {
         idle.abort();
         rollouts.abort();
         let released = committer.await.unwrap_or(0);
+        // the last attempts' spans, still queued, go before the process does
+        shared.telemetry.flush(FLUSH_WITHIN).await;
         tracing::info!(released, "hourglass stopped");
         Ok(())
     }
