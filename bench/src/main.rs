@@ -404,6 +404,12 @@ impl Bench {
             Some(spans as f64 / n as f64),
             None,
         );
+        r.record(
+            "telemetry spans_dropped_per_job",
+            "spans",
+            get("on", "spans_dropped").map(|d| d / n as f64),
+            None,
+        );
         Ok(())
     }
 

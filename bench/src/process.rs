@@ -33,6 +33,8 @@ pub struct Setup {
 /// A running `hourglass run`; killed on drop.
 struct Process {
     child: Child,
+    /// Where its API and metrics answer (host:port).
+    http: String,
     _dir: tempfile::TempDir,
     _logs: tempfile::TempDir,
 }
@@ -57,6 +59,7 @@ impl Process {
             .spawn()?;
         let process = Process {
             child,
+            http: format!("127.0.0.1:{port}"),
             _dir: dir,
             _logs: logs,
         };
@@ -74,6 +77,32 @@ impl Process {
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A counter's value from its `/metrics`.
+    async fn counter(&self, name: &str) -> f64 {
+        let metrics =
+            test_support::http_client::call(&self.http, "GET", "/metrics", None, None).await;
+        metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Stop it with SIGTERM, as a deploy does, and wait for it to exit.
+    async fn stop(mut self) -> anyhow::Result<()> {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait()?.is_none() {
+            anyhow::ensure!(Instant::now() < deadline, "hourglass run did not stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
     }
 }
 
@@ -114,8 +143,14 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
     );
     let dead = q.stats(&k, now_ms()).await?.dead;
     anyhow::ensure!(dead == 0, "{dead} no-op jobs failed");
+    let dropped = process
+        .counter("hourglass_telemetry_spans_dropped_total")
+        .await;
+    // a graceful stop exports the spans still queued
+    process.stop().await?;
     Ok(serde_json::json!({
         "processed_per_sec": n as f64 / secs,
         "runner_cpu_us_per_job": cpu / n as f64,
+        "spans_dropped": dropped,
     }))
 }
