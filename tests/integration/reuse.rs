@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use hourglass::redis::{EndState, NewJob, Queue, Waited};
+use hourglass::Notice;
+use hourglass::redis::{EndState, JobEnd, NewJob, Queue, Waited};
 use serde_json::Value;
 use test_support::components::{JS_SDK_PROBE, PROBE, PY_PROBE};
 
@@ -17,9 +18,8 @@ use crate::util::{Project, Running, add_handler, deploy, hash_of};
 
 const WAIT: Duration = Duration::from_secs(120);
 
-/// One job with `payload` on `topic` (one attempt), waited for: the
-/// `served` count it acked with, or why it did not ack.
-async fn run_one(queue: &Queue, topic: &str, payload: &str) -> Result<u64, String> {
+/// One job with `payload` on `topic` (one attempt), waited for: its end.
+async fn end_of(queue: &Queue, topic: &str, payload: &str) -> JobEnd {
     let keys = queue.keys(topic);
     let id = format!("{:016x}", rand::random::<u64>());
     let job = NewJob {
@@ -33,14 +33,24 @@ async fn run_one(queue: &Queue, topic: &str, payload: &str) -> Result<u64, Strin
         .await
         .unwrap();
     match queue.wait_for(&keys, &id, WAIT).await.unwrap() {
-        Waited::Ended(end) if end.state == EndState::Acked => {
-            let result: Value =
-                serde_json::from_slice(&end.result.expect("acked with a result")).unwrap();
-            Ok(result["served"].as_u64().expect("a served count"))
-        }
-        Waited::Ended(end) => Err(end.reason.unwrap_or_default()),
+        Waited::Ended(end) => end,
         other => panic!("job {id} on {topic} did not end: {other:?}"),
     }
+}
+
+/// The `served` count a job's end acked with, or why it did not ack.
+fn served_of(end: JobEnd) -> Result<u64, String> {
+    if end.state != EndState::Acked {
+        return Err(end.reason.unwrap_or_default());
+    }
+    let result: Value = serde_json::from_slice(&end.result.expect("acked with a result")).unwrap();
+    Ok(result["served"].as_u64().expect("a served count"))
+}
+
+/// One job with `payload` on `topic`: the `served` count it acked with,
+/// or why it did not ack.
+async fn run_one(queue: &Queue, topic: &str, payload: &str) -> Result<u64, String> {
+    served_of(end_of(queue, topic, payload).await)
 }
 
 /// The served counts of `n` jobs run one after the other on `topic`.
@@ -102,7 +112,7 @@ async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version(
                   timeout = \"2s\"\ncpu = \"300ms\"\nresults = { keep = \"10m\" }\n\
                   reuse = { jobs = 1000, idle = \"1s\" }\n";
     let project = Project::new("concurrency = 2", topics);
-    let running = Running::start(project.config()).await;
+    let mut running = Running::start(project.config()).await;
     let queue = project.queue().await;
     let served = r#"{"served":true}"#;
     assert_eq!(counts(&queue, "reused", 2).await, [1, 2]);
@@ -153,26 +163,19 @@ async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version(
     );
     let new = hash_of(path.to_str().unwrap());
     assert_ne!(old, new);
-    let keys = queue.keys("reused");
+    // compiling it may take a while on a loaded machine: until it serves,
+    // the old version (and its instance) does
+    running
+        .notice(
+            WAIT,
+            |n| matches!(n, Notice::Loaded { hash, .. } if *hash == new),
+        )
+        .await;
     let mut seen = Vec::new();
-    for i in 0..200 {
-        let id = format!("after-deploy-{i}");
-        let job = NewJob {
-            id: Some(id.clone()),
-            payload: served.as_bytes().to_vec(),
-            max_attempts: 1,
-            ..Default::default()
-        };
-        queue
-            .enqueue(&keys, &[job], hourglass::clock::now_ms())
-            .await
-            .unwrap();
-        let Waited::Ended(end) = queue.wait_for(&keys, &id, WAIT).await.unwrap() else {
-            panic!("job {id} did not end");
-        };
-        let result: Value = serde_json::from_slice(&end.result.unwrap()).unwrap();
-        let version = end.version.unwrap();
-        seen.push((version.clone(), result["served"].as_u64().unwrap()));
+    for _ in 0..200 {
+        let end = end_of(&queue, "reused", served).await;
+        let version = end.version.clone().expect("the version that ran it");
+        seen.push((version.clone(), served_of(end).unwrap()));
         if version == new {
             break;
         }
