@@ -4,9 +4,9 @@
 //! taken pair by pair and the medians printed as one table and written as
 //! JSON (after every section, so a failure loses nothing measured before it).
 //!
-//! Run: `./scripts/bench` (see `--help`). Sections: `throughput`, `http`,
-//! `languages`, `lateness`, `memory`, `instance`, `metrics`, `swap`,
-//! `cluster`, `scaling`.
+//! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
+//! `process`, `telemetry`, `http`, `languages`, `lateness`, `memory`,
+//! `instance`, `metrics`, `swap`, `cluster`, `durability`, `scaling`.
 
 mod bullmq;
 mod hourglass;

@@ -117,37 +117,22 @@ async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version(
     let served = r#"{"served":true}"#;
     assert_eq!(counts(&queue, "reused", 2).await, [1, 2]);
 
-    // a trap: the instance is dropped
-    let why = run_one(&queue, "reused", r#"{"then":"panic"}"#).await;
-    assert!(
-        why.as_ref().is_err_and(|w| w.contains("asked to panic")),
-        "{why:?}"
-    );
-    assert_eq!(counts(&queue, "reused", 2).await, [1, 2], "after a trap");
-
-    // the CPU limit (checked by the epoch callback)
-    let why = run_one(&queue, "reused", r#"{"spin_ms":5000}"#).await;
-    assert!(
-        why.as_ref().is_err_and(|w| w.contains("CPU limit")),
-        "{why:?}"
-    );
-    assert_eq!(
-        counts(&queue, "reused", 2).await,
-        [1, 2],
-        "after the CPU limit"
-    );
-
-    // the time limit on a guest waiting in a host call (the timer cuts it off)
-    let why = run_one(&queue, "reused", r#"{"sleep_ms":10000}"#).await;
-    assert!(
-        why.as_ref().is_err_and(|w| w.contains("time limit")),
-        "{why:?}"
-    );
-    assert_eq!(
-        counts(&queue, "reused", 2).await,
-        [1, 2],
-        "after the time limit"
-    );
+    // each ends the instance: a trap; the CPU limit (checked by the epoch
+    // callback); the time limit on a guest waiting in a host call (the timer
+    // cuts it off)
+    for (payload, reason) in [
+        (r#"{"then":"panic"}"#, "asked to panic"),
+        (r#"{"spin_ms":5000}"#, "CPU limit"),
+        (r#"{"sleep_ms":10000}"#, "time limit"),
+    ] {
+        let why = run_one(&queue, "reused", payload).await;
+        assert!(why.as_ref().is_err_and(|w| w.contains(reason)), "{why:?}");
+        assert_eq!(
+            counts(&queue, "reused", 2).await,
+            [1, 2],
+            "after a job that ended with {reason:?}"
+        );
+    }
 
     // idle past `idle`
     tokio::time::sleep(Duration::from_millis(2500)).await;

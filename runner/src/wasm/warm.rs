@@ -44,14 +44,14 @@ impl WarmPool {
         let now = Instant::now();
         let (found, stale) = {
             let mut idle = self.0.lock().expect("warm pool lock");
-            let (stale, kept): (Vec<Warm>, Vec<Warm>) =
-                std::mem::take(&mut *idle).into_iter().partition(|w| {
+            let stale: Vec<Warm> = idle
+                .extract_if(.., |w| {
                     now.duration_since(w.idle_since) > w.idle
                         || (w.topic == topic
                             && (w.version != *handler.version()
                                 || !Arc::ptr_eq(&w.grants, &sandbox.grants)))
-                });
-            *idle = kept;
+                })
+                .collect();
             let found = idle
                 .iter()
                 .rposition(|w| w.topic == topic)
@@ -95,18 +95,14 @@ impl WarmPool {
     /// `everything`): how many.
     pub fn drop_idle(&self, everything: bool) -> usize {
         let now = Instant::now();
-        let stale: Vec<Warm> = {
-            let mut idle = self.0.lock().expect("warm pool lock");
-            if everything {
-                std::mem::take(&mut *idle)
-            } else {
-                let (stale, kept) = std::mem::take(&mut *idle)
-                    .into_iter()
-                    .partition(|w| now.duration_since(w.idle_since) > w.idle);
-                *idle = kept;
-                stale
-            }
-        };
+        let stale: Vec<Warm> = self
+            .0
+            .lock()
+            .expect("warm pool lock")
+            .extract_if(.., |w| {
+                everything || now.duration_since(w.idle_since) > w.idle
+            })
+            .collect();
         stale.len()
     }
 }
