@@ -46,6 +46,11 @@
 //!   Python, JavaScript); dropped after `jobs`, a trap, a limit, idleness, a new version.
 //! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
 //!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
+//! - `metering`: each attempt's CPU, memory and calls; `cpu` limits; accounts.
+//! - `results`: results, progress and waiting in three languages; 2,000 API
+//!   waiters (in `results::alone`, run alone by `scripts/test`).
+//! - `traces`: OpenTelemetry spans from the producer through attempts, outbound
+//!   calls and follow-ups, exported to a real OTLP receiver.
 
 mod api;
 mod cli;

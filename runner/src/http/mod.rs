@@ -142,11 +142,30 @@ fn router(ops: Ops) -> Router {
         .with_state(app)
 }
 
+/// Connections the kernel holds for the API before it accepts them. Producers
+/// that wait for their jobs open a connection each and may all arrive at once
+/// (2,000 waiters in one burst overflowed tokio's default of 1,024: the
+/// overflow came back as connection resets). Linux caps it at
+/// `net.core.somaxconn` (4,096 by default).
+const BACKLOG: u32 = 4_096;
+
 /// Bind `[http] listen`; fails at once if the address is taken.
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("[http] listen = \"{addr}\": cannot listen: {e}"))
+    let listen = || {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // as std's and tokio's own bind: a restart may reuse a port whose
+        // last connections linger in TIME_WAIT
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    listen().map_err(|e: std::io::Error| {
+        anyhow::anyhow!("[http] listen = \"{addr}\": cannot listen: {e}")
+    })
 }
 
 /// Serve on `listener` until `shutdown` completes.
