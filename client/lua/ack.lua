@@ -3,7 +3,7 @@
 -- Follow-up jobs are parked in the topic's outbox in the same step; the runner
 -- delivers them right after, or a sweep does once ARGV[1] has passed.
 -- Batched: a handful of calls per ack, not per job.
--- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
+-- KEYS[1]: lease zset   KEYS[2]: time index (unused: a leased job is not on it)   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: outbox hash   KEYS[7]: outbox_due zset   KEYS[8]: account hash   KEYS[9]: progress hash
 -- KEYS[9 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: sweep time (ms) of follow-ups parked now
@@ -31,7 +31,6 @@ for j, id in ipairs(ids) do
   end
 end
 each_chunk('ZREM', KEYS[1], done)
-each_chunk('ZREM', KEYS[2], done)
 each_chunk('HDEL', KEYS[3], done)
 each_chunk('HDEL', KEYS[4], done)
 each_chunk('HDEL', KEYS[5], done)

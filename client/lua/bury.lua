@@ -1,6 +1,6 @@
 -- Dead-letter jobs (attempts exhausted or a permanent failure), then enforce retention.
 -- The record (and the job's account) stays stored so `hourglass dead retry` can requeue it.
--- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: job hash   KEYS[4]: attempt hash
+-- KEYS[1]: lease zset   KEYS[2]: time index (unused: a leased job is not on it)   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- KEYS[9]: progress hash   KEYS[9 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
@@ -13,7 +13,6 @@ for i = 6, #ARGV, 4 do
   local current = redis.call('HGET', KEYS[4], id)
   if current == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[4], id)
     redis.call('HDEL', KEYS[5], id)
     redis.call('ZADD', KEYS[6], ARGV[1], id)

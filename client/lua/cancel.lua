@@ -1,6 +1,6 @@
 -- Cancel jobs: delete each wherever it is (pending, leased or dead). An attempt that is
 -- running finishes, but its outcome is discarded: its fencing token is gone.
--- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
+-- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- KEYS[9]: progress hash   KEYS[9 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[2]: the topic's events channel
@@ -10,9 +10,17 @@ local out = {}
 for i = 4, #ARGV do
   local id = ARGV[i]
   local was = ''
-  if redis.call('ZREM', KEYS[1], id) == 1 then was = 'pending'
-  elseif redis.call('ZREM', KEYS[2], id) == 1 then was = 'running'
-  elseif redis.call('ZREM', KEYS[6], id) == 1 then was = 'dead' end
+  if redis.call('ZREM', KEYS[2], id) == 1 then was = 'running'
+  elseif redis.call('ZREM', KEYS[6], id) == 1 then was = 'dead'
+  else
+    local value = redis.call('HGET', KEYS[3], id)
+    local due = due_of(value)
+    if due then
+      if index_remove(KEYS[1], id, due) == 1 then was = 'pending' end
+    elseif value and redis.call('ZREM', legacy_of(KEYS[1]), id) == 1 then
+      was = 'pending' -- waiting since layout 2
+    end
+  end
   if was ~= '' then
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)

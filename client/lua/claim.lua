@@ -1,6 +1,6 @@
 -- Claim due jobs of one topic: move up to ARGV[3] jobs due by ARGV[1] from pending to lease,
 -- counting an attempt for each. Batched: a handful of calls per claim, not per job.
--- KEYS[1]: pending zset   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
+-- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
 -- KEYS[8]: account hash
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
@@ -27,15 +27,11 @@ if interval > 0 then
     return { string.format('%d', math.max(head, math.ceil(tat - tau))) }
   end
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, most)
+-- jobs a runner of layout 2 put back after `hourglass migrate` (a rolling upgrade)
+if redis.call('EXISTS', legacy_of(KEYS[1])) == 1 then absorb(KEYS[1], KEYS[3], 1000) end
+local ids, scores = index_take(KEYS[1], now, most)
 local out = { -1 }
-if #due > 0 then
-  local ids, scores = {}, {}
-  for i = 1, #due, 2 do
-    ids[#ids + 1] = due[i]
-    scores[#scores + 1] = due[i + 1]
-  end
-  each_chunk('ZREM', KEYS[1], ids)
+if #ids > 0 then
   local records = hmget_all(KEYS[3], ids)
   local attempts = hmget_all(KEYS[4], ids)
   local failures = hmget_all(KEYS[5], ids)
@@ -52,7 +48,7 @@ if #due > 0 then
       out[#out + 1] = id
       out[#out + 1] = scores[i]
       out[#out + 1] = attempt
-      out[#out + 1] = records[i]
+      out[#out + 1] = record_of(records[i])
       out[#out + 1] = failures[i]
       out[#out + 1] = accounts[i]
     end

@@ -1,6 +1,6 @@
 -- Give dead letters another life: back to pending, due now, with their attempts reset;
 -- optionally with a new record (the job pinned to a handler version: replay on it).
--- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: pending zset   KEYS[4]: job hash
+-- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: time index (prelude.lua)   KEYS[4]: job hash
 -- KEYS[5]: attempt hash   KEYS[6]: error hash
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most jobs when no ids are given
 -- ARGV[5]: 1 (ids follow) or 2 (pairs of id and the record to store follow; '' keeps the record)
@@ -17,7 +17,8 @@ if #ARGV > 5 then
 else
   ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
 end
-local out = {}
+local out, dues = {}, {}
+local now = tonumber(ARGV[3])
 for j, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[2], id)
@@ -25,11 +26,12 @@ for j, id in ipairs(ids) do
       if records[j] and records[j] ~= '' then redis.call('HSET', KEYS[4], id, records[j]) end
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
-      redis.call('ZADD', KEYS[3], ARGV[3], id)
       out[#out + 1] = id
+      dues[#dues + 1] = now
     end
   end
 end
+wait_again(KEYS[3], KEYS[4], out, dues)
 if #out > 0 then
   wake_if_earlier(ARGV[1], ARGV[2], tonumber(ARGV[3]), before)
 end

@@ -3,7 +3,7 @@
 -- replace a waiting one. An id reserved by an earlier unique-for enqueue is a duplicate
 -- until the reservation expires, even after that job is gone. Batched: a handful of calls
 -- per enqueue, not per job.
--- KEYS[1]: pending zset   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
+-- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
 -- KEYS[10]: account hash
@@ -34,7 +34,7 @@ if blanks > 0 then
 end
 local stored = hmget_all(KEYS[2], ids)
 local earliest = nil
-local seen, fields, scores, out = {}, {}, {}, {}
+local seen, adds, add_due, add_value, out = {}, {}, {}, {}, {}
 for j, id in ipairs(ids) do
   local i = 3 + (j - 1) * STRIDE
   local unique_for = tonumber(ARGV[i + 3])
@@ -45,15 +45,23 @@ for j, id in ipairs(ids) do
     -- a generated id that a caller already chose: take the next free one
     while stored[j] or seen[id] do
       id = tostring(redis.call('INCR', KEYS[5]))
-      stored[j] = redis.call('HEXISTS', KEYS[2], id) == 1
+      stored[j] = redis.call('HGET', KEYS[2], id)
     end
   elseif replace and (stored[j] or seen[id]) then
     if redis.call('ZSCORE', KEYS[6], id) then
       status = 3
-    elseif redis.call('ZSCORE', KEYS[1], id) or seen[id] then
+    elseif seen[id] or not redis.call('ZSCORE', KEYS[3], id) then
       -- waiting: new payload and due time, attempts start over
       status = 2
       had = true
+      if not seen[id] then
+        local due = due_of(stored[j])
+        if due then
+          index_remove(KEYS[1], id, due)
+        else
+          redis.call('ZREM', legacy_of(KEYS[1]), id) -- waiting since layout 2
+        end
+      end
       redis.call('HDEL', KEYS[7], id)
       redis.call('HDEL', KEYS[8], id)
     else
@@ -79,26 +87,32 @@ for j, id in ipairs(ids) do
   out[#out + 1] = id
   out[#out + 1] = status
   if status == 1 or status == 2 then
-    seen[id] = true
     if unique_for > 0 then
       redis.call('SET', KEYS[10 + j], '1', 'PX', unique_for)
     end
-    fields[#fields + 1] = id
-    fields[#fields + 1] = ARGV[i + 2]
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', KEYS[10], id, ARGV[i + 5])
     elseif had then
       redis.call('HDEL', KEYS[10], id)
     end
-    scores[#scores + 1] = ARGV[i + 1]
-    scores[#scores + 1] = id
+    -- a repeat of an id earlier in this call replaces that one: the last one counts
+    if not seen[id] then adds[#adds + 1] = id end
+    seen[id] = true
     local d = tonumber(ARGV[i + 1])
+    add_due[id] = d
+    add_value[id] = ARGV[i + 2]
     if earliest == nil or d < earliest then earliest = d end
   end
 end
+local fields, dues = {}, {}
+for k, id in ipairs(adds) do
+  fields[#fields + 1] = id
+  fields[#fields + 1] = stored_value(add_due[id], add_value[id])
+  dues[k] = add_due[id]
+end
 for i = 1, #fields, 2 * CHUNK do
   redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 2 * CHUNK - 1, #fields)))
-  redis.call('ZADD', KEYS[1], unpack(scores, i, math.min(i + 2 * CHUNK - 1, #scores)))
 end
+index_add(KEYS[1], adds, dues)
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)
 return out

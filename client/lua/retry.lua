@@ -1,18 +1,20 @@
 -- Schedule the next attempt of jobs whose attempt failed, recording the error.
--- KEYS[1]: lease zset   KEYS[2]: pending zset   KEYS[3]: attempt hash   KEYS[4]: error hash
+-- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: attempt hash   KEYS[4]: error hash
+-- KEYS[5]: job hash
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3]: the topic's events channel, where each attempt's failure is told ('': not told)
 -- ARGV[4..]: quadruples of id, attempt, next due ms, error (JSON)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local before = head_due(KEYS[2])
 local earliest = nil
-local stale = {}
+local stale, back, dues = {}, {}, {}
 for i = 4, #ARGV, 4 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('ZADD', KEYS[2], ARGV[i + 2], id)
+    back[#back + 1] = id
+    dues[#dues + 1] = tonumber(ARGV[i + 2])
     redis.call('HSET', KEYS[4], id, ARGV[i + 3])
     if ARGV[3] ~= '' then
       redis.call('PUBLISH', ARGV[3], id .. '\n{"event":"attempt","attempt":' .. ARGV[i + 1]
@@ -24,5 +26,6 @@ for i = 4, #ARGV, 4 do
     refuse(stale, id, current)
   end
 end
+wait_again(KEYS[2], KEYS[5], back, dues)
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)
 return stale

@@ -186,10 +186,14 @@ impl Queue {
             // a record that cannot be read (or is gone) is handled as by
             // `dead_retry`: requeued unchanged (it dies again, saying why), or dropped
             let pinned = match stored {
-                Value::BulkString(bytes) => crate::Record::decode(bytes).ok().map(|mut r| {
-                    r.version = Some(version.to_owned());
-                    r.encode()
-                }),
+                Value::BulkString(bytes) => {
+                    crate::Record::decode(crate::record::split_stored(bytes).1)
+                        .ok()
+                        .map(|mut r| {
+                            r.version = Some(version.to_owned());
+                            r.encode()
+                        })
+                }
                 _ => None,
             };
             inv.arg(id).arg(pinned.unwrap_or_default());

@@ -3,6 +3,7 @@
 
 use redis::Value;
 
+use super::record::split_stored;
 use super::reply::{bytes, number, optional_string};
 use super::{CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, TopicKeys};
 
@@ -77,7 +78,7 @@ impl Queue {
         now_ms: u64,
     ) -> Result<Option<JobView>, QueueError> {
         let reply: Vec<Value> = redis::pipe()
-            .zscore(&keys.pending, id)
+            .zscore(&keys.legacy_pending, id)
             .zscore(&keys.lease, id)
             .hget(&keys.dead_info, id)
             .hget(&keys.job, id)
@@ -86,12 +87,32 @@ impl Queue {
             .hget(&keys.progress, id)
             .query_async(&mut self.conn.clone())
             .await?;
-        let [pending, lease, dead, record, attempts, failure, progress] = &reply[..] else {
+        let [
+            legacy_pending,
+            lease,
+            dead,
+            value,
+            attempts,
+            failure,
+            progress,
+        ] = &reply[..]
+        else {
             return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
         };
         let score = |v: &Value| match v {
             Value::Nil => Ok(None),
             v => number(v).map(Some),
+        };
+        let value = match value {
+            Value::Nil => None,
+            v => Some(bytes(v)?),
+        };
+        let (stored_due, record) = match &value {
+            Some(v) => {
+                let (due, record) = split_stored(v);
+                (due, Some(record))
+            }
+            None => (None, None),
         };
         let state = if let Some(json) = optional_string(dead)? {
             JobState::Dead(serde_json::from_str(&json).map_err(|e| {
@@ -99,7 +120,7 @@ impl Queue {
             })?)
         } else if let Some(until) = score(lease)? {
             JobState::Running(until)
-        } else if let Some(due) = score(pending)? {
+        } else if let Some(due) = score(legacy_pending)?.or(stored_due) {
             if due > now_ms {
                 JobState::Scheduled(due)
             } else {
@@ -117,10 +138,7 @@ impl Queue {
             id: id.to_owned(),
             state,
             attempts,
-            record: match record {
-                Value::Nil => None,
-                v => Some(Record::decode(&bytes(v)?)),
-            },
+            record: record.map(Record::decode),
             last_failure: optional_string(failure)?.map(Failure::parse),
             progress: optional_string(progress)?.and_then(|p| serde_json::from_str(&p).ok()),
         }))

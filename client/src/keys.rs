@@ -8,8 +8,14 @@
 pub struct TopicKeys {
     /// The topic's name.
     pub topic: String,
-    /// zset id → due time (ms): scheduled, waiting to retry, or due now.
+    /// The time index of the waiting jobs (scheduled, waiting to retry, or
+    /// due now): a zset of buckets, bucket name → its lower bound (ms), each
+    /// bucket `<pending>:<name>` a zset id → due time (ms); `<pending>:next`
+    /// names new buckets. See `lua/prelude.lua`.
     pub pending: String,
+    /// Layout 2's zset id → due time (ms) of the waiting jobs, emptied by
+    /// `hourglass migrate` and by every claim (`lua/prelude.lua`: absorb).
+    pub legacy_pending: String,
     /// zset id → lease deadline (ms): claimed by a runner.
     pub lease: String,
     /// hash id → encoded record (max attempts, enqueued-at, payload).
@@ -52,21 +58,23 @@ pub struct TopicKeys {
 impl TopicKeys {
     /// The cursor of schedule `name` enqueueing into this topic.
     pub fn schedule(&self, name: &str) -> String {
-        format!(
-            "{}:schedule:{name}",
-            self.pending.trim_end_matches(":pending")
-        )
+        format!("{}:schedule:{name}", self.prefix())
+    }
+
+    /// `namespace:{topic}`, what every key of the topic starts with.
+    fn prefix(&self) -> &str {
+        self.legacy_pending.trim_end_matches(":pending")
     }
 
     /// Where the end of job `id` (state, result) is kept, when the topic
     /// keeps results (same hash tag as the topic).
     pub fn result(&self, id: &str) -> String {
-        format!("{}:result:{id}", self.pending.trim_end_matches(":pending"))
+        format!("{}:result:{id}", self.prefix())
     }
 
     /// The unique-for reservation of job `id` (same hash tag as the topic).
     pub fn unique(&self, id: &str) -> String {
-        format!("{}:unique:{id}", self.pending.trim_end_matches(":pending"))
+        format!("{}:unique:{id}", self.prefix())
     }
 
     /// The keys of `topic` under `namespace`.
@@ -74,7 +82,8 @@ impl TopicKeys {
         let key = |name: &str| format!("{namespace}:{{{topic}}}:{name}");
         TopicKeys {
             topic: topic.to_owned(),
-            pending: key("pending"),
+            pending: key("due"),
+            legacy_pending: key("pending"),
             lease: key("lease"),
             job: key("job"),
             attempt: key("attempt"),
@@ -144,6 +153,7 @@ mod tests {
         let TopicKeys {
             topic: _,
             pending,
+            legacy_pending,
             lease,
             job,
             attempt,
@@ -164,6 +174,7 @@ mod tests {
         } = &k;
         for key in [
             pending,
+            legacy_pending,
             lease,
             job,
             attempt,

@@ -326,7 +326,8 @@ impl Queue {
         inv.key(&keys.lease)
             .key(&keys.pending)
             .key(&keys.attempt)
-            .key(&keys.error);
+            .key(&keys.error)
+            .key(&keys.job);
         self.wake_args(&mut inv, keys);
         inv.arg(if announce { keys.events.as_str() } else { "" });
         for f in failed {
@@ -396,7 +397,10 @@ impl Queue {
             attempts: Vec::new(),
         };
         let mut inv = scripts::REQUEUE.prepare_invoke();
-        inv.key(&keys.lease).key(&keys.pending).key(&keys.error);
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.error)
+            .key(&keys.job);
         self.wake_args(&mut inv, keys);
         inv.arg(now_ms).arg(limit).arg(failure.encode());
         Ok(inv.invoke_async(&mut self.conn.clone()).await?)
@@ -410,7 +414,10 @@ impl Queue {
         now_ms: u64,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RELEASE.prepare_invoke();
-        inv.key(&keys.lease).key(&keys.pending).key(&keys.attempt);
+        inv.key(&keys.lease)
+            .key(&keys.pending)
+            .key(&keys.attempt)
+            .key(&keys.job);
         self.wake_args(&mut inv, keys);
         inv.arg(now_ms);
         for h in held {
@@ -421,13 +428,14 @@ impl Queue {
 
     /// Counts for one topic at `now_ms`.
     pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
-        let (ready, pending, running, dead, paused): (u64, u64, u64, u64, bool) = redis::pipe()
-            .zcount(&keys.pending, "-inf", now_ms)
-            .zcard(&keys.pending)
-            .zcard(&keys.lease)
-            .zcard(&keys.dead)
-            .exists(&keys.paused)
-            .query_async(&mut self.conn.clone())
+        let (ready, pending, running, dead, paused): (u64, u64, u64, u64, bool) = scripts::COUNTS
+            .key(&keys.pending)
+            .key(&keys.job)
+            .key(&keys.lease)
+            .key(&keys.dead)
+            .key(&keys.paused)
+            .arg(now_ms)
+            .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(TopicStats {
             scheduled: pending - ready,

@@ -183,6 +183,21 @@ impl Record {
     }
 }
 
+/// Split a job's stored value into the due time it last waited for and its
+/// record. Layout 3 stores a zero byte, that due time (ms, a big-endian
+/// double, as Lua's `struct.pack('>d')` writes it) and the record
+/// (`lua/prelude.lua`: stored); layout 2 stored the record alone, whose
+/// first byte (its format) is never zero.
+pub fn split_stored(value: &[u8]) -> (Option<u64>, &[u8]) {
+    match value {
+        [0, rest @ ..] if rest.len() >= 8 => {
+            let due = f64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+            (Some(due as u64), &rest[8..])
+        }
+        _ => (None, value),
+    }
+}
+
 /// A handler version as producers name it: the 16 hex digits `hourglass
 /// versions` lists (the start of the component's SHA-256).
 pub fn check_version(version: &str) -> Result<(), String> {

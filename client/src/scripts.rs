@@ -35,3 +35,5 @@ script!(ROLLOUT_SYNC, "rollout_sync.lua");
 script!(ROLLOUT_SET, "rollout_set.lua");
 script!(PROGRESS, "progress.lua");
 script!(PEEK, "peek.lua");
+script!(COUNTS, "counts.lua");
+script!(MIGRATE, "migrate.lua");

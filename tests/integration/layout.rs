@@ -1,9 +1,11 @@
 //! The Redis layout version: a namespace written before layouts had a
 //! number is served only after `hourglass migrate` (the runner waits and
 //! says why, commands refuse), a newer one is refused by name, a new one is
-//! stamped by whoever comes first; a rolling upgrade from a real layout-1
-//! build (compiled from git) serves side by side and loses nothing. And the
-//! start-up warning about a Redis that may evict keys.
+//! stamped by whoever comes first; a rolling upgrade from a real layout-2
+//! build (compiled from git), under load through the old build's API, loses
+//! nothing and runs nothing twice (the upgrade from layout 1, which moves
+//! the same data, is tested without an old build). And the start-up warning about a
+//! Redis that may evict keys.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -56,7 +58,7 @@ async fn a_layout_1_namespace_is_served_after_migrate_and_the_runner_waits_for_i
     assert!(!refused.status.success());
     assert!(
         stderr(&refused).contains(
-            "namespace \"test\" has layout 1; this hourglass uses layout 2: run `hourglass migrate`"
+            "namespace \"test\" has layout 1; this hourglass uses layout 3: run `hourglass migrate`"
         ),
         "{}",
         stderr(&refused)
@@ -65,7 +67,7 @@ async fn a_layout_1_namespace_is_served_after_migrate_and_the_runner_waits_for_i
     let mut runner = RunnerProcess::launch(&project, RUNNER_LOG);
     runner
         .logged(
-            "has layout 1; this hourglass uses layout 2",
+            "has layout 1; this hourglass uses layout 3",
             Duration::from_secs(120),
         )
         .await;
@@ -73,7 +75,7 @@ async fn a_layout_1_namespace_is_served_after_migrate_and_the_runner_waits_for_i
     let dry = hourglass(&project, &["migrate", "--dry-run"]);
     assert!(dry.status.success(), "{}", stderr(&dry));
     assert!(
-        stdout(&dry).contains("is at layout 1: 1 topics would be stamped with layout 2 (echo)"),
+        stdout(&dry).contains("is at layout 1: the waiting jobs of 1 topics (echo) would move onto the time index of layout 3"),
         "{}",
         stdout(&dry)
     );
@@ -85,13 +87,13 @@ async fn a_layout_1_namespace_is_served_after_migrate_and_the_runner_waits_for_i
     let migrated = hourglass(&project, &["migrate"]);
     assert!(migrated.status.success(), "{}", stderr(&migrated));
     assert!(
-        stdout(&migrated).contains("layout 1 -> 2; 1 topics stamped: echo"),
+        stdout(&migrated).contains("layout 1 -> 3; 1 topics stamped: echo"),
         "{}",
         stdout(&migrated)
     );
     // the waiting runner starts by itself and runs the old job
     runner
-        .logged("at layout 2 now; starting", Duration::from_secs(30))
+        .logged("at layout 3 now; starting", Duration::from_secs(30))
         .await;
     eventually(Duration::from_secs(30), "the old job ran", || async {
         match queue
@@ -107,7 +109,7 @@ async fn a_layout_1_namespace_is_served_after_migrate_and_the_runner_waits_for_i
 
     let again = hourglass(&project, &["migrate"]);
     assert!(
-        again.status.success() && stdout(&again).contains("is at layout 2: nothing to do"),
+        again.status.success() && stdout(&again).contains("is at layout 3: nothing to do"),
         "{}{}",
         stdout(&again),
         stderr(&again)
@@ -121,11 +123,11 @@ async fn a_newer_layout_is_refused_by_runner_commands_and_migrate() {
     let mut redis = raw(&project).await;
     let _: () = redis::cmd("SET")
         .arg("test:{:layout}")
-        .arg(3)
+        .arg(4)
         .query_async(&mut redis)
         .await
         .unwrap();
-    let wanted = "namespace \"test\" has layout 3, written by a newer hourglass; this one knows layouts up to 2";
+    let wanted = "namespace \"test\" has layout 4, written by a newer hourglass; this one knows layouts up to 3";
     for args in [&["stats"][..], &["migrate"], &["enqueue", "echo", "{}"]] {
         let out = hourglass(&project, args);
         assert!(
@@ -151,7 +153,7 @@ async fn a_new_namespace_is_stamped_by_a_producer_first_then_the_runner() {
         .query_async(&mut redis)
         .await
         .unwrap();
-    assert_eq!(topic.as_deref(), Some("2"), "enqueue stamps its topic");
+    assert_eq!(topic.as_deref(), Some("3"), "enqueue stamps its topic");
     let runner = RunnerProcess::start(&project);
     let namespace: Option<String> = redis::cmd("GET")
         .arg("test:{:layout}")
@@ -160,7 +162,7 @@ async fn a_new_namespace_is_stamped_by_a_producer_first_then_the_runner() {
         .unwrap();
     assert_eq!(
         namespace.as_deref(),
-        Some("2"),
+        Some("3"),
         "the runner stamps the namespace"
     );
     runner.kill();
@@ -190,40 +192,44 @@ async fn a_redis_that_may_evict_keys_is_named_at_start() {
     runner.kill();
 }
 
-/// The last commit whose `hourglass` wrote layout 1 (no layout key).
-const LAYOUT_1_COMMIT: &str = "53b14cdd789fca56f785baa7265887e6359c533d";
+/// The last commit whose `hourglass` wrote layout 2 (one `pending` zset).
+const LAYOUT_2_COMMIT: &str = "20772beba4fd17e85543374d0ee4152afc5d04fc";
 
-/// `hourglass` as built at [`LAYOUT_1_COMMIT`]: its source from git (`git
-/// archive`), compiled with this build's intermediate files as cargo's
-/// build-dir (so only the workspace's own crates compile: about a minute)
-/// into a target dir of its own (this build's `hourglass` is left alone).
+/// `hourglass` as built at `commit`: its source from git (`git archive`),
+/// compiled with this build's intermediate files as cargo's build-dir (so
+/// only the workspace's own crates compile: about a minute) into a target
+/// dir of its own (this build's `hourglass` is left alone). The workspace's
+/// crates get a version of their own (`0.1.0+<commit>`): with the same
+/// versions and dependencies cargo would give them this build's file names in
+/// the shared build-dir, and judge either build's files fresh by their times.
 /// Built once per test run; a rebuild after that is a no-op.
-fn layout_1_binary() -> PathBuf {
-    static BUILT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+fn old_binary(commit: &'static str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(&str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = &*built {
+    if let Some((_, path)) = built.iter().find(|(c, _)| *c == commit) {
         return path.clone();
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     // <target>/debug/hourglass: the build dir is <target>
     let target = hourglass_bin().parent().unwrap().parent().unwrap();
-    let home = target.join("layout-1");
-    let src = home.join(&LAYOUT_1_COMMIT[..12]);
+    let home = target.join("old-builds");
+    let short = &commit[..12];
+    let src = home.join(short);
     let has = Command::new("git")
-        .args(["cat-file", "-e", &format!("{LAYOUT_1_COMMIT}^{{commit}}")])
+        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
         .current_dir(&repo)
         .status()
-        .unwrap_or_else(|e| panic!("cannot run git ({e}): the rolling-upgrade test builds an older hourglass from the repository's history"));
+        .unwrap_or_else(|e| panic!("cannot run git ({e}): the rolling-upgrade tests build older hourglass versions from the repository's history"));
     assert!(
         has.success(),
-        "commit {LAYOUT_1_COMMIT} (the last layout-1 build) is not in this clone: \
-         the rolling-upgrade test builds it; fetch the full history (git fetch --unshallow)"
+        "commit {commit} is not in this clone: the rolling-upgrade tests build it; \
+         fetch the full history (git fetch --unshallow)"
     );
     if !src.join(".complete").exists() {
         let _ = std::fs::remove_dir_all(&src);
         std::fs::create_dir_all(&src).unwrap();
         let archive = Command::new("git")
-            .args(["archive", "--format=tar", LAYOUT_1_COMMIT])
+            .args(["archive", "--format=tar", commit])
             .current_dir(&repo)
             .output()
             .unwrap();
@@ -240,24 +246,31 @@ fn layout_1_binary() -> PathBuf {
             .unwrap();
         std::io::Write::write_all(tar.stdin.as_mut().unwrap(), &archive.stdout).unwrap();
         drop(tar.stdin.take());
-        assert!(
-            tar.wait().unwrap().success(),
-            "tar -x of the layout-1 source"
-        );
-        std::fs::write(src.join(".complete"), LAYOUT_1_COMMIT).unwrap();
+        assert!(tar.wait().unwrap().success(), "tar -x of {commit}");
+        for entry in walk(&src) {
+            if entry.file_name().is_some_and(|n| n == "Cargo.toml") {
+                let text = std::fs::read_to_string(&entry).unwrap();
+                let text = text.replace(
+                    "\nversion = \"0.1.0\"\n",
+                    &format!("\nversion = \"0.1.0+{short}\"\n"),
+                );
+                std::fs::write(&entry, text).unwrap();
+            }
+        }
+        std::fs::write(src.join(".complete"), commit).unwrap();
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
         .args([
             "build",
-            "--locked",
+            "--offline",
             "-p",
             "hourglass",
             "--bin",
             "hourglass",
             "--target-dir",
         ])
-        .arg(home.join("out"))
+        .arg(home.join(format!("{short}-out")))
         .env_remove("CARGO_TARGET_DIR")
         .env("CARGO_BUILD_BUILD_DIR", target)
         .current_dir(&src)
@@ -265,12 +278,26 @@ fn layout_1_binary() -> PathBuf {
         .unwrap();
     assert!(
         out.status.success(),
-        "building hourglass at {LAYOUT_1_COMMIT}: {}",
+        "building hourglass at {commit}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let binary = home.join("out/debug/hourglass");
-    *built = Some(binary.clone());
+    let binary = home.join(format!("{short}-out/debug/hourglass"));
+    built.push((commit, binary.clone()));
     binary
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 /// Job ids each runner's debug log says it started, with how often.
@@ -288,106 +315,97 @@ fn started(logs: &[String]) -> HashMap<String, usize> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rolling_upgrade_from_a_layout_1_build_serves_side_by_side_and_loses_nothing() {
-    const JOBS: usize = 1_500;
-    let old = tokio::task::spawn_blocking(layout_1_binary).await.unwrap();
-    let project = Project::new(
+async fn a_rolling_upgrade_from_a_layout_2_build_under_load_loses_nothing() {
+    rolling_upgrade(LAYOUT_2_COMMIT, 2).await;
+}
+
+/// Enqueue `jobs` through the API at `addr` (a bulk request).
+async fn post(addr: &str, jobs: Vec<serde_json::Value>) {
+    let answer = crate::util::Api(addr.to_owned())
+        .post(
+            "/api/topics/slow/jobs",
+            &serde_json::Value::Array(jobs).to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+}
+
+/// A rolling upgrade from the `hourglass` of `commit` (layout `old`), under
+/// load: its runner serves and its API takes jobs all along (10 every 40 ms,
+/// and 300 delayed ones that wait through the migration); a runner of this
+/// build waits for the namespace, `hourglass migrate` moves it while both
+/// run, the new runner starts by itself, the old one (holding long jobs) is
+/// stopped with SIGTERM. Every job runs exactly once; none is dead-lettered.
+async fn rolling_upgrade(commit: &'static str, old: u32) {
+    let binary = tokio::task::spawn_blocking(move || old_binary(commit))
+        .await
+        .unwrap();
+    let redis = crate::util::RedisServer::start();
+    let topics = "[[topic]]\nname = \"slow\"\nhandler = \"slow.wasm\"\n";
+    let port = test_support::free_port();
+    let old_project = Project::with_redis(
+        redis.url(),
         "concurrency = 4",
-        "[[topic]]\nname = \"slow\"\nhandler = \"slow.wasm\"\n",
+        &format!(
+            "{topics}\n[http]\nlisten = \"127.0.0.1:{port}\"\ntoken = \"{}\"\n",
+            crate::util::TOKEN
+        ),
     );
+    let new_project = Project::with_redis(redis.url(), "concurrency = 4", topics);
     let log = "info,hourglass=debug,wasmtime=warn,cranelift=warn";
-    // before: a layout-1 runner serves the namespace (its heartbeat marks it)
-    let mut before = RunnerProcess::launch_binary(&old, &project, log);
+    let mut before = RunnerProcess::launch_binary(&binary, &old_project, log);
     before
         .logged("hourglass running", Duration::from_secs(180))
         .await;
-
-    // a producer enqueues by id all along: before, during and after the upgrade
-    let queue = project.queue().await;
-    let producer = tokio::spawn(async move {
-        let keys = queue.keys("slow");
-        let ids: Vec<String> = (0..JOBS).map(|i| format!("job-{i}")).collect();
-        for chunk in ids.chunks(10) {
-            let jobs: Vec<NewJob> = chunk
-                .iter()
-                .map(|id| NewJob {
-                    id: Some(id.clone()),
-                    payload: br#"{"spin_ms":2}"#.to_vec(),
-                    due_at_ms: now_ms(),
-                    ..Default::default()
-                })
-                .collect();
-            for answer in queue.enqueue(&keys, &jobs, now_ms()).await.unwrap() {
-                assert!(matches!(answer, Enqueued::New(_)), "{answer:?}");
+    let api = format!("127.0.0.1:{port}");
+    // waiting through the migration: due 5 to 10 s from now
+    let mut ids: Vec<String> = Vec::new();
+    let delayed: Vec<serde_json::Value> = (0..300)
+        .map(|i| {
+            ids.push(format!("later-{i}"));
+            serde_json::json!({ "id": format!("later-{i}"), "payload": "{\"spin_ms\":2}", "delay": format!("{}ms", 5_000 + 17 * i) })
+        })
+        .collect();
+    post(&api, delayed).await;
+    // the producer: the old build's API, 10 jobs every 40 ms until told to stop
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let producer = tokio::spawn({
+        let api = api.clone();
+        async move {
+            let mut n = 0;
+            while stopped.try_recv().is_err() {
+                let jobs = (n..n + 10)
+                    .map(|i| serde_json::json!({ "id": format!("job-{i}"), "payload": "{\"spin_ms\":2}" }))
+                    .collect();
+                post(&api, jobs).await;
+                n += 10;
+                tokio::time::sleep(Duration::from_millis(40)).await;
             }
-            tokio::time::sleep(Duration::from_millis(40)).await;
+            n
         }
     });
 
-    // a new runner arrives first: it waits for the migration, and says why
-    let mut after = RunnerProcess::launch(&project, log);
+    // a new runner arrives: it waits for the migration, and says why
+    let mut after = RunnerProcess::launch(&new_project, log);
     after
         .logged(
-            "has layout 1; this hourglass uses layout 2",
+            &format!("has layout {old}; this hourglass uses layout 3"),
             Duration::from_secs(180),
         )
         .await;
-    // migrate online, the layout-1 runner still serving
-    let migrated = hourglass(&project, &["migrate"]);
-    assert!(migrated.status.success(), "{}", stderr(&migrated));
-    assert!(
-        stdout(&migrated).contains("layout 1 -> 2"),
-        "{}",
-        stdout(&migrated)
-    );
-    after
-        .logged("at layout 2 now; starting", Duration::from_secs(60))
-        .await;
-    // side by side: both take jobs from the migrated namespace
-    eventually(
-        Duration::from_secs(60),
-        "both runners run jobs after the migration",
-        || {
-            let since = after.log();
-            let old_log = before.log();
-            async move {
-                let new_ran = started(&[since]).len();
-                let old_ran = started(&[old_log]).len();
-                if new_ran >= 20 && old_ran >= 20 {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "layout-2 runner ran {new_ran}, layout-1 runner {old_ran}"
-                    ))
-                }
-            }
-        },
-    )
-    .await;
-    // the old runner is replaced while it holds a job (eight long ones: the
-    // new runner has room for four): SIGTERM, and it
-    // finishes what it holds (a job it held must not run again elsewhere)
-    let queue = project.queue().await;
-    let holds: Vec<NewJob> = (0..8)
-        .map(|i| NewJob {
-            id: Some(format!("hold-{i}")),
-            payload: br#"{"spin_ms":1500}"#.to_vec(),
-            due_at_ms: now_ms(),
-            ..Default::default()
-        })
+    // the old runner holds long jobs (eight: the new one has room for four)
+    let holds = (0..8)
+        .map(|i| serde_json::json!({ "id": format!("hold-{i}"), "payload": "{\"spin_ms\":1500}" }))
         .collect();
-    queue
-        .enqueue(&queue.keys("slow"), &holds, now_ms())
-        .await
-        .unwrap();
+    post(&api, holds).await;
+    ids.extend((0..8).map(|i| format!("hold-{i}")));
     eventually(
         Duration::from_secs(60),
-        "the layout-1 runner holds a long job",
+        "the old runner holds a long job",
         || {
             let log = before.log();
             async move {
-                let seen = started(&[log]);
-                if seen.keys().any(|id| id.starts_with("hold-")) {
+                if started(&[log]).keys().any(|id| id.starts_with("hold-")) {
                     Ok(())
                 } else {
                     Err("not yet".to_owned())
@@ -396,6 +414,35 @@ async fn a_rolling_upgrade_from_a_layout_1_build_serves_side_by_side_and_loses_n
         },
     )
     .await;
+    // migrate online, the old runner serving and its API taking jobs
+    let migrated = hourglass(&new_project, &["migrate"]);
+    assert!(migrated.status.success(), "{}", stderr(&migrated));
+    assert!(
+        stdout(&migrated).contains(&format!("layout {old} -> 3")),
+        "{}",
+        stdout(&migrated)
+    );
+    after
+        .logged("at layout 3 now; starting", Duration::from_secs(60))
+        .await;
+    // side by side: the new runner runs what the old build's API keeps adding
+    eventually(
+        Duration::from_secs(60),
+        "the new runner runs jobs after the migration",
+        || {
+            let log = after.log();
+            async move {
+                match started(&[log]).len() {
+                    n if n >= 50 => Ok(()),
+                    n => Err(format!("the new runner ran {n}")),
+                }
+            }
+        },
+    )
+    .await;
+    let _ = stop.send(());
+    let produced = producer.await.unwrap();
+    ids.extend((0..produced).map(|i| format!("job-{i}")));
     let old_before_stop = started(&[before.log()]).len();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(before.id() as i32),
@@ -403,12 +450,9 @@ async fn a_rolling_upgrade_from_a_layout_1_build_serves_side_by_side_and_loses_n
     )
     .unwrap();
     let status = before.exit(Duration::from_secs(60)).await;
-    assert!(
-        status.success(),
-        "the layout-1 runner stops cleanly: {status}"
-    );
-    producer.await.unwrap();
+    assert!(status.success(), "the old runner stops cleanly: {status}");
 
+    let queue = new_project.queue().await;
     eventually(Duration::from_secs(120), "every job ran", || {
         let queue = queue.clone();
         async move {
@@ -423,22 +467,19 @@ async fn a_rolling_upgrade_from_a_layout_1_build_serves_side_by_side_and_loses_n
     })
     .await;
     let logs = [
-        std::fs::read_to_string(project.dir.path().join("runner.log")).unwrap(),
+        std::fs::read_to_string(old_project.dir.path().join("runner.log")).unwrap(),
         after.log(),
     ];
     let runs = started(&logs);
-    let missing: Vec<String> = (0..JOBS)
-        .map(|i| format!("job-{i}"))
-        .chain((0..8).map(|i| format!("hold-{i}")))
-        .filter(|id| !runs.contains_key(id))
-        .collect();
+    let missing: Vec<&String> = ids.iter().filter(|id| !runs.contains_key(*id)).collect();
     assert!(missing.is_empty(), "never ran: {missing:?}");
     let twice: Vec<(&String, &usize)> = runs.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
     let new_ran = started(&logs[1..]).len();
     eprintln!(
-        "rolling upgrade: {} jobs; layout-1 runner ran {}, {old_before_stop} of them \
-         before it was stopped; layout-2 runner {new_ran}",
+        "rolling upgrade from layout {old}: {} jobs ({produced} through the old API while it \
+         ran); the old runner ran {}, {old_before_stop} of them before it was stopped; the \
+         layout-3 runner {new_ran}",
         runs.len(),
         runs.len() - new_ran
     );

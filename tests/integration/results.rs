@@ -37,7 +37,7 @@ fn three_languages(keep: &str) -> Project {
 /// Keys of `topic` in the test namespace matching `pattern` (after the tag).
 async fn keys(project: &Project, topic: &str, pattern: &str) -> Vec<String> {
     let keys = project.queue().await.keys(topic);
-    let prefix = keys.pending.trim_end_matches(":pending");
+    let prefix = keys.pending.trim_end_matches(":due");
     let mut conn = redis::Client::open(url_of(project))
         .unwrap()
         .get_multiplexed_async_connection()

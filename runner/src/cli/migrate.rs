@@ -1,6 +1,7 @@
 //! `hourglass migrate`: bring a namespace's Redis layout up to this build's,
-//! online (runners of the old layout keep serving), in bounded steps (one
-//! command per topic, the namespace last), safe to interrupt and rerun.
+//! online (runners of the old layout keep serving), in bounded steps (1,000
+//! waiting jobs per command, each topic stamped when done, the namespace
+//! last), safe to interrupt and rerun.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -44,7 +45,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
                 println!("namespace {namespace:?} is new: it would be stamped with layout {LAYOUT}")
             }
             found => println!(
-                "namespace {namespace:?} is at layout {}: {} topics would be stamped with layout {LAYOUT} ({}), then the namespace (no job data changes)",
+                "namespace {namespace:?} is at layout {}: the waiting jobs of {} topics ({}) would move onto the time index of layout {LAYOUT}, 1,000 per step, each topic then stamped, the namespace last",
                 found.number(),
                 topics.len(),
                 topics.join(", ")
@@ -60,7 +61,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         );
     } else {
         println!(
-            "namespace {namespace:?}: layout {} -> {}; {} topics stamped{}{}; no job data changed",
+            "namespace {namespace:?}: layout {} -> {}; {} topics stamped{}{}; their waiting jobs are on the time index",
             done.from,
             done.to,
             done.topics.len(),
@@ -68,8 +69,14 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             done.topics.join(", ")
         );
         println!(
-            "runners of layout {LAYOUT} waiting for it start now; runners of layout 1 keep working, but do not pin jobs to a version (`hourglass pin`, `--version`) until every runner is of layout {LAYOUT}: layout-1 runners dead-letter pinned jobs as unreadable"
+            "runners of layout {LAYOUT} waiting for it start now; runners of layout {} keep working (what they put back is moved onto the index by the next claim), but stop them once the new ones run: a job whose lease expires under them can reach them in layout {LAYOUT}'s form, which they dead-letter as unreadable (`hourglass dead retry` runs it again)",
+            done.from
         );
+        if done.from == 1 {
+            println!(
+                "do not pin jobs to a version (`hourglass pin`, `--version`) while runners of layout 1 run: they dead-letter pinned jobs as unreadable"
+            );
+        }
     }
     Ok(())
 }

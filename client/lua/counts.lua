@@ -1,0 +1,24 @@
+-- How many jobs of one topic wait (due by now, and later), run and are dead.
+-- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: lease zset   KEYS[4]: dead zset
+-- KEYS[5]: paused flag
+-- ARGV[1]: now ms
+-- Returns: { ready, waiting (ready and scheduled), running, dead, paused (0/1) }
+-- Every stored job is waiting, running or dead: the waiting ones are counted without
+-- reading the index. The ready ones are summed over the buckets whose range has begun
+-- (a bucket over a hundred jobs), all of each but the last, which is counted by score.
+local now = ARGV[1]
+local running = redis.call('ZCARD', KEYS[3])
+local dead = redis.call('ZCARD', KEYS[4])
+local waiting = math.max(0, redis.call('HLEN', KEYS[2]) - running - dead)
+local begun = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+local ready = 0
+for i, name in ipairs(begun) do
+  local key = bucket_key(KEYS[1], name)
+  if i < #begun then
+    ready = ready + redis.call('ZCARD', key)
+  else
+    ready = ready + redis.call('ZCOUNT', key, '-inf', now)
+  end
+end
+ready = ready + redis.call('ZCOUNT', legacy_of(KEYS[1]), '-inf', now)
+return { ready, math.max(waiting, ready), running, dead, redis.call('EXISTS', KEYS[5]) }
