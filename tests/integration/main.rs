@@ -19,7 +19,8 @@
 //!   `durability`, jobs run twice, time to recover; Sentinel with AUTH.
 //! - `layout`: the Redis layout version: a layout-1 namespace refused by
 //!   commands and waited for by a runner until `hourglass migrate`; a newer
-//!   one refused; a new one stamped by the first producer and runner.
+//!   one refused; a new one stamped by the first producer and runner; a
+//!   rolling upgrade from a real layout-2 build under load.
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `http`: outbound HTTP behind per-topic grants, its limits, the webhook
