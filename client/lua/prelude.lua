@@ -70,6 +70,10 @@ end
 -- between two equal due times: the first piece stays, each later one gets a new name.
 local function split(idx, name)
   local key = bucket_key(idx, name)
+  -- one due time throughout (a bulk enqueue due at once): nothing to cut, and not read
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if first[2] == last[2] then return end
   local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES') -- id, due, id, due, ...
   local n = #all / 2
   local starts = {} -- the entry (1-based) each new piece starts at
