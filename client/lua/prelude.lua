@@ -104,9 +104,14 @@ end
 -- Add jobs to the index: ids[j] due at dues[j] (numbers). The batch is taken in order of
 -- due time, so jobs due in one bucket's range cost one lookup and one ZADD together.
 local function index_add(idx, ids, dues)
-  local sorted = {}
-  for j = 1, #ids do sorted[j] = j end
-  if #ids > 1 then table.sort(sorted, function(a, b) return dues[a] < dues[b] end) end
+  local sorted, ordered = {}, true
+  for j = 1, #ids do
+    sorted[j] = j
+    if j > 1 and dues[j] < dues[j - 1] then ordered = false end
+  end
+  -- most batches come in order (due now, or one after another): sorting costs a comparison
+  -- call per pair, a microsecond or two a job
+  if not ordered then table.sort(sorted, function(a, b) return dues[a] < dues[b] end) end
   local touched, order = {}, {}
   local name, low, high = nil, nil, nil -- the last bucket looked up and its range [low, high)
   for _, j in ipairs(sorted) do
