@@ -13,7 +13,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use hourglass::clock::now_ms;
-use hourglass::redis::{Enqueued, NewJob};
 
 use crate::util::{
     Project, RUNNER_LOG, RunnerProcess, enqueue, eventually, hourglass, hourglass_bin,

@@ -418,19 +418,22 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
         for _ in 0..5 {
             let id = waiting[random(waiting.len() as u64) as usize].clone();
             if model.remove(&id).is_some() {
-                let was = q.cancel(&k, &[id.clone()], now, None).await.unwrap();
+                let was = q
+                    .cancel(&k, std::slice::from_ref(&id), now, None)
+                    .await
+                    .unwrap();
                 assert!(was[0].is_some(), "{id} was waiting");
             }
         }
         for _ in 0..5 {
             let id = waiting[random(waiting.len() as u64) as usize].clone();
-            if model.contains_key(&id) {
+            if let Some(waits) = model.get_mut(&id) {
                 let due = now + random(30_000);
                 let mut j = job(Some(&id), due);
                 j.replace = true;
                 let answer = q.enqueue(&k, &[j], now).await.unwrap();
                 assert!(matches!(answer[0], Enqueued::Replaced(_)), "{answer:?}");
-                model.insert(id, due);
+                *waits = due;
             }
         }
         // a random waiting job reads back with its due time
@@ -473,7 +476,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
             }
             // one in eight fails and waits again
             let (again, finished): (Vec<_>, Vec<_>) =
-                claimed.jobs.iter().partition(|c| random(8) == 0);
+                claimed.jobs.iter().partition(|_| random(8) == 0);
             q.ack(
                 &k,
                 &finished
