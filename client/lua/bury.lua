@@ -1,8 +1,9 @@
 -- Dead-letter jobs (attempts exhausted or a permanent failure), then enforce retention.
 -- The record (and the job's account) stays stored so `hourglass dead retry` can requeue it.
--- KEYS[1]: lease zset   KEYS[2]: time index (unused: a leased job is not on it)   KEYS[3]: job hash   KEYS[4]: attempt hash
--- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
--- KEYS[9]: progress hash   KEYS[9 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[1]: lease zset   KEYS[2]: job hash   KEYS[3]: attempt hash   KEYS[4]: error hash
+-- KEYS[5]: dead zset   KEYS[6]: dead_info hash   KEYS[7]: account hash   KEYS[8]: progress hash
+-- KEYS[8 + j]: the result key of job j (only when the topic keeps results; a leased job
+-- is not on the time index)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
 -- ARGV[6..]: quadruples of id, attempt, info JSON (reason, attempts, last error), encoded end ('' for none)
@@ -10,16 +11,16 @@
 local stale = {}
 for i = 6, #ARGV, 4 do
   local id = ARGV[i]
-  local current = redis.call('HGET', KEYS[4], id)
+  local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
-    redis.call('HDEL', KEYS[5], id)
-    redis.call('ZADD', KEYS[6], ARGV[1], id)
-    redis.call('HSET', KEYS[7], id, ARGV[i + 2])
-    redis.call('HDEL', KEYS[9], id)
+    redis.call('ZADD', KEYS[5], ARGV[1], id)
+    redis.call('HSET', KEYS[6], id, ARGV[i + 2])
+    redis.call('HDEL', KEYS[8], id)
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[9 + (i - 2) / 4], ARGV[i + 3], ARGV[4], ARGV[5], id)
+      ended(KEYS[8 + (i - 2) / 4], ARGV[i + 3], ARGV[4], ARGV[5], id)
     end
   else
     refuse(stale, id, current)
@@ -28,15 +29,15 @@ end
 -- retention, at most 1000 removals of each kind per call so the script stays short
 local function drop(ids)
   for _, id in ipairs(ids) do
-    redis.call('ZREM', KEYS[6], id)
+    redis.call('ZREM', KEYS[5], id)
+    redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[7], id)
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('HDEL', KEYS[8], id)
   end
 end
-drop(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000))
-local excess = redis.call('ZCARD', KEYS[6]) - tonumber(ARGV[2])
+drop(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000))
+local excess = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[2])
 if excess > 0 then
-  drop(redis.call('ZRANGE', KEYS[6], 0, math.min(excess, 1000) - 1))
+  drop(redis.call('ZRANGE', KEYS[5], 0, math.min(excess, 1000) - 1))
 end
 return stale

@@ -2,7 +2,7 @@
 -- counting an attempt for each. Batched: a handful of calls per claim, not per job.
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
--- KEYS[8]: account hash
+-- KEYS[8]: account hash   KEYS[9]: layout 2's zset of waiting jobs (absorbed while it has any)
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
 -- ARGV[4]: the rate's interval between starts in ms (0: no rate limit)   ARGV[5]: burst (extra starts at once)
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
@@ -28,7 +28,7 @@ if interval > 0 then
   end
 end
 -- jobs a runner of layout 2 put back after `hourglass migrate` (a rolling upgrade)
-if redis.call('EXISTS', legacy_of(KEYS[1])) == 1 then absorb(KEYS[1], KEYS[3], 1000) end
+if redis.call('EXISTS', KEYS[9]) == 1 then absorb(KEYS[1], KEYS[9], KEYS[3], 1000) end
 local ids, scores = index_take(KEYS[1], now, most)
 local out = { -1 }
 if #ids > 0 then

@@ -1,6 +1,6 @@
 -- How many jobs of one topic wait (due by now, and later), run and are dead.
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: lease zset   KEYS[4]: dead zset
--- KEYS[5]: paused flag
+-- KEYS[5]: paused flag   KEYS[6]: layout 2's zset of waiting jobs
 -- ARGV[1]: now ms
 -- Returns: { ready, waiting (ready and scheduled), running, dead, paused (0/1) }
 -- Every stored job is waiting, running or dead: the waiting ones are counted without
@@ -20,5 +20,5 @@ for i, name in ipairs(begun) do
     ready = ready + redis.call('ZCOUNT', key, '-inf', now)
   end
 end
-ready = ready + redis.call('ZCOUNT', legacy_of(KEYS[1]), '-inf', now)
+ready = ready + redis.call('ZCOUNT', KEYS[6], '-inf', now)
 return { ready, math.max(waiting, ready), running, dead, redis.call('EXISTS', KEYS[5]) }

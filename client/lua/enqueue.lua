@@ -6,8 +6,8 @@
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
--- KEYS[10]: account hash
--- KEYS[10 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
+-- KEYS[10]: account hash   KEYS[11]: layout 2's zset of waiting jobs
+-- KEYS[11 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
 --            replace (1: replace the waiting job with this id), account ('' for none)
@@ -59,7 +59,7 @@ for j, id in ipairs(ids) do
         if due then
           index_remove(KEYS[1], id, due)
         else
-          redis.call('ZREM', legacy_of(KEYS[1]), id) -- waiting since layout 2
+          redis.call('ZREM', KEYS[11], id) -- waiting since layout 2
         end
       end
       redis.call('HDEL', KEYS[7], id)
@@ -72,7 +72,7 @@ for j, id in ipairs(ids) do
     end
   elseif seen[id] then
     status = 0
-  elseif unique_for > 0 and redis.call('EXISTS', KEYS[10 + j]) == 1 then
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[11 + j]) == 1 then
     status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
@@ -88,7 +88,7 @@ for j, id in ipairs(ids) do
   out[#out + 1] = status
   if status == 1 or status == 2 then
     if unique_for > 0 then
-      redis.call('SET', KEYS[10 + j], '1', 'PX', unique_for)
+      redis.call('SET', KEYS[11 + j], '1', 'PX', unique_for)
     end
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', KEYS[10], id, ARGV[i + 5])

@@ -4,4 +4,4 @@
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: layout 2's zset (emptied)
 -- ARGV[1]: most jobs to move
 -- Returns: how many are left in layout 2's zset
-return absorb(KEYS[1], KEYS[2], tonumber(ARGV[1]))
+return absorb(KEYS[1], KEYS[3], KEYS[2], tonumber(ARGV[1]))

@@ -186,12 +186,6 @@ local function index_take(idx, now, most)
   return ids, dues
 end
 
--- The zset of waiting jobs that layout 2 kept instead of the index (its name beside the
--- index's; same hash tag).
-local function legacy_of(idx)
-  return string.sub(idx, 1, -4) .. 'pending'
-end
-
 -- Runners sleep until their next known due time; when a job becomes due
 -- earlier than anything pending before it, they must hear of it.
 
@@ -268,10 +262,10 @@ local function ended(key, record, keep, channel, id)
   redis.call('PUBLISH', channel, id .. '\n{"event":"end"}')
 end
 
--- Move up to `most` jobs that wait in layout 2's zset onto the index (`hourglass migrate`,
--- and every claim while runners of layout 2 may still add to it): how many are left there.
-local function absorb(idx, job, most)
-  local legacy = legacy_of(idx)
+-- Move up to `most` jobs that wait in layout 2's zset `legacy` onto the index (`hourglass
+-- migrate`, and every claim while runners of layout 2 may still add to it): how many are
+-- left there.
+local function absorb(idx, legacy, job, most)
   local old = redis.call('ZRANGE', legacy, 0, most - 1, 'WITHSCORES')
   if #old == 0 then return 0 end
   local ids, dues = {}, {}

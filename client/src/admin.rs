@@ -43,7 +43,8 @@ impl Queue {
             .key(&keys.dead)
             .key(&keys.dead_info)
             .key(&keys.account)
-            .key(&keys.progress);
+            .key(&keys.progress)
+            .key(&keys.legacy_pending);
         if keep.is_some() {
             for id in ids {
                 inv.key(keys.result(id));

@@ -52,6 +52,7 @@ impl Queue {
             .key(&keys.paused)
             .key(&keys.rate)
             .key(&keys.account)
+            .key(&keys.legacy_pending)
             .arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)

@@ -228,7 +228,8 @@ impl Queue {
                 .key(&keys.attempt)
                 .key(&keys.error)
                 .key(&keys.layout)
-                .key(&keys.account);
+                .key(&keys.account)
+                .key(&keys.legacy_pending);
             // reservation keys only when a job asks for one: none on the common path
             if chunk.iter().any(|j| j.unique_for_ms > 0) {
                 for job in chunk {
@@ -283,7 +284,6 @@ impl Queue {
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::ACK.prepare_invoke();
         inv.key(&keys.lease)
-            .key(&keys.pending)
             .key(&keys.job)
             .key(&keys.attempt)
             .key(&keys.error)
@@ -352,7 +352,6 @@ impl Queue {
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::BURY.prepare_invoke();
         inv.key(&keys.lease)
-            .key(&keys.pending)
             .key(&keys.job)
             .key(&keys.attempt)
             .key(&keys.error)
@@ -434,6 +433,7 @@ impl Queue {
             .key(&keys.lease)
             .key(&keys.dead)
             .key(&keys.paused)
+            .key(&keys.legacy_pending)
             .arg(now_ms)
             .invoke_async(&mut self.conn.clone())
             .await?;

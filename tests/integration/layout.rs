@@ -334,7 +334,8 @@ async fn post(addr: &str, jobs: Vec<serde_json::Value>) {
 /// and 300 delayed ones that wait through the migration); a runner of this
 /// build waits for the namespace, `hourglass migrate` moves it while both
 /// run, the new runner starts by itself, the old one (holding long jobs) is
-/// stopped with SIGTERM. Every job runs exactly once; none is dead-lettered.
+/// stopped with SIGTERM, and the old build's `hourglass serve` adds a few
+/// more after that. Every job runs exactly once; none is dead-lettered.
 async fn rolling_upgrade(commit: &'static str, old: u32) {
     let binary = tokio::task::spawn_blocking(move || old_binary(commit))
         .await
@@ -357,6 +358,34 @@ async fn rolling_upgrade(commit: &'static str, old: u32) {
         .logged("hourglass running", Duration::from_secs(180))
         .await;
     let api = format!("127.0.0.1:{port}");
+    // and an API of the old build on its own (`hourglass serve`)
+    let serve_port = test_support::free_port();
+    let serve_project = Project::with_redis(
+        redis.url(),
+        "concurrency = 4",
+        &format!(
+            "{topics}\n[http]\nlisten = \"127.0.0.1:{serve_port}\"\ntoken = \"{}\"\n",
+            crate::util::TOKEN
+        ),
+    );
+    let _serve = tokio::process::Command::new(&binary)
+        .args(["serve", "--config"])
+        .arg(serve_project.config_path())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let old_api = format!("127.0.0.1:{serve_port}");
+    eventually(Duration::from_secs(60), "the old API listens", || {
+        let addr = old_api.clone();
+        async move {
+            tokio::net::TcpStream::connect(&addr)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
     // waiting through the migration: due 5 to 10 s from now
     let mut ids: Vec<String> = Vec::new();
     let delayed: Vec<serde_json::Value> = (0..300)
@@ -450,7 +479,15 @@ async fn rolling_upgrade(commit: &'static str, old: u32) {
     .unwrap();
     let status = before.exit(Duration::from_secs(60)).await;
     assert!(status.success(), "the old runner stops cleanly: {status}");
-
+    // an old producer outlives the old runners: what its API still adds (onto
+    // layout 2's zset) is taken over by the new runner's claims
+    let stragglers: Vec<serde_json::Value> = (0..20)
+        .map(
+            |i| serde_json::json!({ "id": format!("straggler-{i}"), "payload": "{\"spin_ms\":2}" }),
+        )
+        .collect();
+    post(&old_api, stragglers).await;
+    ids.extend((0..20).map(|i| format!("straggler-{i}")));
     let queue = new_project.queue().await;
     eventually(Duration::from_secs(120), "every job ran", || {
         let queue = queue.clone();

@@ -365,6 +365,18 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
     );
 }
 
+/// A zset's members and scores, in order.
+async fn zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, u64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 /// The time index against a model: 40 rounds of random enqueues (some due
 /// at one shared millisecond, some in the past), cancels, replaces, retries
 /// and claims with the clock moving on. Every claim is due and in order,
@@ -511,25 +523,11 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
             model.insert(id, due);
         }
         // the buckets' shape
-        let buckets: Vec<(String, u64)> = redis::cmd("ZRANGE")
-            .arg(&k.pending)
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let buckets = zset(&mut raw, &k.pending).await;
         let mut held = 0;
         for (i, (name, bound)) in buckets.iter().enumerate() {
             let key = format!("{}:{name}", k.pending);
-            let entries: Vec<(String, u64)> = redis::cmd("ZRANGE")
-                .arg(&key)
-                .arg(0)
-                .arg(-1)
-                .arg("WITHSCORES")
-                .query_async(&mut raw)
-                .await
-                .unwrap();
+            let entries = zset(&mut raw, &key).await;
             assert!(!entries.is_empty(), "round {round}: bucket {name} is empty");
             let (low, high) = (entries[0].1, entries[entries.len() - 1].1);
             assert!(
