@@ -321,18 +321,25 @@ fn tick_of(id: &str) -> u64 {
 
 /// The fire times started (by tick id) among `events`.
 fn started_ticks(events: &[hourglass::events::Event]) -> Vec<u64> {
-    let mut ticks: Vec<u64> = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Started { .. }))
-        .map(|e| tick_of(&e.id))
-        .collect();
+    let mut ticks: Vec<u64> = starts(events).into_iter().map(|(tick, _)| tick).collect();
     ticks.sort_unstable();
     ticks
 }
 
+/// Each start among `events`: its fire time (by tick id) and when it was due.
+fn starts(events: &[hourglass::events::Event]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Started { due_at_ms, .. } => Some((tick_of(&e.id), due_at_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Stop the runners, then restart one when the schedule has missed at least
-/// five fire times; the fire times it ran that had passed before it started,
-/// and how many had passed.
+/// five fire times; the fire times it caught up (ran due later than their
+/// time), and how many had passed with nobody to enqueue them.
 async fn missed_while_down(project: &Project, missed: &str) -> (Vec<u64>, usize) {
     project.write_config("concurrency = 4", &schedule_config(missed));
     let queue = project.queue().await;
@@ -344,26 +351,18 @@ async fn missed_while_down(project: &Project, missed: &str) -> (Vec<u64>, usize)
     // restart just after a whole second: the fifth after the cursor, or the
     // next one if stopping took longer than that (a loaded CI host)
     let last = (cursor / 1_000 + 5).max(now_ms() / 1_000 + 1) * 1_000;
-    // a runner stopped between enqueueing a fire time and moving the cursor
-    // leaves that job waiting: it runs as enqueued, not as a catch-up
-    let mut enqueued = Vec::new();
-    for t in (cursor + 1_000..=last).step_by(1_000) {
-        let id = format!("tick@{t}");
-        if queue
-            .inspect(&queue.keys("echo"), &id, now_ms())
-            .await
-            .unwrap()
-            .is_some()
-        {
-            enqueued.push(t);
-        }
-    }
-    let now = now_ms();
-    assert!(
-        now + 50 < last,
-        "checking the enqueued fire times took a second"
-    );
-    tokio::time::sleep(Duration::from_millis(last + 100 - now)).await;
+    // as a runner stopped between enqueueing a fire time ahead and moving
+    // the cursor past it leaves it: that job runs once, on time, as enqueued
+    let ahead = (cursor / 1_000 + 1) * 1_000;
+    let job = NewJob {
+        unique_for_ms: 600_000,
+        ..keyed(&format!("tick@{ahead}"), r#"{"kind":"tick"}"#, ahead)
+    };
+    queue
+        .enqueue(&queue.keys("echo"), &[job], now_ms())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis((last + 100).saturating_sub(now_ms()))).await;
     let mut runner = Running::start(project.config()).await;
     // catching up comes first: the missed fire times are due at once, the
     // next regular ones 0.9 s and 1.9 s after the start; once the second of
@@ -375,15 +374,29 @@ async fn missed_while_down(project: &Project, missed: &str) -> (Vec<u64>, usize)
         .await;
     events.extend(drain(&mut runner));
     runner.stop().await;
-    let ran = started_ticks(&events)
+    let missed: Vec<(u64, u64)> = starts(&events)
         .into_iter()
-        .filter(|t| *t > cursor && *t <= last && !enqueued.contains(t))
+        .filter(|(tick, _)| *tick > cursor && *tick <= last)
         .collect();
+    // fire times enqueued ahead that the cursor does not cover run on time,
+    // as enqueued, and are not owed
+    let on_time = missed.iter().filter(|(tick, due)| due == tick).count();
+    assert_eq!(
+        missed
+            .iter()
+            .filter(|(tick, _)| *tick == ahead)
+            .collect::<Vec<_>>(),
+        [&(ahead, ahead)],
+        "the fire time enqueued ahead runs once, on time"
+    );
+    let mut caught: Vec<u64> = missed
+        .iter()
+        .filter(|(tick, due)| due > tick)
+        .map(|(tick, _)| *tick)
+        .collect();
+    caught.sort_unstable();
     // fire times are whole seconds; the cursor need not be one
-    (
-        ran,
-        (last / 1_000 - cursor / 1_000) as usize - enqueued.len(),
-    )
+    (caught, (last / 1_000 - cursor / 1_000) as usize - on_time)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -163,6 +163,9 @@ impl Runner {
         progress.abort();
         idle.abort();
         rollouts.abort();
+        // an aborted task may be mid-poll on another thread: once this
+        // returns no fire time is enqueued any more (tests read the cursor)
+        let _ = schedules.await;
         let released = committer.await.unwrap_or(0);
         // the last attempts' spans, still queued, go before the process does
         shared.telemetry.flush(FLUSH_WITHIN).await;
