@@ -410,6 +410,73 @@ async fn sentinel_with_auth_on_both_sides() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_finds_the_primary_and_follows_a_failover() {
+    let certs = tempfile::tempdir().unwrap();
+    test_support::tls::write_certificates(certs.path());
+    let dir = certs.path().to_owned();
+    let mut redis = tokio::task::spawn_blocking(move || Replicated::start_tls(&dir))
+        .await
+        .unwrap();
+    let ca = format!("tls_ca = \"{}\"\n", certs.path().join("ca.crt").display());
+    let project = Project::on_sentinel(redis.sentinel_urls(), None, &ca, "", TOPICS);
+    // a client that cannot reach the primary keeps retrying: bounded here
+    let within = Duration::from_secs(30);
+    let mut runner = tokio::time::timeout(within, Running::start(project.config()))
+        .await
+        .expect("the runner started through the sentinels over TLS");
+    let (queue, _) = tokio::time::timeout(within, hourglass::redis::connect(&project.config()))
+        .await
+        .expect("a producer connected through the sentinels over TLS")
+        .unwrap();
+    let id = tokio::time::timeout(within, crate::util::enqueue(&queue, "echo", "{}", 0, 0))
+        .await
+        .expect("an enqueue on the primary over TLS");
+    runner
+        .until_settled("echo", &id, Duration::from_secs(20))
+        .await;
+
+    // the primary dies: runner and producer find the promoted replica
+    // through the sentinels, over TLS again
+    let promoted = tokio::task::block_in_place(|| {
+        redis.kill_primary();
+        redis.until_promoted(Duration::from_secs(60))
+    });
+    assert_ne!(promoted, redis.primary.port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        match queue
+            .enqueue(&queue.keys("echo"), &[NewJob::default()], now_ms())
+            .await
+        {
+            Ok(answers) => break answers[0].id().to_owned(),
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no enqueue after the failover: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    runner
+        .until_settled("echo", &id, Duration::from_secs(60))
+        .await;
+    runner.stop().await;
+
+    // rediss:// sentinels without the CA that signed them: a clear error
+    let untrusted = Project::on_sentinel(redis.sentinel_urls(), None, "", "", TOPICS);
+    let err = hourglass::redis::connect(&untrusted.config())
+        .await
+        .err()
+        .expect("sentinels whose certificate is not trusted are refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("sentinel") && text.to_lowercase().contains("certificate"),
+        "names the sentinels and the certificate: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durability_refuses_what_no_replica_confirms_and_the_runner_waits() {
     let server = test_support::RedisServer::start();
     let project = Project::with_redis_lines(

@@ -87,15 +87,16 @@ impl RedisServer {
     }
 
     /// Start a Redis Sentinel with this configuration (written to a file it
-    /// may rewrite) and extra arguments.
-    pub fn sentinel(conf: &str) -> RedisServer {
+    /// may rewrite); with `tls` it listens only on its TLS port (`conf`
+    /// names the certificates).
+    pub fn sentinel(conf: &str, tls: bool) -> RedisServer {
         let socket_dir = tempfile::tempdir().expect("a temporary folder");
         let file = socket_dir.path().join("sentinel.conf");
         std::fs::write(&file, conf).expect("write sentinel.conf");
         let mut server = RedisServer {
             child: None,
             args: vec!["--sentinel".to_owned()],
-            tls: false,
+            tls,
             conf: Some(file),
             socket_dir,
             port: free_port(),

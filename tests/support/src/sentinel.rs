@@ -1,8 +1,10 @@
 //! A replicated Redis watched by Redis Sentinel, on loopback: a primary, two
 //! replicas and three sentinels (quorum 2) that promote a replica within
 //! seconds of the primary's death (and point the other at it, so a primary
-//! with one replica remains). Every process is killed on drop.
+//! with one replica remains); in the clear, or every link over TLS. Every
+//! process is killed on drop.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -29,12 +31,26 @@ pub struct Replicated {
     /// The sentinels.
     pub sentinels: Vec<RedisServer>,
     passwords: Option<Passwords>,
+    /// The certificates' folder, when every link is TLS.
+    tls: Option<PathBuf>,
 }
 
 impl Replicated {
     /// Start everything and wait until the replica is in sync and every
     /// sentinel knows it.
     pub fn start(passwords: Option<Passwords>) -> Replicated {
+        Replicated::launch(passwords, None)
+    }
+
+    /// The same, speaking only TLS: clients to servers and sentinels,
+    /// replicas to the primary, sentinels to the servers and to each other,
+    /// with the certificates [`crate::tls::write_certificates`] wrote to
+    /// `certs` (no client certificates asked for).
+    pub fn start_tls(certs: &Path) -> Replicated {
+        Replicated::launch(None, Some(certs.to_owned()))
+    }
+
+    fn launch(passwords: Option<Passwords>, tls: Option<PathBuf>) -> Replicated {
         let auth: Vec<&str> = match passwords {
             Some(p) => vec!["--requirepass", p.redis, "--masterauth", p.redis],
             None => vec![],
@@ -47,25 +63,25 @@ impl Replicated {
             "--repl-diskless-sync-delay",
             "0",
         ];
-        let primary = RedisServer::start_with(&[&base[..], &auth[..]].concat());
+        let server = |extra: &[&str]| match &tls {
+            Some(certs) => RedisServer::tls(
+                certs,
+                false,
+                &[&base[..], &["--tls-replication", "yes"], extra].concat(),
+            ),
+            None => RedisServer::start_with(&[&base[..], extra].concat()),
+        };
+        let primary = server(&auth);
         let replica_of = primary.port.to_string();
         let replicas = (0..2)
-            .map(|_| {
-                RedisServer::start_with(
-                    &[
-                        &base[..],
-                        &auth[..],
-                        &["--replicaof", "127.0.0.1", &replica_of],
-                    ]
-                    .concat(),
-                )
-            })
+            .map(|_| server(&[&auth[..], &["--replicaof", "127.0.0.1", &replica_of]].concat()))
             .collect();
         let setup = Replicated {
             primary,
             replicas,
             sentinels: Vec::new(),
             passwords,
+            tls,
         };
         setup.until(Duration::from_secs(20), "the replicas to sync", || {
             setup.replicas.iter().all(|r| {
@@ -87,7 +103,19 @@ impl Replicated {
                 p.redis, p.sentinel
             ));
         }
-        let sentinels: Vec<RedisServer> = (0..3).map(|_| RedisServer::sentinel(&conf)).collect();
+        if let Some(certs) = &setup.tls {
+            let file = |name: &str| certs.join(name).display().to_string();
+            conf.push_str(&format!(
+                "tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+                 tls-auth-clients no\ntls-replication yes\n",
+                file("server.crt"),
+                file("server.key"),
+                file("ca.crt")
+            ));
+        }
+        let sentinels: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::sentinel(&conf, setup.tls.is_some()))
+            .collect();
         let setup = Replicated { sentinels, ..setup };
         setup.until(
             Duration::from_secs(30),
@@ -103,15 +131,21 @@ impl Replicated {
         setup
     }
 
-    /// `redis://[:password@]127.0.0.1:PORT` of every sentinel.
+    /// `redis://[:password@]127.0.0.1:PORT` of every sentinel (`rediss://`
+    /// over TLS).
     pub fn sentinel_urls(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         let auth = self
             .passwords
             .map(|p| format!(":{}@", p.sentinel))
             .unwrap_or_default();
         self.sentinels
             .iter()
-            .map(|s| format!("redis://{auth}127.0.0.1:{}", s.port))
+            .map(|s| format!("{scheme}://{auth}127.0.0.1:{}", s.port))
             .collect()
     }
 
@@ -150,6 +184,9 @@ impl Replicated {
     pub fn cli(&self, port: u16, sentinel: bool, args: &[&str]) -> String {
         let mut cmd = Command::new("redis-cli");
         cmd.args(["-p", &port.to_string()]);
+        if let Some(certs) = &self.tls {
+            cmd.arg("--tls").arg("--cacert").arg(certs.join("ca.crt"));
+        }
         if let Some(p) = self.passwords {
             cmd.args([
                 "--no-auth-warning",
