@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use crate::server;
 
-const TOPIC: &str = "bench";
+pub const TOPIC: &str = "bench";
 
 /// A project folder with queues.toml (defaults only) and echo.wasm.
 pub struct Project {
@@ -234,16 +234,17 @@ pub async fn memory(p: &Project, n: usize) -> anyhow::Result<serde_json::Value> 
     Ok(serde_json::json!({ "bytes_per_job": (after - before) / n as f64 }))
 }
 
-/// With `prefill` jobs scheduled a day out: µs per job to enqueue, claim and ack `n` more.
-pub async fn scaling(p: &Project, prefill: usize, n: usize) -> anyhow::Result<serde_json::Value> {
-    let (q, k) = p.queue().await?;
+/// Add `count` jobs to `topic`, due a day from now (four producers at once).
+pub async fn prefill(p: &Project, topic: &str, count: usize) -> anyhow::Result<()> {
+    let (q, _) = p.queue().await?;
+    let k = q.keys(topic);
     let later = now_ms() + 86_400_000;
     let mut tasks = tokio::task::JoinSet::new();
     for part in 0..4 {
         let (q, k) = (q.clone(), k.clone());
         tasks.spawn(async move {
             let mine = jobs(
-                prefill / 4 + usize::from(part < prefill % 4),
+                count / 4 + usize::from(part < count % 4),
                 |i| later + (i * 4 + part) as u64,
                 b"{}",
             );
@@ -253,6 +254,14 @@ pub async fn scaling(p: &Project, prefill: usize, n: usize) -> anyhow::Result<se
     while let Some(r) = tasks.join_next().await {
         r??;
     }
+    Ok(())
+}
+
+/// Enqueue `n` jobs due now to `topic`, then claim and ack them all, 100 at
+/// a time (the topic is left as it was): µs per job of each step.
+pub async fn scaling_round(p: &Project, topic: &str, n: usize) -> anyhow::Result<serde_json::Value> {
+    let (q, _) = p.queue().await?;
+    let k = q.keys(topic);
     let due = now_ms();
     let fresh = jobs(n, |_| due, b"{}");
     let t0 = Instant::now();

@@ -50,7 +50,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, process, telemetry, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
+    /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON.
@@ -158,6 +158,10 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("telemetry") {
             let result = b.telemetry(r).await;
             b.done("telemetry", result)?;
+        }
+        if b.wanted("cpu-limit") {
+            let result = b.cpu_limit(r).await;
+            b.done("cpu-limit", result)?;
         }
         if b.wanted("http") {
             let result = b.http_call().await;
@@ -360,44 +364,16 @@ impl Bench {
             toml: format!("[telemetry]\nendpoint = \"{}\"\n", receiver.url()),
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
         };
-        let off = process::Setup::default();
-        let mut runs = [("off", &off, None), ("on", &on, None)];
-        if repeat % 2 == 1 {
-            runs.reverse();
-        }
-        for (label, setup, out) in &mut runs {
-            server::flush(&self.url).await?;
-            eprintln!("   telemetry {label}");
-            *out = Some(process::throughput(&self.url, n, setup).await?);
-        }
+        let runs = self
+            .on_and_off("telemetry", repeat, &process::Setup::default(), &on)
+            .await?;
         let get = |label: &str, key: &str| {
             runs.iter()
                 .find(|r| r.0 == label)
-                .and_then(|r| r.2.as_ref())
-                .and_then(|v| j(v, key))
+                .and_then(|r| j(&r.1, key))
         };
         let spans = spans_received(&receiver);
         let r = &mut self.report;
-        for label in ["off", "on"] {
-            r.record(
-                &format!("telemetry {label}_per_sec"),
-                "jobs/s",
-                get(label, "processed_per_sec"),
-                None,
-            );
-            r.record(
-                &format!("telemetry {label} runner_cpu_us_per_job"),
-                "µs",
-                get(label, "runner_cpu_us_per_job"),
-                None,
-            );
-        }
-        if let (Some(on), Some(off)) = (
-            get("on", "processed_per_sec"),
-            get("off", "processed_per_sec"),
-        ) {
-            r.record("telemetry ratio_on_to_off", "×", Some(on / off), None);
-        }
         r.record(
             "telemetry spans_received_per_job",
             "spans",
@@ -411,6 +387,73 @@ impl Bench {
             None,
         );
         Ok(())
+    }
+
+    /// hourglass alone, in process mode: the no-op workload on a topic with
+    /// a `cpu` limit (checked at every epoch tick) and without, alternating.
+    async fn cpu_limit(&mut self, repeat: usize) -> anyhow::Result<()> {
+        let on = process::Setup {
+            toml: "[defaults]\ncpu = \"500ms\"\n".into(),
+            ..Default::default()
+        };
+        self.on_and_off("cpu limit", repeat, &process::Setup::default(), &on)
+            .await?;
+        Ok(())
+    }
+
+    /// The process-mode no-op workload with `off` and with `on`, in an order
+    /// that alternates by repeat; records each one's jobs/s and runner CPU
+    /// per job and their ratio as `{name} ...`, and returns both results.
+    async fn on_and_off(
+        &mut self,
+        name: &str,
+        repeat: usize,
+        off: &process::Setup,
+        on: &process::Setup,
+    ) -> anyhow::Result<Vec<(&'static str, Value)>> {
+        let n = self.sizes.throughput;
+        let mut order = [("off", off), ("on", on)];
+        if repeat % 2 == 1 {
+            order.reverse();
+        }
+        let mut runs = Vec::new();
+        for (label, setup) in order {
+            server::flush(&self.url).await?;
+            eprintln!("   {name} {label}");
+            runs.push((label, process::throughput(&self.url, n, setup).await?));
+        }
+        let get = |label: &str, key: &str| {
+            runs.iter()
+                .find(|r| r.0 == label)
+                .and_then(|r| j(&r.1, key))
+        };
+        let r = &mut self.report;
+        for label in ["off", "on"] {
+            r.record(
+                &format!("{name} {label}_per_sec"),
+                "jobs/s",
+                get(label, "processed_per_sec"),
+                None,
+            );
+            r.record(
+                &format!("{name} {label} runner_cpu_us_per_job"),
+                "µs",
+                get(label, "runner_cpu_us_per_job"),
+                None,
+            );
+        }
+        if let (Some(on), Some(off)) = (
+            get("on", "processed_per_sec"),
+            get("off", "processed_per_sec"),
+        ) {
+            r.record(
+                &format!("{name} ratio_on_to_off"),
+                "×",
+                Some(on / off),
+                None,
+            );
+        }
+        Ok(runs)
     }
 
     /// hourglass alone: no-op jobs whose handler makes one loopback HTTP call.
@@ -683,10 +726,14 @@ impl Bench {
         Ok(())
     }
 
+    /// Enqueue, claim and ack on a topic holding `size` scheduled jobs,
+    /// round after round, each beside the same steps on a topic holding
+    /// 10,000 in the same Redis (in alternating order): this host's speed
+    /// drifts by a third between minutes, so the growth is read as the
+    /// ratio of the two within each round; BullMQ once per size.
     async fn scaling(&mut self, size: usize) -> anyhow::Result<()> {
         eprintln!("== scaling with {size} scheduled");
-        server::flush(&self.url).await?;
-        let hg = hourglass::scaling(&self.project, size, self.sizes.scale).await?;
+        let n = self.sizes.scale;
         let bull = if self.args.skip_bullmq || size > self.args.bullmq_max_size {
             None
         } else {
@@ -694,25 +741,56 @@ impl Bench {
             Some(bullmq::run(
                 "enqueue",
                 self.redis.port,
-                serde_json::json!({ "n": self.sizes.scale, "prefill": size }),
+                serde_json::json!({ "n": n, "prefill": size }),
             )?)
         };
+        server::flush(&self.url).await?;
+        hourglass::prefill(&self.project, SCALING_BESIDE, SCALING_BASE).await?;
+        hourglass::prefill(&self.project, hourglass::TOPIC, size).await?;
         let keys = [
             ("enqueue_us_per_job", "µs"),
             ("claim_us_per_job", "µs"),
             ("ack_us_per_job", "µs"),
         ];
-        for (key, unit) in keys {
-            self.report.record(
-                &format!("scaling {key} @{size}"),
-                unit,
-                j(&hg, key),
-                bull.as_ref().and_then(|b| j(b, key)),
-            );
+        for round in 0..self.args.repeats {
+            let mut order = [hourglass::TOPIC, SCALING_BESIDE];
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            let mut measured = Vec::new();
+            for topic in order {
+                measured.push((topic, hourglass::scaling_round(&self.project, topic, n).await?));
+            }
+            let of = |topic: &str, key: &str| {
+                measured
+                    .iter()
+                    .find(|m| m.0 == topic)
+                    .and_then(|m| j(&m.1, key))
+            };
+            for (key, unit) in keys {
+                let big = of(hourglass::TOPIC, key);
+                self.report.record(
+                    &format!("scaling {key} @{size}"),
+                    unit,
+                    big,
+                    bull.as_ref().filter(|_| round == 0).and_then(|b| j(b, key)),
+                );
+                let ratio = big.zip(of(SCALING_BESIDE, key)).map(|(b, s)| b / s);
+                self.report.record(
+                    &format!("scaling {key} @{size} to 10k beside it"),
+                    "×",
+                    ratio,
+                    None,
+                );
+            }
         }
         Ok(())
     }
 }
+
+/// The topic measured beside the scaling topic, and how many jobs it holds.
+const SCALING_BESIDE: &str = "scaling-beside";
+const SCALING_BASE: usize = 10_000;
 
 /// Run `work`, adding to its JSON result what it cost Redis per job: scripts
 /// and commands (those run inside scripts included, from `INFO commandstats`)
