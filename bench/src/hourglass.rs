@@ -259,7 +259,11 @@ pub async fn prefill(p: &Project, topic: &str, count: usize) -> anyhow::Result<(
 
 /// Enqueue `n` jobs due now to `topic`, then claim and ack them all, 100 at
 /// a time (the topic is left as it was): µs per job of each step.
-pub async fn scaling_round(p: &Project, topic: &str, n: usize) -> anyhow::Result<serde_json::Value> {
+pub async fn scaling_round(
+    p: &Project,
+    topic: &str,
+    n: usize,
+) -> anyhow::Result<serde_json::Value> {
     let (q, _) = p.queue().await?;
     let k = q.keys(topic);
     let due = now_ms();

@@ -759,7 +759,10 @@ impl Bench {
             }
             let mut measured = Vec::new();
             for topic in order {
-                measured.push((topic, hourglass::scaling_round(&self.project, topic, n).await?));
+                measured.push((
+                    topic,
+                    hourglass::scaling_round(&self.project, topic, n).await?,
+                ));
             }
             let of = |topic: &str, key: &str| {
                 measured

@@ -342,15 +342,19 @@ async fn rolling_upgrade(commit: &'static str, old: u32) {
         .unwrap();
     let redis = crate::util::RedisServer::start();
     let topics = "[[topic]]\nname = \"slow\"\nhandler = \"slow.wasm\"\n";
+    // a project of the one topic with the API on `port`
+    let with_api = |port: u16| {
+        Project::with_redis(
+            redis.url(),
+            "concurrency = 4",
+            &format!(
+                "{topics}\n[http]\nlisten = \"127.0.0.1:{port}\"\ntoken = \"{}\"\n",
+                crate::util::TOKEN
+            ),
+        )
+    };
     let port = test_support::free_port();
-    let old_project = Project::with_redis(
-        redis.url(),
-        "concurrency = 4",
-        &format!(
-            "{topics}\n[http]\nlisten = \"127.0.0.1:{port}\"\ntoken = \"{}\"\n",
-            crate::util::TOKEN
-        ),
-    );
+    let old_project = with_api(port);
     let new_project = Project::with_redis(redis.url(), "concurrency = 4", topics);
     let log = "info,hourglass=debug,wasmtime=warn,cranelift=warn";
     let mut before = RunnerProcess::launch_binary(&binary, &old_project, log);
@@ -360,14 +364,7 @@ async fn rolling_upgrade(commit: &'static str, old: u32) {
     let api = format!("127.0.0.1:{port}");
     // and an API of the old build on its own (`hourglass serve`)
     let serve_port = test_support::free_port();
-    let serve_project = Project::with_redis(
-        redis.url(),
-        "concurrency = 4",
-        &format!(
-            "{topics}\n[http]\nlisten = \"127.0.0.1:{serve_port}\"\ntoken = \"{}\"\n",
-            crate::util::TOKEN
-        ),
-    );
+    let serve_project = with_api(serve_port);
     let _serve = tokio::process::Command::new(&binary)
         .args(["serve", "--config"])
         .arg(serve_project.config_path())
