@@ -299,10 +299,11 @@ pub async fn scaling_round(
     }))
 }
 
-/// The no-op job run n times, each in a fresh instance, no Redis: host cost per job.
-pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
+/// The no-op job of `component` run n times, each in a fresh instance, no
+/// Redis: host cost per job.
+pub async fn instance(component: &str, n: usize) -> anyhow::Result<serde_json::Value> {
     let runtime = Runtime::new(72, None)?;
-    let handler = runtime.load(std::path::Path::new(test_support::components::ECHO))?;
+    let handler = runtime.load(std::path::Path::new(component))?;
     let sandbox = Sandbox {
         result_max: 64 << 10,
         reuse: None,
@@ -325,8 +326,14 @@ pub async fn instance(n: usize) -> anyhow::Result<serde_json::Value> {
         enqueued_at_ms: 0,
         due_at_ms: 0,
     };
-    for i in 0..100 {
-        runtime.run(&handler, input(i), &sandbox).await; // warm up
+    for i in 0..n.min(100) {
+        // warm up, and make sure what is timed is a job that acks
+        let attempted = runtime.run(&handler, input(i), &sandbox).await;
+        anyhow::ensure!(
+            matches!(attempted.finish, hourglass::wasm::Finish::Ack(_)),
+            "{component}: the no-op did not ack: {:?}",
+            attempted.finish
+        );
     }
     let t0 = Instant::now();
     for i in 0..n {

@@ -665,14 +665,23 @@ impl Bench {
         Ok(())
     }
 
+    /// Each language's no-op job in a fresh instance after another, no Redis.
     async fn instance(&mut self) -> anyhow::Result<()> {
-        let hg = hourglass::instance(self.sizes.instance).await?;
-        self.report.record(
-            "host fresh_instance_us_per_job",
-            "µs",
-            j(&hg, "fresh_instance_us_per_job"),
-            None,
-        );
+        for (label, component) in languages::NO_OPS {
+            let (n, key) = match label {
+                "rust" => (
+                    self.sizes.instance,
+                    "host fresh_instance_us_per_job".to_owned(),
+                ),
+                _ => (
+                    self.sizes.instance / 20,
+                    format!("host fresh_instance_us_per_job {label}"),
+                ),
+            };
+            let hg = hourglass::instance(component, n).await?;
+            self.report
+                .record(&key, "µs", j(&hg, "fresh_instance_us_per_job"), None);
+        }
         Ok(())
     }
 
