@@ -570,3 +570,41 @@ fn the_demo_configuration_checks_with_every_example_handler() {
         assert!(text.contains(topic), "{topic}: {text}");
     }
 }
+
+/// The resident memory of process `pid`, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kib / 1024.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_gives_back_what_loading_big_handlers_took_right_after_it_starts() {
+    let project = Project::new(
+        "concurrency = 4",
+        "[[topic]]\nname = \"py\"\nhandler = \"py_probe.wasm\"\n\n\
+         [[topic]]\nname = \"js\"\nhandler = \"js_sdk_probe.wasm\"\n",
+    );
+    add_handler(&project, "py_probe.wasm", PY_PROBE);
+    add_handler(&project, "js_sdk_probe.wasm", JS_SDK_PROBE);
+    // the compile cache filled first, as a deploy's `hourglass check` does
+    let checked = hourglass(&project, &["check"]);
+    assert!(checked.status.success(), "{checked:?}");
+    let runner = RunnerProcess::start(&project);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let soon = rss_mib(runner.id());
+    // a thread that loaded a handler and still holds what it freed ends
+    // within 10 s of its last use (tokio's default keep-alive)
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let settled = rss_mib(runner.id());
+    eprintln!("runner RSS 3 s after start {soon:.0} MiB, 18 s after {settled:.0} MiB");
+    assert!(
+        soon <= settled * 1.1 + 4.0,
+        "3 s after the start the runner held {soon:.0} MiB and 15 s later {settled:.0} MiB: \
+         memory freed by loading the handlers was held back"
+    );
+}
