@@ -141,7 +141,8 @@ pub fn main() -> ExitCode {
         // a blocking thread that compiled or read a big handler holds what
         // it freed until it ends (the allocator's per-thread pages): about
         // 100 MiB for a Python and a JavaScript handler, kept 10 s by
-        // default after every load or reload; nothing else blocks often
+        // default after every load or reload. Nothing on the job path
+        // blocks; at most an outbound request's name lookup starts a thread
         .thread_keep_alive(std::time::Duration::from_millis(500))
         .build()
     {

@@ -163,8 +163,8 @@ impl Runner {
         progress.abort();
         idle.abort();
         rollouts.abort();
-        // an aborted task may be mid-poll on another thread: once this
-        // returns no fire time is enqueued any more (tests read the cursor)
+        // an aborted task may be mid-poll on another thread: once the
+        // runner has stopped, it enqueues no fire time any more
         let _ = schedules.await;
         let released = committer.await.unwrap_or(0);
         // the last attempts' spans, still queued, go before the process does
