@@ -29,35 +29,6 @@ fn topic(rollout: &str) -> String {
     )
 }
 
-/// Enqueue `n` jobs of `pay`, `per_tick` every 10 ms (a steady load); their ids.
-fn produce(queue: &Queue, n: usize, per_tick: usize) -> tokio::task::JoinHandle<Vec<String>> {
-    let queue = queue.clone();
-    tokio::spawn(async move {
-        let keys = queue.keys("pay");
-        let mut ids = Vec::with_capacity(n);
-        let mut tick = tokio::time::interval(Duration::from_millis(10));
-        while ids.len() < n {
-            tick.tick().await;
-            let now = now_ms();
-            let jobs: Vec<NewJob> = (ids.len()..(ids.len() + per_tick).min(n))
-                .map(|i| NewJob {
-                    id: Some(format!("job-{i}")),
-                    payload: JOB.as_bytes().to_vec(),
-                    due_at_ms: now,
-                    ..Default::default()
-                })
-                .collect();
-            for answer in queue.enqueue(&keys, &jobs, now).await.unwrap() {
-                match answer {
-                    Enqueued::New(id) => ids.push(id),
-                    other => panic!("{other:?}"),
-                }
-            }
-        }
-        ids
-    })
-}
-
 /// A steady load on `pay` (`per_tick` jobs every 10 ms) until the returned
 /// flag is set: a verdict that needs a sample never waits for a producer
 /// that already stopped (the machine may be slow). The task returns the ids.
@@ -148,7 +119,9 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
     let pay = project.handler("pay.wasm");
     let (stable, bad) = (hash_of(ECHO), hash_of(ORDER_CANCEL));
 
-    let producer = produce(&queue, 2_000, 5);
+    // a load until the verdict: compiling the new file can take seconds on
+    // a loaded machine, and a canary with nothing to run is never judged
+    let (producer, stop) = produce_until_stopped(&queue, 5);
     tokio::time::sleep(Duration::from_millis(300)).await;
     deploy(&pay, &std::fs::read(ORDER_CANCEL).unwrap());
     let started = rollout_until(&queue, "the bad version as a canary", |r| {
@@ -170,6 +143,7 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
     assert_eq!(after.stable.as_deref(), Some(stable.as_str()));
     assert!(after.retired.contains(&bad), "{after:?}");
 
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let ids = producer.await.unwrap();
     let events = runner.after_drained(&queue, &["pay"], WAIT).await;
     let lives = lives(&events);
@@ -207,9 +181,10 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
         );
     }
     assert!(on_canary >= 20, "the canary served its sample: {on_canary}");
+    let attempts: usize = lives.values().map(|(versions, _)| versions.len()).sum();
     assert!(
-        on_canary < 600,
-        "about a tenth of attempts, not all: {on_canary}"
+        on_canary * 4 < attempts,
+        "about a tenth of attempts, not all: {on_canary} of {attempts}"
     );
     let dead = queue
         .stats(&queue.keys("pay"), now_ms())
