@@ -44,7 +44,7 @@ if #ids > 0 then
       leased[#leased + 1] = ARGV[2]
       leased[#leased + 1] = id
       counted[#counted + 1] = id
-      counted[#counted + 1] = attempt
+      counted[#counted + 1] = string.format('%d', attempt) -- as text (prelude.lua: index_add)
       out[#out + 1] = id
       out[#out + 1] = scores[i]
       out[#out + 1] = attempt
