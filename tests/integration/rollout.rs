@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::{Event, EventKind};
-use hourglass::redis::{Enqueued, NewJob, Queue, Rollout};
+use hourglass::redis::{NewJob, Queue, Rollout};
 use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
 
 use crate::util::{
