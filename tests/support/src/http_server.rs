@@ -154,10 +154,16 @@ impl HttpServer {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                    // generous: on a loaded machine a client may take seconds
+                    // between its request's head and the end of its body
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(60)));
                     let (state, stop, tls) = (state.clone(), stop.clone(), tls.clone());
                     std::thread::spawn(move || match tls {
-                        None => serve(&mut { conn }, &state, &stop),
+                        None => {
+                            let mut conn = conn;
+                            serve(&mut conn, &state, &stop);
+                            linger(&mut conn);
+                        }
                         Some(config) => {
                             let Ok(session) = rustls::ServerConnection::new(config) else {
                                 return;
@@ -291,6 +297,17 @@ fn serve<S: Read + Write>(conn: &mut S, state: &Mutex<State>, stop: &AtomicBool)
         }
     }
     let _ = writer.flush();
+}
+
+/// Close as HTTP servers do ("lingering close"): stop writing, then read
+/// what the client still sends until it closes too. Closing a socket with
+/// unread bytes in it makes the kernel answer with a reset, which the client
+/// may see before the response it has not read yet ("connection reset").
+fn linger(conn: &mut TcpStream) {
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut sink = [0; 4096];
+    while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
 }
 
 fn read_request<S: Read>(reader: &mut BufReader<S>) -> Option<Received> {
