@@ -5,6 +5,9 @@
 -- KEYS[8]: account hash   KEYS[9]: layout 2's zset of waiting jobs (absorbed while it has any)
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
 -- ARGV[4]: the rate's interval between starts in ms (0: no rate limit)   ARGV[5]: burst (extra starts at once)
+-- ARGV[6] (optional): take jobs due by this ms, a little after now: the runner holds each until
+--   its due time (a claim that Redis or the machine is slow to answer is then not late). Ignored
+--   under a rate limit, which counts starts at claim time.
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
 --            then per job: id, due ms, attempt (the lease's fencing token), record, last failure
@@ -15,6 +18,8 @@ end
 local now = tonumber(ARGV[1])
 local most = tonumber(ARGV[3])
 local interval = tonumber(ARGV[4])
+local due_by = math.max(now, tonumber(ARGV[6] or ARGV[1]))
+if interval > 0 then due_by = now end
 local tau, tat = 0, now
 if interval > 0 then
   -- GCRA: a start is allowed while the theoretical arrival time is at most tau ahead of now
@@ -29,7 +34,7 @@ if interval > 0 then
 end
 -- jobs a runner of layout 2 put back after `hourglass migrate` (a rolling upgrade)
 if redis.call('EXISTS', KEYS[9]) == 1 then absorb(KEYS[1], KEYS[9], KEYS[3], 1000) end
-local ids, scores = index_take(KEYS[1], now, most)
+local ids, scores = index_take(KEYS[1], due_by, most)
 local out = { -1 }
 if #ids > 0 then
   local records = hmget_all(KEYS[3], ids)

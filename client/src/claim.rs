@@ -39,6 +39,25 @@ impl Queue {
         limit: usize,
         rate: Option<RateLimit>,
     ) -> Result<Claimed, QueueError> {
+        self.claim_ahead(keys, now_ms, now_ms, lease_until_ms, limit, rate)
+            .await
+    }
+
+    /// [`Queue::claim_limited`], also taking jobs due after `now_ms` up to
+    /// `due_by_ms`: the caller must not start one before its `due_at_ms`.
+    /// A runner claims a few milliseconds ahead so that a claim Redis (or a
+    /// busy machine) is slow to answer does not make the job late. Under a
+    /// rate limit nothing is taken ahead (the limit counts starts at claim
+    /// time).
+    pub async fn claim_ahead(
+        &self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        due_by_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+        rate: Option<RateLimit>,
+    ) -> Result<Claimed, QueueError> {
         let rate = rate.unwrap_or(RateLimit {
             interval_ms: 0.0,
             burst: 0,
@@ -57,7 +76,8 @@ impl Queue {
             .arg(lease_until_ms)
             .arg(limit)
             .arg(rate.interval_ms)
-            .arg(rate.burst);
+            .arg(rate.burst)
+            .arg(due_by_ms.max(now_ms));
         let (reply, confirmed): (Vec<Value>, _) = self.invoke_then_confirm(&inv).await?;
         let (head, rest) = reply
             .split_first()

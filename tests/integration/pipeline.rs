@@ -2,8 +2,8 @@
 
 use hourglass::config::DeadLetter;
 use hourglass::redis::{
-    Burial, DeadInfo, Done, Enqueued, Held, JobState, NewJob, Parked, Queue, Refusal, Refused,
-    outbox_token,
+    Burial, DeadInfo, Done, Enqueued, Held, JobState, NewJob, Parked, Queue, RateLimit, Refusal,
+    Refused, outbox_token,
 };
 use std::time::Duration;
 
@@ -51,6 +51,46 @@ async fn a_job_is_not_claimable_one_millisecond_before_it_is_due() {
     );
     assert_eq!(due.jobs[0].record.as_ref().unwrap().enqueued_at_ms, 1_000);
     assert_eq!(due.next_due_ms, None);
+}
+
+/// What a runner claims a few ms ahead (scheduler.rs: CLAIM_AHEAD): jobs due
+/// by the horizon and not after, each with its due time to be held until;
+/// under a rate limit, nothing ahead of now.
+#[tokio::test]
+async fn a_claim_ahead_takes_jobs_due_by_its_horizon_only_and_none_ahead_under_a_rate() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let jobs = [
+        job(Some("now"), 10_000),
+        job(Some("soon"), 10_004),
+        job(Some("later"), 10_006),
+    ];
+    q.enqueue(&k, &jobs, 1_000).await.unwrap();
+    let ahead = q
+        .claim_ahead(&k, 10_000, 10_005, 20_000, 10, None)
+        .await
+        .unwrap();
+    let got: Vec<(&str, u64)> = ahead
+        .jobs
+        .iter()
+        .map(|j| (j.id.as_str(), j.due_at_ms))
+        .collect();
+    assert_eq!(got, [("now", 10_000), ("soon", 10_004)]);
+    assert_eq!(ahead.next_due_ms, Some(10_006));
+
+    let limited = q.keys("b");
+    q.enqueue(&limited, &jobs, 1_000).await.unwrap();
+    let rate = Some(RateLimit {
+        interval_ms: 1.0,
+        burst: 10,
+    });
+    let claimed = q
+        .claim_ahead(&limited, 10_000, 10_005, 20_000, 10, rate)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = claimed.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["now"]);
 }
 
 #[tokio::test]

@@ -108,6 +108,13 @@ pub(super) async fn run(
     job: ClaimedJob,
     mut flight: InFlight,
 ) -> InFlight {
+    // claimed a little ahead (scheduler.rs: CLAIM_AHEAD): never start early.
+    // Sleeping whole ms from a whole-ms clock ends at or after the due time;
+    // bounded, so that a wall clock stepped back holds no job for long
+    let hold = job.due_at_ms.saturating_sub(now_ms());
+    if hold > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(hold.min(1_000))).await;
+    }
     let topic = flight.topic.clone();
     let cfg = &topic.cfg;
     let decide::Ready {
