@@ -30,9 +30,10 @@ end
 -- eighth of Redis's time at full speed). One field longer than any job id (ids
 -- are at most 512 bytes) makes Redis keep it as a hash table for good, and
 -- keeps the key from being deleted and recreated small when the last job leaves.
-local WIDE_FIELD = string.rep('~', 520)
+-- Made here, not once at the top: every script runs the prelude on every call, and
+-- string.rep('~', 520) (520 appends) was 3.5 of the prelude's 5.7 us a call.
 local function keep_hashed(key)
-  redis.call('HSETNX', key, WIDE_FIELD, '')
+  redis.call('HSETNX', key, string.rep('~~~~~~~~~~~~~~~~~~~~', 26), '') -- 520 '~'
 end
 
 -- A fenced change (ack, retry, bury, release) refused for `id`, whose attempt is
