@@ -392,7 +392,9 @@ impl Scheduler {
         if !self.serves(i) {
             return Ok(0);
         }
-        let lease_until = now + millis(topic.cfg.timeout + self.config.runner.lease_margin);
+        // a job claimed ahead is held until it is due: its lease covers that too
+        let due_by = now + self.ahead(i);
+        let lease_until = due_by + millis(topic.cfg.timeout + self.config.runner.lease_margin);
         let rate = topic.cfg.rate.map(|r| crate::redis::RateLimit {
             interval_ms: r.interval_ms(),
             burst: r.burst,
@@ -400,14 +402,7 @@ impl Scheduler {
         let claimed = self
             .shared
             .queue
-            .claim_ahead(
-                &topic.keys,
-                now,
-                now + self.ahead(i),
-                lease_until,
-                most,
-                rate,
-            )
+            .claim_ahead(&topic.keys, now, due_by, lease_until, most, rate)
             .await?;
         self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
         let n = claimed.jobs.len();
