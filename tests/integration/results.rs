@@ -654,9 +654,8 @@ async fn a_follow_up_receives_its_parents_result_across_languages() {
     }
 }
 
-/// Tests that measure the runner's CPU: `scripts/test` runs them after the
-/// others, one at a time (another test on these two cores made the CPU per
-/// job of one series rise by a tenth and failed the comparison).
+/// Tests that measure the runner's work: `scripts/test` runs them after the
+/// others, one at a time (they fill both cores for a minute).
 mod alone {
     use super::*;
 
@@ -676,6 +675,23 @@ mod alone {
             }
         }
         total
+    }
+
+    /// Bytes the process `pid` has read and written through system calls
+    /// (`rchar` + `wchar` of /proc/PID/io): for the runner, its Redis traffic
+    /// (plus a few bytes per tokio wake-up and its log lines).
+    fn io_bytes(pid: u32) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/PID/io");
+        text.lines()
+            .filter(|line| line.starts_with("rchar:") || line.starts_with("wchar:"))
+            .map(|line| {
+                line.split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum()
     }
 
     /// A process stopped (SIGSTOP) until dropped (SIGCONT).
@@ -788,14 +804,12 @@ mod alone {
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 assert_eq!(api.post("/api/topics/echo/resume", "").await.status, 200);
                 // The API process answers its waiters after the run, not during
-                // it: stopped, it stays subscribed and Redis keeps the ends for
-                // it. On this 2-vCPU machine its answering (a debug build) filled
-                // the other core and the runner's CPU per job rose with the
-                // run's wall time whatever it did (in CI pairs of 1.00 to 1.20,
-                // and as much with an idle-priority spinner on that core); the
-                // runner's own work for waiters, were there any, is still counted.
-                let stopped = waiters.then(|| Stopped::new(serve_pid));
-                let before = cpu_ns(pid);
+                // it: stopped (in every round, so the rounds differ only by the
+                // waiters), it stays subscribed and Redis keeps the ends for it.
+                // On this 2-vCPU machine its answering filled the other core and
+                // raised the runner's CPU per job whatever the runner did.
+                let stopped = Stopped::new(serve_pid);
+                let (cpu_before, io_before) = (cpu_ns(pid), io_bytes(pid));
                 eventually(WAIT, "every job ran", || async {
                     match queue.stats(keys, hourglass::clock::now_ms()).await.unwrap() {
                         s if s.ready + s.running + s.scheduled == 0 => Ok(()),
@@ -803,26 +817,26 @@ mod alone {
                     }
                 })
                 .await;
-                let per_job = (cpu_ns(pid) - before) as f64 / JOBS as f64 / 1000.0;
+                let cpu = (cpu_ns(pid) - cpu_before) as f64 / JOBS as f64 / 1000.0;
+                let io = (io_bytes(pid) - io_before) as f64 / JOBS as f64;
                 drop(stopped);
                 for h in handles {
                     let answer = h.await.unwrap();
                     assert_eq!(answer.status, 200, "{}", answer.body);
                     assert_eq!(answer.json()["state"], "acked", "{}", answer.body);
                 }
-                per_job
+                (cpu, io)
             }
         };
         // warm up, then alternate (AB BA AB ...: a drift favours neither), nine
         // of each: the host's neighbours make single rounds noisy
         round(0, false).await;
         // each pair's two rounds ran back to back: the pair's ratio cancels the
-        // host's drift over the test (in one CI run both series rose by a third
-        // from the first round to the last), the median of nine the outliers
+        // host's drift over the test, the median of nine the outliers
         let mut pairs = Vec::new();
         let orders = (0..PAIRS).map(|r| [r % 2 == 1, r % 2 == 0]);
         for (r, order) in orders.enumerate() {
-            let (mut without, mut with) = (0.0, 0.0);
+            let (mut without, mut with) = ((0.0, 0.0), (0.0, 0.0));
             for (k, waiters) in order.into_iter().enumerate() {
                 let per_job = round(1 + 2 * r + k, waiters).await;
                 if waiters {
@@ -833,17 +847,30 @@ mod alone {
             }
             pairs.push((without, with));
         }
-        let mut ratios: Vec<f64> = pairs.iter().map(|(a, b)| b / a).collect();
-        ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let ratio = ratios[ratios.len() / 2];
+        let median = |ratios: Vec<f64>| {
+            let mut ratios = ratios;
+            ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            ratios[ratios.len() / 2]
+        };
+        let io: Vec<(f64, f64)> = pairs.iter().map(|&(a, b)| (a.1, b.1)).collect();
+        let cpu: Vec<(f64, f64)> = pairs.iter().map(|&(a, b)| (a.0, b.0)).collect();
+        let io_ratio = median(io.iter().map(|(a, b)| b / a).collect());
+        let cpu_ratio = median(cpu.iter().map(|(a, b)| b / a).collect());
+        // The runner learns of waiters only through Redis, so the same work is
+        // the same traffic with Redis: what it sends and reads per job, which
+        // the host's noise does not move (CPU it does: reported, not judged;
+        // `scripts/bench` is where speed is measured). Pairs here fall within
+        // 3%; a runner sending one more small command (a GET) per job that has
+        // a waiter made it 1.11 and failed.
         eprintln!(
-            "runner CPU per job with {JOBS} waiters against without: median ratio {ratio:.3} \
-         (pairs in µs, without/with: {pairs:.1?})"
+            "runner per job with {JOBS} waiters against without: Redis traffic median ratio \
+         {io_ratio:.3} (pairs in bytes, without/with: {io:.0?}); CPU median ratio \
+         {cpu_ratio:.3}, not judged (pairs in µs: {cpu:.1?})"
         );
         assert!(
-            ratio <= 1.10,
-            "{JOBS} waiters cost the runner {ratio:.3}x the CPU per job without them \
-         (pairs in µs, without/with: {pairs:.1?})"
+            io_ratio <= 1.05,
+            "with {JOBS} waiters the runner exchanged {io_ratio:.3}x the bytes per job with \
+         Redis it did without them (pairs, without/with: {io:.0?})"
         );
         drop(serve);
     }
