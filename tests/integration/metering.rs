@@ -35,9 +35,46 @@ fn thread_cpu() -> Duration {
     Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32)
 }
 
+/// Pin thread `tid` (a thread id, or a process id for all its threads' next
+/// runs) to CPU 0.
+fn pin_to_cpu0(tid: i32) {
+    let pinned = std::process::Command::new("taskset")
+        .args(["-p", "-c", "0", &tid.to_string()])
+        .output()
+        .expect("taskset (util-linux) runs");
+    assert!(pinned.status.success(), "{pinned:?}");
+}
+
+/// A thread spinning on CPU 0 until dropped: a thread pinned there beside it
+/// gets about half of that CPU, so its wall time is about twice its CPU time
+/// however quiet the machine is.
+struct Rival(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Rival {
+    fn start() -> Rival {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, (tx, rx)) = (stop.clone(), std::sync::mpsc::channel());
+        std::thread::spawn(move || {
+            pin_to_cpu0(nix::unistd::gettid().as_raw());
+            tx.send(()).unwrap();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        rx.recv().expect("the rival is pinned");
+        Rival(stop)
+    }
+}
+
+impl Drop for Rival {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 // One thread runs the runner and this test: its CPU clock is the truth the
-// attempt's figure is held to (on a busy machine a 200 ms spin gets less
-// than 200 ms of CPU, and must say so).
+// attempt's figure is held to. A rival thread shares its CPU during the spin,
+// so wall time (twice the CPU) cannot pass for CPU time, busy machine or not.
 #[tokio::test(flavor = "current_thread")]
 async fn cpu_is_what_the_instance_burned_and_waiting_costs_wall_time_only() {
     let server = HttpServer::start(vec![Reply::Delay(
@@ -56,29 +93,44 @@ async fn cpu_is_what_the_instance_burned_and_waiting_costs_wall_time_only() {
     let mut running = Running::start(project.config()).await;
     let queue = project.queue().await;
 
+    let this_thread = nix::unistd::gettid().as_raw();
+    pin_to_cpu0(this_thread);
+    let rival = Rival::start();
     let before = thread_cpu();
     let spin = enqueue(&queue, "slow", r#"{"spin_ms":200}"#, 0, 0).await;
     let events = running.until_settled("slow", &spin, WAIT).await;
     let burned = thread_cpu() - before;
+    drop(rival);
+    let unpinned = std::process::Command::new("taskset")
+        .args(["-p", "-c", "0-1023", &this_thread.to_string()])
+        .output()
+        .expect("taskset runs");
+    assert!(unpinned.status.success(), "{unpinned:?}");
     let spun = usage(&events, "slow", &spin);
-    // the thread also claimed, committed and talked to Redis: a few ms
+    // Until the guest has run a whole epoch tick (5 ms) its polls are timed by
+    // the monotonic clock, which also counts time the thread waited for its
+    // CPU: up to about a tick more than the thread's CPU clock (CI once saw
+    // 0.6 ms). Two ticks allowed; the thread also claimed, committed and
+    // talked to Redis: a few ms the other way.
     assert!(
-        spun.cpu() <= burned && burned - spun.cpu() < Duration::from_millis(20),
+        spun.cpu() <= burned + Duration::from_millis(10)
+            && burned.saturating_sub(spun.cpu()) < Duration::from_millis(20),
         "the attempt reports {:?} of CPU; the thread burned {burned:?}",
         spun.cpu()
     );
     assert!(
-        ms(spun.cpu()) <= 260 && ms(spun.cpu()) >= 60,
+        ms(spun.cpu()) <= 260 && ms(spun.cpu()) >= 40,
         "200 ms of spinning reports {:?} of CPU",
         spun.cpu()
     );
     eprintln!(
-        "a 200 ms spin: {:?} of CPU, the thread {burned:?}",
-        spun.cpu()
+        "a 200 ms spin beside a rival: {:?} of CPU, the thread {burned:?}, wall {:?}",
+        spun.cpu(),
+        spun.wall()
     );
+    // the guest spins until 200 ms of wall time have passed, sharing its CPU
     assert!(
-        spun.wall() >= Duration::from_millis(200)
-            && spun.wall() < spun.cpu() + Duration::from_millis(150),
+        spun.wall() >= Duration::from_millis(200) && spun.wall() > spun.cpu(),
         "wall {:?} for cpu {:?}",
         spun.wall(),
         spun.cpu()
