@@ -38,11 +38,7 @@ fn thread_cpu() -> Duration {
 /// Pin thread `tid` (a thread id, or a process id for all its threads' next
 /// runs) to CPU 0.
 fn pin_to_cpu0(tid: i32) {
-    let pinned = std::process::Command::new("taskset")
-        .args(["-p", "-c", "0", &tid.to_string()])
-        .output()
-        .expect("taskset (util-linux) runs");
-    assert!(pinned.status.success(), "{pinned:?}");
+    crate::util::taskset(&["-p", "-c", "0", &tid.to_string()]);
 }
 
 /// A thread spinning on CPU 0 until dropped: a thread pinned there beside it
@@ -101,11 +97,7 @@ async fn cpu_is_what_the_instance_burned_and_waiting_costs_wall_time_only() {
     let events = running.until_settled("slow", &spin, WAIT).await;
     let burned = thread_cpu() - before;
     drop(rival);
-    let unpinned = std::process::Command::new("taskset")
-        .args(["-p", "-c", "0-1023", &this_thread.to_string()])
-        .output()
-        .expect("taskset runs");
-    assert!(unpinned.status.success(), "{unpinned:?}");
+    crate::util::taskset(&["-p", "-c", "0-1023", &this_thread.to_string()]);
     let spun = usage(&events, "slow", &spin);
     // Until the guest has run a whole epoch tick (5 ms) its polls are timed by
     // the monotonic clock, which also counts time the thread waited for its

@@ -761,11 +761,7 @@ mod alone {
             (redis_pid, "1"),
             (std::process::id(), "1"),
         ] {
-            let pinned = std::process::Command::new("taskset")
-                .args(["-a", "-p", "-c", cpu, &pid.to_string()])
-                .output()
-                .expect("taskset (util-linux) runs");
-            assert!(pinned.status.success(), "{pinned:?}");
+            crate::util::taskset(&["-a", "-p", "-c", cpu, &pid.to_string()]);
         }
 
         // one round: pause, enqueue JOBS, (waiters), resume, run them all; the

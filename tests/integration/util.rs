@@ -661,3 +661,13 @@ pub async fn until_running(
     })
     .await;
 }
+
+/// Run `taskset ARGS` (util-linux: set a thread's or a process's CPUs) and
+/// insist it worked.
+pub fn taskset(args: &[&str]) {
+    let out = std::process::Command::new("taskset")
+        .args(args)
+        .output()
+        .expect("taskset (util-linux) runs");
+    assert!(out.status.success(), "taskset {args:?}: {out:?}");
+}
