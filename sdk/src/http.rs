@@ -19,8 +19,9 @@
 //! with `?` it retries the job with the error as the recorded reason.
 //! Redirects are not followed: a 3xx comes back as it is.
 //!
-//! Built on [`wstd`], the Bytecode Alliance's async standard library for
-//! WASI 0.2, which speaks `wasi:http` for us.
+//! Built on `wasi:http` directly (the [`wasip2`] bindings): the body is
+//! finished before the request goes when there is none, and a server that
+//! answers before it has read an upload still has its answer read.
 
 use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
@@ -28,7 +29,11 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use wstd::http::{Body, Client, ErrorCode};
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme, http_error_code,
+};
+use wasip2::io::streams::StreamError;
 
 /// GET `url`.
 pub fn get(url: &str) -> Result<Response, HttpError> {
@@ -109,42 +114,119 @@ impl Request {
 
     /// Send it and read the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
-        let url = self.url.clone();
-        let invalid = |message: String| HttpError {
-            kind: HttpErrorKind::Invalid,
-            message: alloc::format!("{} {url}: {message}", self.method),
+        let fail = |kind, what: String| HttpError {
+            kind,
+            message: alloc::format!("{} {}: {what}", self.method, self.url),
         };
+        let invalid = |what: &str| fail(HttpErrorKind::Invalid, what.to_string());
+        let code = |code: ErrorCode| HttpError::from_code(&self.method, &self.url, &code);
         if let Some(why) = &self.invalid {
-            return Err(invalid(why.clone()));
+            return Err(invalid(why));
         }
-        let mut builder = wstd::http::Request::builder()
-            .method(self.method.as_str())
-            .uri(self.url.as_str());
-        for (name, value) in &self.headers {
-            builder = builder.header(name.as_str(), value.as_str());
+        let (scheme, rest) = match self.url.split_once("://") {
+            Some(("http", rest)) => (Scheme::Http, rest),
+            Some(("https", rest)) => (Scheme::Https, rest),
+            _ => return Err(invalid("not an http:// or https:// URL")),
+        };
+        let rest = rest.split('#').next().unwrap_or_default();
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], alloc::format!("/{}", &rest[i..])),
+            None => (rest, String::from("/")),
+        };
+        let fields: Vec<(String, Vec<u8>)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), value.as_bytes().to_vec()))
+            .collect();
+        let fields = Fields::from_list(&fields)
+            .map_err(|e| invalid(&alloc::format!("a header is not allowed: {e:?}")))?;
+        let request = OutgoingRequest::new(fields);
+        let method = match self.method.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "CONNECT" => Method::Connect,
+            "OPTIONS" => Method::Options,
+            "TRACE" => Method::Trace,
+            "PATCH" => Method::Patch,
+            other => Method::Other(other.to_string()),
+        };
+        request
+            .set_method(&method)
+            .map_err(|()| invalid("invalid method"))?;
+        request
+            .set_scheme(Some(&scheme))
+            .map_err(|()| invalid("invalid URL"))?;
+        if authority.is_empty() || request.set_authority(Some(authority)).is_err() {
+            return Err(invalid("invalid URL (host)"));
         }
-        let request = builder
-            .body(Body::from(self.body))
-            .map_err(|e| invalid(e.to_string()))?;
-        let failed = |e: wstd::http::Error| HttpError::from_wstd(&self.method, &url, &e);
-        wstd::runtime::block_on(async {
-            let response = Client::new().send(request).await.map_err(failed)?;
-            let (parts, mut body) = response.into_parts();
-            let body = body.contents().await.map_err(failed)?.to_vec();
-            Ok(Response {
-                status: parts.status.as_u16(),
-                headers: parts
-                    .headers
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.as_str().to_string(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
-                    .collect(),
-                body,
-            })
+        request
+            .set_path_with_query(Some(&path))
+            .map_err(|()| invalid("invalid URL (path)"))?;
+        let body = request.body().expect("a new request's body is there");
+
+        let future = if self.body.is_empty() {
+            // Finished before the request goes: a fast server's answer cannot
+            // race an upload that has nothing in it (writing even no bytes to
+            // a body the host has already dropped fails).
+            OutgoingBody::finish(body, None).map_err(code)?;
+            outgoing_handler::handle(request, None).map_err(code)?
+        } else {
+            let future = outgoing_handler::handle(request, None).map_err(code)?;
+            let stream = body.write().expect("a new body's stream is there");
+            for chunk in self.body.chunks(4096) {
+                // A server may answer before it has read the whole upload
+                // (a 413, a 401) and close: the response says what happened.
+                if stream.blocking_write_and_flush(chunk).is_err() {
+                    break;
+                }
+            }
+            drop(stream);
+            OutgoingBody::finish(body, None).map_err(code)?;
+            future
+        };
+        let response = loop {
+            match future.get() {
+                Some(Ok(Ok(response))) => break response,
+                Some(Ok(Err(e))) => return Err(code(e)),
+                Some(Err(())) => unreachable!("a response is taken once"),
+                None => future.subscribe().block(),
+            }
+        };
+        let status = response.status();
+        let headers = response
+            .headers()
+            .entries()
+            .into_iter()
+            .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
+            .collect();
+        let incoming = response.consume().expect("a response's body is taken once");
+        let stream = incoming.stream().expect("a body's stream is taken once");
+        let mut body = Vec::new();
+        loop {
+            match stream.blocking_read(64 << 10) {
+                Ok(bytes) => body.extend_from_slice(&bytes),
+                Err(StreamError::Closed) => break,
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(match http_error_code(&e) {
+                        Some(e) => code(e),
+                        None => fail(
+                            HttpErrorKind::Transport,
+                            alloc::format!("the response body broke off: {}", e.to_debug_string()),
+                        ),
+                    });
+                }
+            }
+        }
+        drop(stream);
+        drop(IncomingBody::finish(incoming));
+        Ok(Response {
+            status,
+            headers,
+            body,
         })
     }
 }
@@ -230,23 +312,15 @@ impl HttpError {
         self.kind
     }
 
-    fn from_wstd(method: &str, url: &str, e: &wstd::http::Error) -> HttpError {
-        // the code is in the chain itself, or inside an I/O error (a body stream's)
-        let code = e.chain().find_map(|c| {
-            c.downcast_ref::<ErrorCode>().or_else(|| {
-                c.downcast_ref::<std::io::Error>()?
-                    .get_ref()?
-                    .downcast_ref::<ErrorCode>()
-            })
-        });
+    fn from_code(method: &str, url: &str, code: &ErrorCode) -> HttpError {
         let (kind, what) = match code {
-            Some(ErrorCode::HttpRequestDenied) => (
+            ErrorCode::HttpRequestDenied => (
                 HttpErrorKind::Denied,
                 String::from(
                     "denied: the topic is not granted this host (grants.http in queues.toml), or it resolves to a private address",
                 ),
             ),
-            Some(ErrorCode::HttpResponseBodySize(size)) => (
+            ErrorCode::HttpResponseBodySize(size) => (
                 HttpErrorKind::Transport,
                 alloc::format!(
                     "the response body{} is over the topic's limit (http.max_response)",
@@ -254,11 +328,10 @@ impl HttpError {
                         .unwrap_or_default()
                 ),
             ),
-            Some(ErrorCode::HttpRequestUriInvalid) => {
+            ErrorCode::HttpRequestUriInvalid => {
                 (HttpErrorKind::Invalid, String::from("invalid URL"))
             }
-            Some(code) => (HttpErrorKind::Transport, describe(code)),
-            None => (HttpErrorKind::Transport, alloc::format!("{e:#}")),
+            code => (HttpErrorKind::Transport, describe(code)),
         };
         HttpError {
             kind,

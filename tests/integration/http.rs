@@ -10,7 +10,7 @@ use std::time::Duration;
 use hourglass::events::{Event, EventKind};
 use test_support::{HttpServer, Reply};
 
-use crate::util::{Project, Running, enqueue, eventually, of, retry_reasons, settled};
+use crate::util::{Project, Running, enqueue, eventually, is_final, of, retry_reasons, settled};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -87,6 +87,48 @@ handler = "probe.wasm"
     let counts = runner.outbound.snapshot();
     assert_eq!(counts.get(&("bare".into(), "denied".into())), Some(&2));
     assert_eq!(counts.get(&("granted".into(), "200".into())), Some(&1));
+    runner.stop().await;
+}
+
+/// A server that answers a GET at once and closes may be done before the
+/// guest, descheduled right after handing the request over, gets back to
+/// the request's (empty) body: the SDK finishes an empty body before the
+/// request goes, so nothing of it can meet a connection that is gone (it
+/// did: "connection reset" with the 200 already there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gets_answered_at_once_all_get_their_answer() {
+    let server = HttpServer::start(vec![Reply::status(200, "at once")]);
+    let url = server.url();
+    let project = Project::new(
+        "concurrency = 4",
+        &format!(
+            r#"
+[[topic]]
+name = "quick"
+handler = "probe.wasm"
+max_attempts = 1
+grants = {{ http = ["{url}"] }}
+"#
+        ),
+    );
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        ids.push(enqueue(&queue, "quick", &fetch(&format!("{url}/{i}")), 0, 0).await);
+    }
+    let events = runner
+        .until(WAIT, |seen| {
+            ids.iter().all(|id| {
+                seen.iter()
+                    .any(|e| e.topic == "quick" && &e.id == id && is_final(&e.kind))
+            })
+        })
+        .await;
+    for id in &ids {
+        let reason = settled(&events, "quick", id).unwrap_err();
+        assert!(reason.contains("fetched 200 at once"), "{reason}");
+    }
     runner.stop().await;
 }
 
