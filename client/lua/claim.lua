@@ -42,20 +42,23 @@ if #ids > 0 then
   local failures = hmget_all(KEYS[5], ids)
   local accounts = hmget_all(KEYS[8], ids)
   local leased, counted = {}, {}
+  local deadline, n, o = ARGV[2], 0, 1 -- counters: `#t` searches the table each time
   for i, id in ipairs(ids) do
     -- a pending id without a record was cancelled mid-flight: drop it
     if records[i] then
       local attempt = (tonumber(attempts[i]) or 0) + 1
-      leased[#leased + 1] = ARGV[2]
-      leased[#leased + 1] = id
-      counted[#counted + 1] = id
-      counted[#counted + 1] = string.format('%d', attempt) -- as text (prelude.lua: index_add)
-      out[#out + 1] = id
-      out[#out + 1] = scores[i]
-      out[#out + 1] = attempt
-      out[#out + 1] = record_of(records[i])
-      out[#out + 1] = failures[i]
-      out[#out + 1] = accounts[i]
+      leased[n + 1] = deadline
+      leased[n + 2] = id
+      counted[n + 1] = id
+      counted[n + 2] = tostring(attempt) -- as text (prelude.lua: index_add)
+      n = n + 2
+      out[o + 1] = id
+      out[o + 2] = scores[i]
+      out[o + 3] = attempt
+      out[o + 4] = record_of(records[i])
+      out[o + 5] = failures[i]
+      out[o + 6] = accounts[i]
+      o = o + 6
     end
   end
   keep_hashed(KEYS[4])

@@ -16,6 +16,9 @@ end
 
 -- HMGET `key` for all `fields`, in chunks: out[i] is the value of fields[i], or false.
 local function hmget_all(key, fields)
+  if #fields <= CHUNK then
+    return #fields > 0 and redis.call('HMGET', key, unpack(fields)) or {}
+  end
   local out = {}
   for i = 1, #fields, CHUNK do
     local last = math.min(i + CHUNK - 1, #fields)
