@@ -34,7 +34,7 @@ end
 each_chunk('ZREM', KEYS[1], done)
 each_chunk('HDEL', KEYS[2], done)
 each_chunk('HDEL', KEYS[3], done)
-each_chunk('HDEL', KEYS[4], done)
-each_chunk('HDEL', KEYS[7], done)
-each_chunk('HDEL', KEYS[8], done)
+hdel_if(KEYS[4], done)
+hdel_if(KEYS[7], done)
+hdel_if(KEYS[8], done)
 return stale

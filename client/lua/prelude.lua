@@ -28,6 +28,18 @@ local function hmget_all(key, fields)
   return out
 end
 
+-- hmget_all and each_chunk('HDEL', ...) for hashes that are often absent (a topic's
+-- errors, accounts, progress): an absent key costs one EXISTS instead of an argument
+-- and a reply per field. hmget_if's out[i] is then nil, not false.
+local function hmget_if(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget_all(key, fields)
+end
+
+local function hdel_if(key, fields)
+  if #fields > 0 and redis.call('EXISTS', key) == 1 then each_chunk('HDEL', key, fields) end
+end
+
 -- The attempt hash holds only the jobs in flight: a few dozen fields, which Redis
 -- stores as a listpack and searches linearly on every HMGET, HSET and HDEL (an
 -- eighth of Redis's time at full speed). One field longer than any job id (ids
