@@ -334,6 +334,76 @@ async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
     );
 }
 
+/// Ack deletes what a job left in the topic's side hashes (its last error,
+/// account and progress) while other jobs keep theirs; claim and ack skip
+/// these hashes when they are absent (lua/prelude.lua: hmget_if, hdel_if),
+/// so this is where a skipped delete would show.
+#[tokio::test]
+async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let hexists = |key: &str, field: &str| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string(), "hexists", key, field])
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    };
+    let tagged = |id: &str, due: u64| NewJob {
+        account: Some("acme".into()),
+        ..job(Some(id), due)
+    };
+    // "later" keeps an account entry, so the account hash is there throughout
+    q.enqueue(&k, &[tagged("x", 0), tagged("later", 1_000_000)], 0)
+        .await
+        .unwrap();
+    let first = q.claim(&k, 10, 20_000, 10).await.unwrap();
+    assert_eq!(first.jobs.len(), 1);
+    let failed = hourglass::redis::Failed {
+        id: "x".into(),
+        attempt: 1,
+        next_due_ms: 20,
+        failure: hourglass::redis::Failure {
+            error: "once".into(),
+            handler: None,
+            at: 10,
+            attempts: Vec::new(),
+        },
+    };
+    assert!(q.retry(&k, &[failed], false).await.unwrap().is_empty());
+    let second = q.claim(&k, 30, 20_000, 10).await.unwrap();
+    assert_eq!(second.jobs[0].attempt, 2);
+    assert_eq!(second.jobs[0].last_failure.as_ref().unwrap().error, "once");
+    assert_eq!(second.jobs[0].account.as_deref(), Some("acme"));
+    let report = hourglass::redis::Report {
+        id: "x".into(),
+        progress: hourglass::redis::Progress {
+            attempt: 2,
+            percent: Some(50),
+            detail: None,
+            at_ms: 35,
+        },
+    };
+    assert_eq!(q.progress(&k, &[report]).await.unwrap(), 1);
+    for key in [&k.error, &k.account, &k.progress] {
+        assert!(hexists(key, "x"), "{key} holds x before the ack");
+    }
+    assert!(
+        q.ack(&k, &[done("x", 2)], 40, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for key in [&k.error, &k.account, &k.progress, &k.attempt, &k.job] {
+        assert!(!hexists(key, "x"), "{key} still holds x after the ack");
+    }
+    assert!(
+        hexists(&k.account, "later"),
+        "the other job keeps its account"
+    );
+}
+
 #[tokio::test]
 async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
     // ack.lua parks follow-ups under a token it builds; deliver() clears them
