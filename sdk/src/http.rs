@@ -124,8 +124,8 @@ impl Request {
             return Err(invalid(why));
         }
         let (scheme, rest) = match self.url.split_once("://") {
-            Some(("http", rest)) => (Scheme::Http, rest),
-            Some(("https", rest)) => (Scheme::Https, rest),
+            Some((s, rest)) if s.eq_ignore_ascii_case("http") => (Scheme::Http, rest),
+            Some((s, rest)) if s.eq_ignore_ascii_case("https") => (Scheme::Https, rest),
             _ => return Err(invalid("not an http:// or https:// URL")),
         };
         let rest = rest.split('#').next().unwrap_or_default();
@@ -142,7 +142,8 @@ impl Request {
         let fields = Fields::from_list(&fields)
             .map_err(|e| invalid(&alloc::format!("a header is not allowed: {e:?}")))?;
         let request = OutgoingRequest::new(fields);
-        let method = match self.method.to_ascii_uppercase().as_str() {
+        // methods are case-sensitive: "patch" is not PATCH
+        let method = match self.method.as_str() {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
             "POST" => Method::Post,
@@ -152,7 +153,7 @@ impl Request {
             "OPTIONS" => Method::Options,
             "TRACE" => Method::Trace,
             "PATCH" => Method::Patch,
-            other => Method::Other(other.to_string()),
+            other => Method::Other(other.to_owned()),
         };
         request
             .set_method(&method)
@@ -177,15 +178,18 @@ impl Request {
         } else {
             let future = outgoing_handler::handle(request, None).map_err(code)?;
             let stream = body.write().expect("a new body's stream is there");
-            for chunk in self.body.chunks(4096) {
-                // A server may answer before it has read the whole upload
-                // (a 413, a 401) and close: the response says what happened.
-                if stream.blocking_write_and_flush(chunk).is_err() {
-                    break;
-                }
-            }
+            // A server may answer before it has read the whole upload (a 413,
+            // a 401) and close: the response says what happened, not the
+            // broken upload (nor finish's complaint that it fell short).
+            let sent = self
+                .body
+                .chunks(4096)
+                .all(|chunk| stream.blocking_write_and_flush(chunk).is_ok());
             drop(stream);
-            OutgoingBody::finish(body, None).map_err(code)?;
+            let finished = OutgoingBody::finish(body, None);
+            if sent {
+                finished.map_err(code)?;
+            }
             future
         };
         let response = loop {
