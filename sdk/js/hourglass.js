@@ -40,6 +40,10 @@ function toBytes(value) {
   return new TextEncoder().encode(JSON.stringify(value));
 }
 
+// one decoder for every job: making one costs a JavaScript job about as much
+// as the rest of its SDK work
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 /** One attempt of one job. */
 export class Job {
   constructor(raw) {
@@ -61,7 +65,7 @@ export class Job {
   /** The payload as UTF-8 text; a payload that is not fails the job for good. */
   text() {
     try {
-      return new TextDecoder('utf-8', { fatal: true }).decode(this.raw.payload);
+      return STRICT_UTF8.decode(this.raw.payload);
     } catch (e) {
       throw new Fail(`payload is not UTF-8: ${e.message}`);
     }
@@ -199,28 +203,46 @@ export const log = {
 
 const OUTCOMES = new Set(['ack', 'retry', 'fail']);
 
-/** Make `fn(job)` (which may be async) this component's handler: `export const handle = handler(fn)`. */
+/** What a handler returned (or resolved to), as the outcome the host takes. */
+function settle(outcome) {
+  if (outcome === undefined || outcome === null) return ack();
+  if (typeof outcome === 'object' && outcome.tag === 'ack' && outcome.result !== undefined) {
+    setResult(outcome.result);
+    return ack();
+  }
+  if (typeof outcome === 'object' && OUTCOMES.has(outcome.tag)) return outcome;
+  return retry(
+    `TypeError: the handler returned ${typeof outcome}; return nothing, ack(), result(...), retry(...), retryIn(...) or fail(...)`,
+  );
+}
+
+/** What a handler threw (or rejected with), as the outcome the host takes. */
+function settleThrown(e) {
+  if (e instanceof Fail) return fail(e.message);
+  if (e instanceof Retry) return e.seconds === undefined ? retry(e.message) : retryIn(e.seconds, e.message);
+  const name = e instanceof Error ? e.name : typeof e;
+  const message = e instanceof Error ? e.message : String(e);
+  log.error(e instanceof Error && e.stack ? `${name}: ${message}\n${e.stack}` : `${name}: ${message}`);
+  return retry(`${name}: ${message}`);
+}
+
+/**
+ * Make `fn(job)` (which may be async) this component's handler: `export const handle = handler(fn)`.
+ * Not itself an async function: in StarlingMonkey's interpreter every async
+ * frame and promise costs microseconds per job, so a handler's promise is
+ * chained once and a plain function's answer taken as it is.
+ */
 export function handler(fn) {
-  return async function handle(raw) {
+  return function handle(raw) {
     let outcome;
     try {
-      outcome = await fn(new Job(raw));
+      outcome = fn(new Job(raw));
     } catch (e) {
-      if (e instanceof Fail) return fail(e.message);
-      if (e instanceof Retry) return e.seconds === undefined ? retry(e.message) : retryIn(e.seconds, e.message);
-      const name = e instanceof Error ? e.name : typeof e;
-      const message = e instanceof Error ? e.message : String(e);
-      log.error(e instanceof Error && e.stack ? `${name}: ${message}\n${e.stack}` : `${name}: ${message}`);
-      return retry(`${name}: ${message}`);
+      return settleThrown(e);
     }
-    if (outcome === undefined || outcome === null) return ack();
-    if (typeof outcome === 'object' && outcome.tag === 'ack' && outcome.result !== undefined) {
-      setResult(outcome.result);
-      return ack();
+    if (outcome !== null && typeof outcome === 'object' && typeof outcome.then === 'function') {
+      return outcome.then(settle, settleThrown);
     }
-    if (typeof outcome === 'object' && OUTCOMES.has(outcome.tag)) return outcome;
-    return retry(
-      `TypeError: the handler returned ${typeof outcome}; return nothing, ack(), result(...), retry(...), retryIn(...) or fail(...)`,
-    );
+    return settle(outcome);
   };
 }

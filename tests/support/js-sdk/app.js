@@ -19,7 +19,9 @@ import { handler, fail, retry, retryIn, followUp, log, progress, result } from '
 // topic reuses instances; a fresh instance always says 1)
 let served = 0;
 
-export const handle = handler(async (job) => {
+// A plain function where the plan needs no waiting, an async one where it
+// does (progress, fetch): the SDK takes both, and both paths are tested.
+export const handle = handler((job) => {
   served += 1;
   const plan = job.json();
   if (plan.log !== undefined) log.info(plan.log);
@@ -28,21 +30,32 @@ export const handle = handler(async (job) => {
   if (plan.fail !== undefined) return fail(plan.fail);
   if (plan.retry_in !== undefined) return retryIn(plan.retry_in, plan.reason ?? 'asked to retry');
   if (plan.retry !== undefined) return retry(plan.retry);
+  if (plan.progress !== undefined || plan.fetch !== undefined) return waiting(job, plan);
+  return finish(job, plan);
+});
+
+async function waiting(job, plan) {
   for (const p of plan.progress ?? []) {
     progress(p, { step: p });
     await new Promise((done) => setTimeout(done, 300));
   }
-  if (plan.follow_up !== undefined) {
-    const f = plan.follow_up;
-    followUp(f.topic, f.payload, {
-      id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result,
-    });
-  }
-  if (plan.fetch !== undefined) {
-    const res = await fetch(plan.fetch);
-    return fail(`fetched ${res.status} ${await res.text()}`);
-  }
+  if (plan.fetch === undefined) return finish(job, plan);
+  startFollowUp(plan);
+  const res = await fetch(plan.fetch);
+  return fail(`fetched ${res.status} ${await res.text()}`);
+}
+
+function finish(job, plan) {
+  startFollowUp(plan);
   if (plan.served) return result({ served });
   if (plan.echo_parent) return result({ parent: job.parentJson() ?? null });
   if (plan.result !== undefined) return result(plan.result);
-});
+}
+
+function startFollowUp(plan) {
+  if (plan.follow_up === undefined) return;
+  const f = plan.follow_up;
+  followUp(f.topic, f.payload, {
+    id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result,
+  });
+}
