@@ -41,6 +41,10 @@ pub(crate) const PYTHON_SDK: [(&str, &str); 2] = [
 /// The JavaScript SDK (`sdk/js/hourglass.js`): one ES module.
 pub(crate) const JS_SDK: &str = include_str!("../../sdk/js/hourglass.js");
 
+/// Appended to the bindings componentize-js generates, to run before the
+/// snapshot (see `js::add_warm_up`).
+pub(crate) const JS_WARM_UP: &str = include_str!("../toolchain/js/warm-up.js");
+
 /// The pinned JavaScript toolchain: its package.json and lockfile.
 pub(crate) const JS_TOOLCHAIN: [(&str, &str); 2] = [
     ("package.json", include_str!("../toolchain/js/package.json")),

@@ -95,12 +95,16 @@ pub(crate) fn build(
             Ok(())
         },
     )?;
+    add_warm_up(&toolchain)?;
     write_if_changed(&project.dir.join(SDK_FILE), contract::JS_SDK)?;
     let wit = work.join("wit-js");
     contract::write_plain(&wit)?;
+    let warm_up = work.join("warm-up.js");
+    write_if_changed(&warm_up, contract::JS_WARM_UP)?;
     let out = project.output_file()?;
     step("componentize-js").run(
         Command::new(toolchain.join("node_modules/.bin/componentize-js"))
+            .env(WARM_UP_ENV, &warm_up)
             .arg("--wit")
             .arg(&wit)
             .args(["--world-name", "handler", "-o"])
@@ -109,6 +113,57 @@ pub(crate) fn build(
             .current_dir(&project.dir),
     )?;
     Ok(out)
+}
+
+/// The file componentize-js writes its generated bindings from.
+const COMPONENTIZE_SOURCE: &str =
+    "node_modules/@bytecodealliance/componentize-js/src/componentize.js";
+
+/// The line of `COMPONENTIZE_SOURCE` that writes the bindings, as released.
+const WRITES_BINDINGS: &str = "await writeFile(initializerPath, jsBindings);";
+
+/// The environment variable naming a script to append to the bindings.
+const WARM_UP_ENV: &str = "HOURGLASS_BINDINGS_EPILOGUE";
+
+/// That line once hourglass has added its hook: the script `WARM_UP_ENV`
+/// names, when set, goes after the bindings.
+const WRITES_BINDINGS_AND_WARM_UP: &str = "await writeFile(initializerPath, jsBindings + \
+     (process.env.HOURGLASS_BINDINGS_EPILOGUE ? \
+     await readFile(process.env.HOURGLASS_BINDINGS_EPILOGUE, 'utf8') : ''));";
+
+/// Let `toolchain`'s componentize-js append a script to the bindings it
+/// generates (`WARM_UP_ENV`), which StarlingMonkey evaluates in its own global
+/// before the handler's module, and wizer snapshots with it.
+///
+/// componentize-js has no option for that, and the warm-up must run in that
+/// global: the export the bindings define is an async function, and
+/// StarlingMonkey builds the Promise and async-function machinery, BigInt and
+/// typed arrays the first time a global's code uses them. Without the warm-up
+/// every fresh instance did that again: 43% of a JavaScript job's time in a
+/// fresh instance, by `perf` with wasmtime's perfmap on StarlingMonkey's
+/// debug build. One line of the pinned release changes, idempotently; a
+/// release without that line is an error here, not a silently slower build.
+fn add_warm_up(toolchain: &Path) -> Result<(), BuildError> {
+    let path = toolchain.join(COMPONENTIZE_SOURCE);
+    let shown = path.display().to_string();
+    let text =
+        std::fs::read_to_string(&path).map_err(BuildError::io(format!("reading {shown}")))?;
+    if text.contains(WRITES_BINDINGS_AND_WARM_UP) {
+        return Ok(());
+    }
+    if text.matches(WRITES_BINDINGS).count() != 1 {
+        return Err(BuildError::Project(format!(
+            "{shown}: no single line `{WRITES_BINDINGS}` to add hourglass's warm-up to \
+             (componentize-js {COMPONENTIZE_JS} has one; reinstall it by removing {})",
+            toolchain.display()
+        )));
+    }
+    let patched = text.replacen(WRITES_BINDINGS, WRITES_BINDINGS_AND_WARM_UP, 1);
+    // another build may read the file meanwhile: replace it whole
+    let temp = path.with_extension(format!("js.{}", std::process::id()));
+    std::fs::write(&temp, patched)
+        .map_err(BuildError::io(format!("writing {}", temp.display())))?;
+    std::fs::rename(&temp, &path).map_err(BuildError::io(format!("replacing {shown}")))
 }
 
 #[cfg(test)]
@@ -120,5 +175,43 @@ mod tests {
         let lock: serde_json::Value = serde_json::from_str(contract::JS_TOOLCHAIN[1].1).unwrap();
         let pinned = &lock["packages"]["node_modules/@bytecodealliance/componentize-js"]["version"];
         assert_eq!(pinned, COMPONENTIZE_JS);
+    }
+
+    fn toolchain_with(source: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(COMPONENTIZE_SOURCE);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, source).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_warm_up_hook_goes_in_once_and_a_changed_componentize_js_is_an_error() {
+        let released = "import { readFile } from 'node:fs/promises';\n  \
+                        await writeFile(initializerPath, jsBindings);\n  if (debugBindings) {}\n";
+        let toolchain = toolchain_with(released);
+        let path = toolchain.path().join(COMPONENTIZE_SOURCE);
+        add_warm_up(toolchain.path()).unwrap();
+        let once = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            once.matches(WRITES_BINDINGS_AND_WARM_UP).count(),
+            1,
+            "{once}"
+        );
+        assert!(!once.contains(WRITES_BINDINGS), "{once}");
+        assert!(once.ends_with("  if (debugBindings) {}\n"), "{once}");
+        add_warm_up(toolchain.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            once,
+            "a second build changes nothing"
+        );
+
+        let changed = toolchain_with("await writeFile(initializerPath, bindings);\n");
+        let err = add_warm_up(changed.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("no single line") && err.contains(COMPONENTIZE_JS),
+            "{err}"
+        );
     }
 }
