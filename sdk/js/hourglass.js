@@ -241,7 +241,8 @@ export function handler(fn) {
       return settleThrown(e);
     }
     if (outcome !== null && typeof outcome === 'object' && typeof outcome.then === 'function') {
-      return outcome.then(settle, settleThrown);
+      // Promise.resolve: a thenable whose then() throws is a rejection, as with await
+      return Promise.resolve(outcome).then(settle, settleThrown);
     }
     return settle(outcome);
   };
