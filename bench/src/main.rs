@@ -56,6 +56,24 @@ struct Args {
     /// Where to write the results as JSON.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/latest.json"))]
     json: PathBuf,
+    /// Only this language's no-op in the `languages` and `instance` sections
+    /// (the languages section's memory and compile figures, which need both
+    /// interpreted languages, are then left out).
+    #[arg(long, value_parser = ["rust", "python", "javascript"])]
+    language: Option<String>,
+    /// With --language: this component instead of the built-in no-op, e.g.
+    /// one whose guest functions have names, to profile.
+    #[arg(long, requires = "language")]
+    component: Option<PathBuf>,
+    /// Every workload's job count times this: a longer run to profile (for
+    /// `perf record`), not figures to quote.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    scale: u32,
+    /// Where the `instance` section keeps compiled handlers between runs (a
+    /// 19 MB Python handler then loads in a second instead of compiling
+    /// again); none by default.
+    #[arg(long)]
+    compile_cache: Option<PathBuf>,
 }
 
 /// How many jobs each workload uses.
@@ -71,6 +89,22 @@ struct Sizes {
     languages: usize,
     /// Live swaps of a small (Rust) and of a big (Python) component.
     swaps: (usize, usize),
+}
+
+impl Sizes {
+    /// Every job count times `k` (`--scale`).
+    fn times(self, k: usize) -> Sizes {
+        Sizes {
+            throughput: self.throughput * k,
+            http: self.http * k,
+            late: self.late * k,
+            memory: self.memory * k,
+            scale: self.scale * k,
+            instance: self.instance * k,
+            languages: self.languages * k,
+            ..self
+        }
+    }
 }
 
 /// The run: its server, the hourglass project, and what was measured.
@@ -116,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
             swaps: (30, 3),
         }
     };
+    let sizes = sizes.times(args.scale as usize);
     let redis = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
     let url = redis.url();
     if !args.skip_bullmq {
@@ -491,7 +526,8 @@ impl Bench {
                 serde_json::json!({ "n": bull_n }),
             )?)
         };
-        for (label, component) in languages::NO_OPS {
+        for (label, component) in self.no_ops() {
+            let component = component.as_str();
             server::flush(&self.url).await?;
             eprintln!("   languages / {label} no-op");
             let n = if label == "rust" {
@@ -530,6 +566,9 @@ impl Bench {
                 j(&hg, "runner_cpu_us_per_job"),
                 None,
             );
+        }
+        if self.args.language.is_some() {
+            return Ok(());
         }
         server::flush(&self.url).await?;
         eprintln!("   languages / memory");
@@ -665,24 +704,44 @@ impl Bench {
         Ok(())
     }
 
-    /// Each language's no-op job in a fresh instance after another, no Redis.
+    /// Each language's no-op job in a fresh instance after another, then in
+    /// one reused instance (`reuse`), no Redis: the host's cost per job.
     async fn instance(&mut self) -> anyhow::Result<()> {
-        for (label, component) in languages::NO_OPS {
-            let (n, key) = match label {
-                "rust" => (
-                    self.sizes.instance,
-                    "host fresh_instance_us_per_job".to_owned(),
-                ),
-                _ => (
-                    self.sizes.instance / 20,
-                    format!("host fresh_instance_us_per_job {label}"),
-                ),
+        let cache = self.args.compile_cache.clone();
+        for (label, component) in self.no_ops() {
+            let n = match label {
+                "rust" => self.sizes.instance,
+                _ => self.sizes.instance / 20,
             };
-            let hg = hourglass::instance(component, n).await?;
-            self.report
-                .record(&key, "µs", j(&hg, "fresh_instance_us_per_job"), None);
+            for (reuse, key) in [
+                (false, "host fresh_instance_us_per_job"),
+                (true, "host reused_instance_us_per_job"),
+            ] {
+                let key = match (label, reuse) {
+                    ("rust", false) => key.to_owned(), // the name of earlier runs
+                    _ => format!("{key} {label}"),
+                };
+                let hg = hourglass::instance(&component, n, reuse, cache.as_deref()).await?;
+                self.report.record(&key, "µs", j(&hg, "us_per_job"), None);
+            }
         }
         Ok(())
+    }
+
+    /// The no-op handler per language (`languages::NO_OPS`), or only the one
+    /// --language names (with --component's instead of its own).
+    fn no_ops(&self) -> Vec<(&'static str, String)> {
+        languages::NO_OPS
+            .iter()
+            .filter(|(label, _)| self.args.language.as_deref().is_none_or(|l| l == *label))
+            .map(|(label, component)| {
+                let component = match &self.args.component {
+                    Some(path) => path.display().to_string(),
+                    None => component.to_string(),
+                };
+                (*label, component)
+            })
+            .collect()
     }
 
     /// Hourglass alone: one server vs a 3-master cluster, 8 topics.

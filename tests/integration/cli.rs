@@ -296,3 +296,57 @@ fn schedules_list_their_next_fire_times_and_bad_ones_name_the_field() {
     let stderr = String::from_utf8_lossy(&hourglass(&project, &["check"]).stderr).into_owned();
     assert!(stderr.contains("field `topic`"), "{stderr}");
 }
+
+/// `hourglass check --config <project>` with `perfmap` set or not: its
+/// output, and the perf map it left (removed), if any.
+fn check_with_perfmap(
+    project: &Project,
+    perfmap: Option<&str>,
+) -> (std::process::Output, Option<String>) {
+    let mut cmd = std::process::Command::new(crate::util::hourglass_bin());
+    cmd.args(["check", "--config"]).arg(project.config_path());
+    cmd.env_remove(hourglass::wasm::PERFMAP_ENV);
+    if let Some(value) = perfmap {
+        cmd.env(hourglass::wasm::PERFMAP_ENV, value);
+    }
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    let out = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(&map).ok();
+    let _ = std::fs::remove_file(&map);
+    (out, text)
+}
+
+#[test]
+fn hourglass_perfmap_names_the_handlers_functions_for_perf() {
+    let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
+    let (out, map) = check_with_perfmap(&project, Some("1"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let map = map.expect("HOURGLASS_PERFMAP=1: no /tmp/perf-<pid>.map written");
+    // perf's map format: start address, size, name; the handler's functions are named
+    assert!(
+        map.lines().any(|l| l
+            .split(' ')
+            .nth(2)
+            .is_some_and(|name| name.starts_with("wasm["))),
+        "no handler function in the perf map:\n{}",
+        map.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    for unset in [None, Some("0")] {
+        let (out, map) = check_with_perfmap(&project, unset);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(map.is_none(), "{unset:?}: a perf map was written");
+    }
+}

@@ -227,6 +227,11 @@ pub struct Needs {
 /// A WebAssembly page, the unit of memory sizes.
 const WASM_PAGE: u64 = 64 << 10;
 
+/// Set to `1`, the engine writes `/tmp/perf-<pid>.map`, which names the
+/// handlers' compiled functions (`wasm[3]::function[1687]::dlmalloc`) in
+/// `perf report` (README: Profiling).
+pub const PERFMAP_ENV: &str = "HOURGLASS_PERFMAP";
+
 /// Linear memory kept resident per pool slot between instances, reset by
 /// copying back only the pages an instance wrote: a Rust handler's initial
 /// memory (about 1.1 MiB) fits, and so do Python's (13.2 MiB) and
@@ -372,6 +377,10 @@ impl Runtime {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
             .wasm_backtrace_max_frames(None)
             .cache(cache.clone());
+        if std::env::var_os(PERFMAP_ENV).is_some_and(|v| v == "1") {
+            // /tmp/perf-<pid>.map names every compiled function for `perf report`
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
