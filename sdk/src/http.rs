@@ -134,11 +134,25 @@ impl Request {
             Some(i) => (&rest[..i], alloc::format!("/{}", &rest[i..])),
             None => (rest, String::from("/")),
         };
-        let fields: Vec<(String, Vec<u8>)> = self
+        let mut fields: Vec<(String, Vec<u8>)> = self
             .headers
             .iter()
             .map(|(name, value)| (name.clone(), value.as_bytes().to_vec()))
             .collect();
+        // A body's length goes with it, as curl and browsers send it: without
+        // one the upload is chunked, which some servers refuse (411, S3's
+        // presigned PUT). The host checks the body against it.
+        let sized =
+            !self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
+        if sized
+            && !self
+                .headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        {
+            let length = alloc::format!("{}", self.body.len());
+            fields.push((String::from("content-length"), length.into_bytes()));
+        }
         let fields = Fields::from_list(&fields)
             .map_err(|e| invalid(&alloc::format!("a header is not allowed: {e:?}")))?;
         let request = OutgoingRequest::new(fields);

@@ -238,6 +238,10 @@ async fn the_webhook_retries_5xx_and_acks_on_the_attempt_that_gets_a_2xx() {
         assert_eq!(request.method, "POST");
         assert_eq!(request.path, "/hooks/order");
         assert_eq!(request.header("content-type"), Some("application/json"));
+        // a length, not a chunked upload: some servers refuse those (411)
+        let length = request.body.len().to_string();
+        assert_eq!(request.header("content-length"), Some(length.as_str()));
+        assert_eq!(request.header("transfer-encoding"), None);
         let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!(body, serde_json::json!({"order":1042,"state":"cancelled"}));
     }

@@ -107,11 +107,18 @@ def request(method, url, *, headers=None, body=None, timeout=None):
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise HttpError(f"{url!r} is not an http:// or https:// URL")
     pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    verb = method.upper()
+    data = body.encode() if isinstance(body, str) else bytes(body or b"")
+    # a body's length goes with it, as curl and browsers send it: without one the
+    # upload is chunked, which some servers refuse (411, S3's presigned PUT)
+    if (data or verb in ("POST", "PUT", "PATCH")) and not any(
+        str(k).lower() == "content-length" for k, _ in pairs
+    ):
+        pairs.append(("content-length", str(len(data))))
     fields = _http.Fields.from_list(
         [(str(k), v if isinstance(v, bytes) else str(v).encode()) for k, v in pairs]
     )
     req = _http.OutgoingRequest(fields)
-    verb = method.upper()
     req.set_method(_METHODS[verb]() if verb in _METHODS else _http.Method_Other(verb))
     req.set_scheme(_http.Scheme_Https() if parts.scheme == "https" else _http.Scheme_Http())
     req.set_authority(parts.netloc)
@@ -126,14 +133,20 @@ def request(method, url, *, headers=None, body=None, timeout=None):
     except _Err as e:
         raise HttpError(f"{verb} {url}: {_describe(e.value)}",
                         denied=isinstance(e.value, _http.ErrorCode_HttpRequestDenied)) from None
-    data = body.encode() if isinstance(body, str) else bytes(body or b"")
+    sent = True
     with out_body.write() as stream:
         for i in range(0, len(data), _WRITE):
             try:
                 stream.blocking_write_and_flush(data[i:i + _WRITE])
             except _Err:
-                break  # the request failed; the response says why
-    _http.OutgoingBody.finish(out_body, None)
+                sent = False  # the request failed; the response says why
+                break
+    try:
+        _http.OutgoingBody.finish(out_body, None)
+    except _Err as e:
+        # short of its length after a broken upload: the response says why
+        if sent:
+            raise HttpError(f"{verb} {url}: {_describe(e.value)}") from None
     with future:
         while (answer := future.get()) is None:
             with future.subscribe() as ready:

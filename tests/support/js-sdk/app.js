@@ -8,6 +8,7 @@
 //   {"retry": REASON}                  retry with the topic's backoff
 //   {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?}}  then ack
 //   {"fetch": URL}                     GET URL; fail with "fetched STATUS BODY"
+//   {"post_json": URL, "body": V}      POST V as JSON; fail with "posted STATUS BODY"
 //   {"progress": [P, ...]}             report each percentage, 300 ms apart
 //   {"result": V}                      ack with V as the result (JSON)
 //   {"echo_parent": true}              ack with {"parent": the parent's result}
@@ -20,7 +21,7 @@ import { handler, fail, retry, retryIn, followUp, log, progress, result } from '
 let served = 0;
 
 // A plain function where the plan needs no waiting, an async one where it
-// does (progress, fetch): the SDK takes both, and both paths are tested.
+// does (progress, fetch, post_json): the SDK takes both, and both paths are tested.
 export const handle = handler((job) => {
   served += 1;
   const plan = job.json();
@@ -30,7 +31,9 @@ export const handle = handler((job) => {
   if (plan.fail !== undefined) return fail(plan.fail);
   if (plan.retry_in !== undefined) return retryIn(plan.retry_in, plan.reason ?? 'asked to retry');
   if (plan.retry !== undefined) return retry(plan.retry);
-  if (plan.progress !== undefined || plan.fetch !== undefined) return waiting(job, plan);
+  if (plan.progress !== undefined || plan.fetch !== undefined || plan.post_json !== undefined) {
+    return waiting(job, plan);
+  }
   return finish(job, plan);
 });
 
@@ -38,6 +41,14 @@ async function waiting(job, plan) {
   for (const p of plan.progress ?? []) {
     progress(p, { step: p });
     await new Promise((done) => setTimeout(done, 300));
+  }
+  if (plan.post_json !== undefined) {
+    const res = await fetch(plan.post_json, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(plan.body),
+    });
+    return fail(`posted ${res.status} ${await res.text()}`);
   }
   if (plan.fetch === undefined) return finish(job, plan);
   startFollowUp(plan);
