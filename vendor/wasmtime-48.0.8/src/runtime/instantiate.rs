@@ -7,6 +7,7 @@ use crate::code::EngineCode;
 use crate::prelude::*;
 use crate::profiling_agent::ProfilingAgent;
 use crate::runtime::vm::CompiledModuleId;
+use crate::sync::OnceLock;
 use alloc::sync::Arc;
 use core::ops::Range;
 use core::str;
@@ -25,6 +26,10 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// hourglass: each defined function's array-to-wasm trampoline and body
+    /// offsets in the text section, built on first use (see
+    /// `defined_func_code_starts`).
+    defined_func_code_starts: OnceLock<Box<[[u32; 2]]>>,
 }
 
 impl CompiledModule {
@@ -58,6 +63,7 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
+            defined_func_code_starts: OnceLock::new(),
         };
         ret.register_profiling(profiler)?;
 
@@ -163,6 +169,39 @@ impl CompiledModule {
             }
             _ => None,
         }
+    }
+
+    /// hourglass: where a defined function's array-to-wasm trampoline and its
+    /// body start in the text section, the two `function_range` lookups a
+    /// `VMFuncRef` needs, answered from a table built once per module.
+    ///
+    /// Each lookup by key searches the module's namespaces and then its sparse
+    /// trampoline indices; an instance whose element segments fill thousands
+    /// of table slots (an interpreter's function table) paid that for every
+    /// slot, at every instantiation. Panics, as `function_range` does, if the
+    /// function has no array-to-wasm trampoline (it never escapes).
+    #[inline]
+    pub fn defined_func_code_starts(&self, index: DefinedFuncIndex) -> (usize, usize) {
+        const NONE: u32 = u32::MAX;
+        let starts = self.defined_func_code_starts.get_or_init(|| {
+            let module_index = self.module_index();
+            self.module
+                .defined_func_indices()
+                .map(|i| {
+                    let start = |key| self.index.func_loc(key).map_or(NONE, |loc| loc.start);
+                    [
+                        start(FuncKey::ArrayToWasmTrampoline(module_index, i)),
+                        start(FuncKey::DefinedWasmFunction(module_index, i)),
+                    ]
+                })
+                .collect()
+        });
+        let [array, wasm] = starts[index.as_u32() as usize];
+        assert!(
+            array != NONE && wasm != NONE,
+            "defined function should be present"
+        );
+        (usize::try_from(array).unwrap(), usize::try_from(wasm).unwrap())
     }
 
     /// Gets the function location information for a given function index.

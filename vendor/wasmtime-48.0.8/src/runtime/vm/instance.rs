@@ -144,6 +144,13 @@ pub struct Instance {
     /// cross-thread stuff used in `InstancePre`)
     store: Option<VMStoreRawPtr>,
 
+    /// hourglass: this module's code as this store holds it, found in the
+    /// store's module registry on the first `VMFuncRef` initialized and kept
+    /// (the registry keeps a module's code for the store's life), so that
+    /// filling thousands of table slots does not search the registry for
+    /// each one.
+    store_text: Option<SendSyncPtr<[u8]>>,
+
     /// Additional context used by compiled wasm code. This field is last, and
     /// represents a dynamically-sized array that extends beyond the nominal
     /// end of the struct (similar to a flexible array member).
@@ -209,6 +216,7 @@ impl Instance {
             #[cfg(feature = "wmemcheck")]
             wmemcheck_state,
             store: None,
+            store_text: None,
             vmctx: OwnedVMContext::new(),
         })?;
 
@@ -880,17 +888,14 @@ impl Instance {
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
         let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
-        let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
-        let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
-        // SAFETY: the type/offset/keys here are all valid for the defined
+        // SAFETY: the type/offset/function here are all valid for the defined
         // function at `def_index`.
         unsafe {
             self.initialize_and_return_funcref(
                 registry,
                 type_index,
                 vmctx_offset,
-                array_to_wasm_key,
-                wasm_key,
+                FuncRefCode::Defined(def_index),
             )
         }
     }
@@ -916,8 +921,7 @@ impl Instance {
                 registry,
                 type_index,
                 vmctx_offset,
-                array_to_wasm_key,
-                wasm_key,
+                FuncRefCode::Keys(array_to_wasm_key, wasm_key),
             )
         }
     }
@@ -932,12 +936,11 @@ impl Instance {
     /// functions here. Effectively all the arguments here must be "logically
     /// correct" for the `VMFuncRef` being initialized.
     unsafe fn initialize_and_return_funcref(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         registry: &ModuleRegistry,
         type_index: VMSharedTypeIndex,
         vmctx_offset: u32,
-        array_to_wasm_key: FuncKey,
-        wasm_key: FuncKey,
+        code: FuncRefCode,
     ) -> Option<NonNull<VMFuncRef>> {
         // For now, we eagerly initialize an funcref struct in-place whenever
         // asked for a reference to it. This is mostly fine, because in practice
@@ -960,26 +963,39 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        let module_with_code = ModuleWithCode::in_store(
-            registry,
-            self.runtime_module()
-                .expect("funcref impossible in fake module"),
-        )
-        .expect("module not in store");
+        let (array_to_wasm, wasm) = match code {
+            FuncRefCode::Keys(array_to_wasm_key, wasm_key) => {
+                let module_with_code = ModuleWithCode::in_store(
+                    registry,
+                    self.runtime_module()
+                        .expect("funcref impossible in fake module"),
+                )
+                .expect("module not in store");
+                (
+                    NonNull::from(module_with_code.function(array_to_wasm_key)).cast::<u8>(),
+                    NonNull::from(module_with_code.function(wasm_key)).cast::<u8>(),
+                )
+            }
+            FuncRefCode::Defined(index) => {
+                let text = self.as_mut().store_text(registry);
+                let (array_to_wasm, wasm) = self
+                    .runtime_module()
+                    .expect("funcref impossible in fake module")
+                    .compiled_module()
+                    .defined_func_code_starts(index);
+                // SAFETY: the store's code for this module lives as long as
+                // the store, and so as long as this instance.
+                let text = unsafe { text.as_ref() };
+                (
+                    NonNull::from(&text[array_to_wasm..]).cast::<u8>(),
+                    NonNull::from(&text[wasm..]).cast::<u8>(),
+                )
+            }
+        };
 
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
+        let array_call = VmPtr::from(array_to_wasm.cast());
 
-        let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
-            )
-            .unwrap(),
-        ));
+        let wasm_call = Some(VmPtr::from(wasm.cast::<VMWasmCallFunction>()));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
 
@@ -999,6 +1015,25 @@ impl Instance {
         }
 
         Some(func_ref_ptr)
+    }
+
+    /// hourglass: this module's code in the store (see `store_text`).
+    fn store_text(self: Pin<&mut Self>, registry: &ModuleRegistry) -> NonNull<[u8]> {
+        if let Some(text) = &self.store_text {
+            return text.as_non_null();
+        }
+        let module = self
+            .runtime_module()
+            .expect("funcref impossible in fake module");
+        let text = NonNull::from(
+            registry
+                .store_code(module.engine_code())
+                .expect("module not in store")
+                .text(),
+        );
+        // SAFETY: not moving data out of `self`.
+        unsafe { self.get_unchecked_mut() }.store_text = Some(SendSyncPtr::new(text));
+        text
     }
 
     /// Get the passive elements segment at the given index.
@@ -1902,4 +1937,12 @@ impl PassiveElementSegment {
     pub(crate) fn elements_mut(&mut self) -> &mut [ValRaw] {
         &mut self.elements
     }
+}
+
+/// hourglass: where `initialize_and_return_funcref` finds a function's code:
+/// by key, or for a defined function from its module's table of entry points.
+#[derive(Clone, Copy)]
+enum FuncRefCode {
+    Keys(FuncKey, FuncKey),
+    Defined(DefinedFuncIndex),
 }
