@@ -428,7 +428,17 @@ impl Scheduler {
                 slot,
                 self.commits.clone(),
             );
-            let run = attempt::run(self.shared.clone(), handler, canary, job, guard);
+            // boxed: the attempt's future is kilobytes (a whole wasm call's
+            // state); unboxed, tokio copies all of it into its task, again at
+            // each stage change and out again with the result (3% of the
+            // runner's CPU in a no-op run's profile)
+            let run = Box::pin(attempt::run(
+                self.shared.clone(),
+                handler,
+                canary,
+                job,
+                guard,
+            ));
             self.tasks.spawn(run);
         }
         Ok(n)
