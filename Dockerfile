@@ -8,7 +8,7 @@
 #              -v $PWD/handlers:/srv/hourglass/handlers:ro hourglass
 #
 # See deploy/compose.yaml (Redis with AOF, a runner, the examples) and the
-# README's "Run it in production".
+# docs' "Run it in production" (docs/src/production.md).
 
 # --- build: the binary, and the example handlers for the demo image --------
 FROM rust:1.95-bookworm AS build
