@@ -1372,4 +1372,107 @@ mod test {
         write_page(&mut memfd, 8);
         assert_pristine_after_reset(&mut memfd);
     }
+
+    // hourglass: not an upstream test. The case of upstream's
+    // `reset_covers_dirty_pages_that_were_paged_out` (pagemap.rs, from
+    // bytecodealliance/wasmtime#14357) as the slot's next instance sees it:
+    // the previous instance dirtied every page of a slot with an image, the
+    // kernel paged them out, and the next instance must read the image's
+    // bytes and zeros, not the previous instance's. `MADV_PAGEOUT` evicts
+    // anonymous pages only where there is swap; without swap the pages stay
+    // present and this is the ordinary reset (stderr says which).
+    #[test]
+    fn reset_with_pagemap_covers_paged_out_pages() {
+        let page_size = host_page_size();
+        let ty = dummy_memory();
+        let tunables = Tunables {
+            memory_reservation: 100 << 16,
+            ..Tunables::default_miri()
+        };
+        let mmap = mmap_4mib_inaccessible();
+        let pages = 9;
+        let mmap_len = page_size * pages;
+        let mut memfd = MemoryImageSlot::create(
+            mmap.zero_offset(),
+            HostAlignedByteCount::ZERO,
+            mmap_len,
+            None,
+        );
+        let pagemap = PageMap::new();
+        let pagemap = pagemap.as_ref();
+
+        // Pages 3..6 hold the image (1, 2, 3 in each byte), the rest zeros.
+        let mut data = vec![0; 3 * page_size];
+        for (i, chunk) in data.chunks_mut(page_size).enumerate() {
+            chunk.fill(u8::try_from(i + 1).unwrap());
+        }
+        let image = Arc::new(create_memfd_with_data(3 * page_size, &data).unwrap());
+        let instantiate = |memfd: &mut MemoryImageSlot| {
+            memfd
+                .instantiate(
+                    mmap_len,
+                    Some(&image),
+                    &ty,
+                    &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                )
+                .unwrap();
+        };
+
+        // The previous instance writes every page, then they are paged out.
+        instantiate(&mut memfd);
+        unsafe {
+            with_slice_mut(&mmap, 0..mmap_len, |slice| slice.fill(0xff));
+            let _ = rustix::mm::madvise(
+                mmap.as_ptr().cast_mut().cast(),
+                mmap_len,
+                rustix::mm::Advice::LinuxPageOut,
+            );
+        }
+        let paged_out = pages_not_present(mmap.as_ptr(), pages);
+        eprintln!(
+            "{paged_out} of {pages} dirty pages paged out before the reset{}",
+            if paged_out == 0 {
+                " (no swap?): this run is the ordinary reset"
+            } else {
+                ""
+            }
+        );
+
+        // Reset, keeping every page resident, and instantiate the slot again.
+        memfd
+            .clear_and_remain_ready(pagemap, HostAlignedByteCount::new(mmap_len).unwrap(), decommit)
+            .unwrap();
+        instantiate(&mut memfd);
+        unsafe {
+            with_slice_mut(&mmap, 0..mmap_len, move |slice| {
+                for (i, chunk) in slice.chunks(page_size).enumerate() {
+                    let expected = match i {
+                        3..6 => u8::try_from(i).unwrap() - 2,
+                        _ => 0,
+                    };
+                    assert!(
+                        chunk.iter().all(|b| *b == expected),
+                        "page {i} of the next instance holds {:#x}, not {expected:#x}",
+                        chunk[0],
+                    );
+                }
+            });
+        }
+
+        /// How many of the `pages` pages from `base` are not present in
+        /// memory, read from `/proc/self/pagemap` (bit 63: present).
+        fn pages_not_present(base: *const u8, pages: usize) -> usize {
+            use std::os::unix::fs::FileExt;
+            let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+            let first = base.addr() / host_page_size();
+            let mut entries = vec![0; pages * 8];
+            pagemap
+                .read_exact_at(&mut entries, u64::try_from(first * 8).unwrap())
+                .unwrap();
+            entries
+                .chunks(8)
+                .filter(|entry| u64::from_ne_bytes((*entry).try_into().unwrap()) >> 63 == 0)
+                .count()
+        }
+    }
 }
