@@ -7,6 +7,7 @@ use crate::code::EngineCode;
 use crate::prelude::*;
 use crate::profiling_agent::ProfilingAgent;
 use crate::runtime::vm::CompiledModuleId;
+// hourglass: for `defined_func_code_starts` (vendor/README.md, part 2).
 use crate::sync::OnceLock;
 use alloc::sync::Arc;
 use core::ops::Range;
@@ -63,6 +64,7 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
+            // hourglass: built on first use.
             defined_func_code_starts: OnceLock::new(),
         };
         ret.register_profiling(profiler)?;
@@ -179,7 +181,10 @@ impl CompiledModule {
     /// trampoline indices; an instance whose element segments fill thousands
     /// of table slots (an interpreter's function table) paid that for every
     /// slot, at every instantiation. Panics, as `function_range` does, if the
-    /// function has no array-to-wasm trampoline (it never escapes).
+    /// function has no array-to-wasm trampoline (it never escapes). No
+    /// upstream release has this (the nearest upstream discussion:
+    /// bytecodealliance/wasmtime#8212); the change for upstream's `main` is
+    /// in vendor/upstream/.
     #[inline]
     pub fn defined_func_code_starts(&self, index: DefinedFuncIndex) -> (usize, usize) {
         const NONE: u32 = u32::MAX;

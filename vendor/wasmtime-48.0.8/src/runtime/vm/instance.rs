@@ -216,6 +216,7 @@ impl Instance {
             #[cfg(feature = "wmemcheck")]
             wmemcheck_state,
             store: None,
+            // hourglass: found on the first `VMFuncRef` (see `store_text`).
             store_text: None,
             vmctx: OwnedVMContext::new(),
         })?;
@@ -888,6 +889,9 @@ impl Instance {
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
         let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
+        // hourglass: the function's code is found from its index
+        // (`FuncRefCode::Defined`), not by two `FuncKey` searches.
+        //
         // SAFETY: the type/offset/function here are all valid for the defined
         // function at `def_index`.
         unsafe {
@@ -921,6 +925,7 @@ impl Instance {
                 registry,
                 type_index,
                 vmctx_offset,
+                // hourglass: the startup function keeps the keys.
                 FuncRefCode::Keys(array_to_wasm_key, wasm_key),
             )
         }
@@ -940,6 +945,7 @@ impl Instance {
         registry: &ModuleRegistry,
         type_index: VMSharedTypeIndex,
         vmctx_offset: u32,
+        // hourglass: keys or a defined function's index, see `FuncRefCode`.
         code: FuncRefCode,
     ) -> Option<NonNull<VMFuncRef>> {
         // For now, we eagerly initialize an funcref struct in-place whenever
@@ -963,6 +969,8 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
+        // hourglass: a defined function's code from its module's table of
+        // entry points and the instance's `store_text`, without searching.
         let (array_to_wasm, wasm) = match code {
             FuncRefCode::Keys(array_to_wasm_key, wasm_key) => {
                 let module_with_code = ModuleWithCode::in_store(
