@@ -398,6 +398,7 @@ impl Bench {
         let on = process::Setup {
             toml: format!("[telemetry]\nendpoint = \"{}\"\n", receiver.url()),
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+            ..Default::default()
         };
         let runs = self
             .on_and_off("telemetry", repeat, &process::Setup::default(), &on)

@@ -10,8 +10,11 @@
 //! resume it and time until Redis holds none, reading the child's CPU from
 //! `/proc` around the drain.
 
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+use anyhow::Context;
 
 use hourglass::clock::now_ms;
 use hourglass::redis::{Queue, TraceContext};
@@ -28,6 +31,9 @@ pub struct Setup {
     pub toml: String,
     /// Enqueue every job with this producer's `traceparent`.
     pub traceparent: Option<String>,
+    /// Run this `hourglass` binary instead of this checkout's (another
+    /// build's, for `--against`).
+    pub bin: Option<PathBuf>,
 }
 
 /// A running `hourglass run`; killed on drop.
@@ -50,14 +56,19 @@ impl Process {
         let dir = project_with(&toml, &[("noop.wasm", test_support::components::NOOP)])?;
         let logs = tempfile::tempdir()?;
         let log = logs.path().join("runner.log");
-        let child = Command::new(crate::languages::hourglass_bin()?)
+        let bin = match &setup.bin {
+            Some(bin) => bin.clone(),
+            None => crate::languages::hourglass_bin()?,
+        };
+        let child = Command::new(&bin)
             .args(["run", "--config"])
             .arg(dir.path().join("queues.toml"))
             .env_remove("RUST_LOG")
             .stdout(std::fs::File::create(logs.path().join("runner.out"))?)
             .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        let process = Process {
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut process = Process {
             child,
             http: format!("127.0.0.1:{port}"),
             _dir: dir,
@@ -65,6 +76,13 @@ impl Process {
         };
         let started = Instant::now();
         while !std::fs::read_to_string(&log)?.contains("hourglass running") {
+            if let Some(status) = process.child.try_wait()? {
+                anyhow::bail!(
+                    "{} run exited ({status}) before it said \"hourglass running\": {}",
+                    bin.display(),
+                    std::fs::read_to_string(&log)?
+                );
+            }
             anyhow::ensure!(
                 started.elapsed() < Duration::from_secs(60),
                 "hourglass run did not start: {}",
