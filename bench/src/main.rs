@@ -7,7 +7,10 @@
 //! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
 //! `process`, `telemetry`, `http`, `languages`, `lateness`, `memory`,
 //! `instance`, `metrics`, `swap`, `cluster`, `durability`, `scaling`.
+//! `./scripts/bench --against REV` runs instead the process mode of this
+//! build against REV's and BullMQ (`against.rs`).
 
+mod against;
 mod bullmq;
 mod hourglass;
 mod languages;
@@ -33,14 +36,40 @@ use report::Report;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Measure hourglass against BullMQ on this machine.
+///
+/// With --against REV (given to ./scripts/bench), the cost guard instead:
+/// this checkout's `hourglass run` against REV's and BullMQ in the process
+/// mode (each build at its defaults with [http] on, 100,000 no-op jobs put
+/// in through its API's bulk enqueue while the topic is paused, then
+/// resumed), 6 rounds in rotating order after one unrecorded; per round
+/// and as medians: jobs/s, each build's ratio to BullMQ, the runner's and
+/// Redis's CPU per job, this build's ratio to REV's; the CPU model (lscpu).
+/// scripts/bench builds REV first in its own git worktree and target
+/// directory, cached by commit under ~/.cache/hourglass/against/<sha>/
+/// (cold: 15-40 minutes on 2 cores, niced; then about 5 minutes a run).
+/// Writes bench/results/against-<rev>-<date>.json (not latest.json).
 #[derive(Debug, Parser)]
 struct Args {
-    /// How many times each workload runs per contender.
+    /// How many times each workload runs per contender (with --against:
+    /// rounds, 6 unless given).
     #[arg(long, default_value_t = 5)]
     repeats: usize,
-    /// Small sizes everywhere: a smoke run in a minute, not numbers to quote.
+    /// Small sizes everywhere: a smoke run in a minute, not numbers to quote
+    /// (one repeat unless --repeats is given; with --against, 10,000 jobs).
     #[arg(long)]
     quick: bool,
+    /// The cost guard: this build against REV's in the process mode, and
+    /// BullMQ (see above); only with ./scripts/bench, which builds REV,
+    /// caches it and passes --against-bin. Other sections are not run.
+    #[arg(long, value_name = "REV", requires = "against_bin")]
+    against: Option<String>,
+    /// REV's `hourglass` binary (set by ./scripts/bench --against REV; add
+    /// --build-only there to only build it).
+    #[arg(long, value_name = "PATH", requires = "against")]
+    against_bin: Option<PathBuf>,
+    /// The commit REV resolved to (set by ./scripts/bench).
+    #[arg(long, value_name = "SHA", requires = "against")]
+    against_sha: Option<String>,
     /// Jobs already scheduled for the enqueue/claim scaling workload.
     #[arg(long, value_delimiter = ',', default_value = "10000,1000000,10000000")]
     sizes: Vec<usize>,
@@ -53,7 +82,8 @@ struct Args {
     /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Where to write the results as JSON.
+    /// Where to write the results as JSON (with --against:
+    /// bench/results/against-<rev>-<date>.json unless given).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/latest.json"))]
     json: PathBuf,
     /// Only this language's no-op in the `languages` and `instance` sections
@@ -120,10 +150,23 @@ struct Bench {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let mut args = Args::parse();
+    let matches = <Args as clap::CommandFactory>::command().get_matches();
+    let mut args = <Args as clap::FromArgMatches>::from_arg_matches(&matches)?;
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
     if args.quick {
-        args.repeats = 1;
+        if !given("repeats") {
+            args.repeats = 1;
+        }
         args.sizes = vec![10_000, 100_000];
+    }
+    if args.against.is_some() {
+        if !given("repeats") && !args.quick {
+            args.repeats = 6;
+        }
+        anyhow::ensure!(
+            args.only.is_empty(),
+            "--against runs only its own comparison: leave out --only"
+        );
     }
     let sizes = if args.quick {
         Sizes {
@@ -155,6 +198,34 @@ async fn main() -> anyhow::Result<()> {
     let url = redis.url();
     if !args.skip_bullmq {
         bullmq::install()?;
+    }
+    if let (Some(rev), Some(bin)) = (&args.against, &args.against_bin) {
+        let sha = args.against_sha.clone().unwrap_or_else(|| rev.clone());
+        let date = utc_now();
+        let json = if given("json") {
+            args.json.clone()
+        } else {
+            against::default_json(&sha, &date)
+        };
+        return against::Run {
+            this: against::Build::this()?,
+            other: against::Build::other(rev, &sha, bin.clone())?,
+            url: &url,
+            redis: &redis,
+            jobs: sizes.throughput,
+            rounds: args.repeats,
+            skip_bullmq: args.skip_bullmq,
+            json,
+            about: serde_json::json!({
+                "date": date,
+                "machine": machine(),
+                "redis": server::version(&url).await.unwrap_or_default(),
+                "quick": args.quick,
+                "scale": args.scale,
+            }),
+        }
+        .run()
+        .await;
     }
     let project = hourglass::Project::new(&url)?;
     let about = serde_json::json!({

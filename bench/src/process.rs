@@ -9,6 +9,9 @@
 //! One run: start the process, pause the topic, enqueue n no-op jobs, then
 //! resume it and time until Redis holds none, reading the child's CPU from
 //! `/proc` around the drain.
+//! [`throughput_api`] does the same through the process's own HTTP API
+//! instead of the client crate, for `--against`, whose other build may keep
+//! another Redis layout.
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -41,6 +44,8 @@ struct Process {
     child: Child,
     /// Where its API and metrics answer (host:port).
     http: String,
+    /// Its stderr: the log.
+    log: PathBuf,
     _dir: tempfile::TempDir,
     _logs: tempfile::TempDir,
 }
@@ -71,6 +76,7 @@ impl Process {
         let mut process = Process {
             child,
             http: format!("127.0.0.1:{port}"),
+            log: log.clone(),
             _dir: dir,
             _logs: logs,
         };
@@ -95,6 +101,14 @@ impl Process {
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The last lines of its log, to show with an error.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n  | ");
+        format!("the runner's log ends:\n  | {tail}")
     }
 
     /// A counter's value from its `/metrics`.
@@ -171,4 +185,229 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
         "runner_cpu_us_per_job": cpu / n as f64,
         "spans_dropped": dropped,
     }))
+}
+
+/// What `--against` needs of a build's HTTP API, and since when it has it.
+const API_NEEDS: &str = "the process mode feeds a build through its HTTP API: `[http] listen`, \
+     GET /api/topics/{topic}, POST /api/topics/{topic}/pause and /resume, and bulk \
+     POST /api/topics/{topic}/jobs (an array of up to 10,000), there since 972ac79";
+
+/// Jobs per bulk call (the API's most).
+const BULK: usize = 10_000;
+
+/// n immediate no-op jobs put in through the process's own HTTP API while
+/// the topic is paused (pause, bulk enqueues of 10,000, resume: what any
+/// producer can do), so that builds with different Redis layouts are fed
+/// and measured alike (`--against`). The drain's end is seen in Redis, on
+/// the key that held the n jobs once they were in (the job hash in every
+/// layout so far), polled every 5 ms as the client-fed run polls its
+/// counts, so the runner is not asked (which would add to its CPU); when no
+/// key holds exactly n, the API's counts are polled instead, every 20 ms,
+/// and the result says so (`drain_watch`). Jobs/s and the runner's CPU per
+/// job are over the drain, as in [`throughput`]; Redis's CPU per job from
+/// the first enqueue to the drain's end (what a job costs it in all, as
+/// BullMQ's figure counts) and over the drain alone.
+pub async fn throughput_api(
+    url: &str,
+    redis_pid: Option<u32>,
+    n: usize,
+    setup: &Setup,
+) -> anyhow::Result<serde_json::Value> {
+    let process = Process::start(url, setup).await?;
+    let api = process.http.clone();
+    let topic_path = format!("/api/topics/{TOPIC}");
+    let counts = |v: &serde_json::Value| -> anyhow::Result<(u64, u64)> {
+        let field = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| anyhow::anyhow!("GET {topic_path} answered without {k:?}: {v}"))
+        };
+        Ok((
+            field("ready")? + field("scheduled")? + field("running")?,
+            field("dead")?,
+        ))
+    };
+    let topic = call_json(&api, "GET", &topic_path, "").await?;
+    counts(&topic)?;
+    call_json(&api, "POST", &format!("{topic_path}/pause"), "").await?;
+
+    let redis_cpu = || redis_pid.map(server::cpu_micros);
+    let (cpu_e, redis_e, stats_e) = (
+        server::cpu_micros(process.pid()),
+        redis_cpu(),
+        server::commandstats(url).await?,
+    );
+    let te = Instant::now();
+    let jobs_path = format!("{topic_path}/jobs");
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(BULK);
+        let body = format!("[{}]", vec![r#"{"payload":{}}"#; k].join(","));
+        let answer = call_json(&api, "POST", &jobs_path, &body).await?;
+        let new = answer.as_array().map_or(0, |a| {
+            a.iter()
+                .filter(|j| j.get("status").and_then(|s| s.as_str()) == Some("new"))
+                .count()
+        });
+        anyhow::ensure!(
+            new == k,
+            "POST {jobs_path} of {k} jobs: {new} new in its answer ({API_NEEDS})"
+        );
+        left -= k;
+    }
+    let (enqueue_secs, enqueue_cpu) = (
+        te.elapsed().as_secs_f64(),
+        server::cpu_micros(process.pid()) - cpu_e,
+    );
+
+    let watched =
+        server::key_holding(url, &format!("bench:{{{TOPIC}}}:job"), "bench:*", n as u64).await?;
+    let mut conn = server::conn(url).await?;
+    let (cpu0, redis0, stats0) = (
+        server::cpu_micros(process.pid()),
+        redis_cpu(),
+        server::commandstats(url).await?,
+    );
+    let t0 = Instant::now();
+    call_json(&api, "POST", &format!("{topic_path}/resume"), "").await?;
+    let (mut last, mut moved) = (u64::MAX, Instant::now());
+    loop {
+        let left = match &watched {
+            Some((key, command)) => server::count(&mut conn, command, key).await?,
+            None => counts(&call_json(&api, "GET", &topic_path, "").await?)?.0,
+        };
+        if left == 0 {
+            break;
+        }
+        if left != last {
+            (last, moved) = (left, Instant::now());
+        }
+        anyhow::ensure!(
+            moved.elapsed() < Duration::from_secs(60),
+            "the drain stalled: {left} of {n} jobs left for a minute; {}",
+            process.log_tail()
+        );
+        let pause = if watched.is_some() { 5 } else { 20 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    let (secs, cpu, redis1) = (
+        t0.elapsed().as_secs_f64(),
+        server::cpu_micros(process.pid()) - cpu0,
+        redis_cpu(),
+    );
+    let stats1 = server::commandstats(url).await?;
+    let (left, dead) = counts(&call_json(&api, "GET", &topic_path, "").await?)?;
+    anyhow::ensure!(
+        left == 0 && dead == 0,
+        "after the drain the API counts {left} jobs left and {dead} dead; {}",
+        process.log_tail()
+    );
+    process.stop().await?;
+    let per_job = |a: f64, b: f64| (a - b) / n as f64;
+    let mut out = serde_json::json!({
+        "processed_per_sec": n as f64 / secs,
+        "runner_cpu_us_per_job": cpu / n as f64,
+        "api_enqueue_per_sec": n as f64 / enqueue_secs,
+        "runner_enqueue_cpu_us_per_job": enqueue_cpu / n as f64,
+        "commands_per_job": per_job(stats1.0, stats_e.0),
+        "scripts_per_job": per_job(stats1.1, stats_e.1),
+        "drain_commands_per_job": per_job(stats1.0, stats0.0),
+        "drain_watch": watched.map_or("api".to_owned(), |w| w.0),
+    });
+    if let (Some(e), Some(r0), Some(r1)) = (redis_e, redis0, redis1) {
+        out["redis_cpu_us_per_job"] = per_job(r1, e).into();
+        out["redis_drain_cpu_us_per_job"] = per_job(r1, r0).into();
+    }
+    Ok(out)
+}
+
+/// One call to a runner's HTTP API; its JSON answer, or an error naming
+/// the route, the status and what the harness needs of the API.
+async fn call_json(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let (status, text) = call(addr, method, path, body)
+        .await
+        .with_context(|| format!("{method} {path} on {addr}"))?;
+    anyhow::ensure!(
+        (200..300).contains(&status),
+        "{method} {path} answered {status}: {} ({API_NEEDS})",
+        text.chars().take(300).collect::<String>()
+    );
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{method} {path} answered {status} with no JSON: {:?}",
+            text.chars().take(300).collect::<String>()
+        )
+    })
+}
+
+/// One HTTP/1.1 request on a connection of its own: the status and body.
+async fn call(addr: &str, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        if method != "GET" {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/json\r\n");
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        anyhow::Ok(raw)
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(120), exchange)
+        .await
+        .context("no answer in 2 minutes")??;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("no HTTP answer: {:?}", String::from_utf8_lossy(&raw)))?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let rest = &raw[split + 4..];
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no status line: {head:?}"))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(rest)?
+    } else {
+        rest.to_vec()
+    };
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// A chunked body's bytes.
+fn dechunk(mut rest: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("a chunk without its size line")?;
+        let size_text = String::from_utf8_lossy(&rest[..line_end]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .with_context(|| format!("a chunk size {size_text:?}"))?;
+        rest = &rest[line_end + 2..];
+        if size == 0 {
+            return Ok(body);
+        }
+        anyhow::ensure!(rest.len() >= size, "a chunk cut short");
+        body.extend_from_slice(&rest[..size]);
+        rest = rest.get(size + 2..).unwrap_or_default();
+    }
 }

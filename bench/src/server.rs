@@ -4,7 +4,8 @@
 
 use redis::aio::MultiplexedConnection;
 
-async fn conn(url: &str) -> anyhow::Result<MultiplexedConnection> {
+/// A connection of its own (for a caller that asks often, e.g. a drain's watch).
+pub async fn conn(url: &str) -> anyhow::Result<MultiplexedConnection> {
     let client = redis::Client::open(url)?;
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     Ok(client
@@ -93,4 +94,75 @@ pub fn cpu_micros(pid: u32) -> f64 {
             .unwrap_or(0.0)
     };
     (ticks(11) + ticks(12)) * 10_000.0 // USER_HZ is 100 on Linux
+}
+
+/// The command that counts `key`'s entries (hash fields, zset or set
+/// members, list items), for its type; None for a missing key or another type.
+pub async fn count_command(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+) -> anyhow::Result<Option<&'static str>> {
+    let kind: String = redis::cmd("TYPE").arg(key).query_async(conn).await?;
+    Ok(match kind.as_str() {
+        "hash" => Some("HLEN"),
+        "zset" => Some("ZCARD"),
+        "set" => Some("SCARD"),
+        "list" => Some("LLEN"),
+        _ => None,
+    })
+}
+
+/// How many entries `key` holds, counted with `command` (see [`count_command`]).
+pub async fn count(
+    conn: &mut MultiplexedConnection,
+    command: &str,
+    key: &str,
+) -> anyhow::Result<u64> {
+    Ok(redis::cmd(command).arg(key).query_async(conn).await?)
+}
+
+/// The first key matching `pattern` that holds exactly `n` entries, and the
+/// command that counts them; `preferred` is tried before the others.
+pub async fn key_holding(
+    url: &str,
+    preferred: &str,
+    pattern: &str,
+    n: u64,
+) -> anyhow::Result<Option<(String, &'static str)>> {
+    let mut conn = conn(url).await?;
+    if let Some(command) = holds(&mut conn, preferred, n).await? {
+        return Ok(Some((preferred.to_owned(), command)));
+    }
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        for key in keys {
+            if let Some(command) = holds(&mut conn, &key, n).await? {
+                return Ok(Some((key, command)));
+            }
+        }
+        if next == 0 {
+            return Ok(None);
+        }
+        cursor = next;
+    }
+}
+
+/// The command that counts `key`'s entries, if it holds exactly `n`.
+async fn holds(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    n: u64,
+) -> anyhow::Result<Option<&'static str>> {
+    match count_command(conn, key).await? {
+        Some(command) if count(conn, command, key).await? == n => Ok(Some(command)),
+        _ => Ok(None),
+    }
 }
