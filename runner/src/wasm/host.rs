@@ -1,6 +1,11 @@
 //! What a guest sees of the host: the per-job store data, the `log` and
 //! `follow-up` imports, the memory limiter, and WASI with only what
 //! `queues.toml` grants (by default no files, no network, no environment).
+//! The `follow-up` import is in `host/follow_up.rs`; what a trapped guest
+//! said on stderr, in `host/said.rs`.
+
+mod follow_up;
+mod said;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,34 +17,16 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::Sandbox;
 use super::bindings::hourglass::handler::report;
-use super::bindings::hourglass::handler::{follow_up, log, types};
+use super::bindings::hourglass::handler::{log, types};
 use super::context::JobContext;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
 use super::report::{ProgressBoard, Reported, check_detail};
 use super::usage::{CpuMeter, Traffic};
 
-/// Most follow-up jobs one attempt may start.
-const MAX_FOLLOW_UPS: usize = 1000;
-/// Most follow-up payload bytes one attempt may hold, beyond one `max_payload`.
-const FOLLOW_UP_BYTES: u64 = 16 << 20;
-
-/// A follow-up job a handler asked for, enqueued only if its attempt acks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FollowUp {
-    /// The target topic (one of the parent topic's `may_enqueue`).
-    pub topic: String,
-    /// Its id: the handler's, or one generated here.
-    pub id: String,
-    /// Its payload.
-    pub payload: Vec<u8>,
-    /// How long after the ack it is due.
-    pub delay: Duration,
-    /// How long its id stays taken in the target topic (zero: while live).
-    pub unique_for: Duration,
-    /// Whether it is handed the parent attempt's result.
-    pub with_result: bool,
-}
+pub use follow_up::FollowUp;
+pub(super) use said::Said;
+use said::summarise_stderr;
 
 /// The data of one job's store.
 pub struct Host {
@@ -194,54 +181,6 @@ impl Host {
     }
 }
 
-/// The gist of a trapped guest's stderr.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Said {
-    /// An exception nothing caught: its message (Python: with its type).
-    Exception(String),
-    /// Some other line: a panic, the last words.
-    Line(String),
-}
-
-fn summarise_stderr(tail: &[String]) -> Option<Said> {
-    // Python: "Traceback (most recent call last):", indented frames, then
-    // "ValueError: message" (a chained exception starts another traceback)
-    if let Some(start) = tail
-        .iter()
-        .rposition(|l| l.trim_end() == "Traceback (most recent call last):")
-        && let Some(line) = tail[start + 1..]
-            .iter()
-            .find(|l| !l.is_empty() && !l.starts_with(char::is_whitespace))
-    {
-        return Some(Said::Exception(line.trim().to_owned()));
-    }
-    let lines: Vec<&str> = tail
-        .iter()
-        .map(|l| l.trim())
-        .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE"))
-        .collect();
-    if let Some(stack) = lines.iter().rposition(|l| *l == "Stack:")
-        && let Some(message) = lines[..stack].iter().rev().find(|l| !l.is_empty())
-    {
-        return Some(Said::Exception((*message).to_owned()));
-    }
-    let lines: Vec<&str> = lines
-        .into_iter()
-        .filter(|l| !l.starts_with("Redirecting call to abort()"))
-        .collect();
-    match lines.iter().rposition(|l| l.contains("panicked at")) {
-        Some(i) => Some(Said::Line(
-            lines[i..]
-                .iter()
-                .take(2)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(" "),
-        )),
-        None => lines.last().map(|l| Said::Line((*l).to_owned())),
-    }
-}
-
 impl WasiView for Host {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -316,79 +255,6 @@ impl report::Host for Host {
     }
 }
 
-impl follow_up::Host for Host {
-    fn enqueue(&mut self, job: follow_up::NewJob) -> Result<String, String> {
-        self.follow_up(job, Duration::ZERO, false)
-    }
-
-    fn enqueue_with_result(&mut self, job: follow_up::NewJob) -> Result<String, String> {
-        self.follow_up(job, Duration::ZERO, true)
-    }
-
-    fn enqueue_unique(
-        &mut self,
-        job: follow_up::NewJob,
-        unique_for_ms: u64,
-    ) -> Result<String, String> {
-        if job.id.is_none() {
-            return Err("a unique follow-up needs an id".into());
-        }
-        self.follow_up(job, Duration::from_millis(unique_for_ms), false)
-    }
-}
-
-impl Host {
-    /// Check a follow-up and keep it for the ack.
-    fn follow_up(
-        &mut self,
-        job: follow_up::NewJob,
-        unique_for: Duration,
-        with_result: bool,
-    ) -> Result<String, String> {
-        let parent = &self.ctx.topic;
-        if !self.may_enqueue.contains(&job.topic) {
-            return Err(format!(
-                "topic {parent:?} may not enqueue to {:?}: add it to the topic's may_enqueue in queues.toml",
-                job.topic
-            ));
-        }
-        let size = job.payload.len() as u64;
-        if size > self.max_payload {
-            return Err(format!(
-                "follow-up payload of {size} bytes is over the limit of {} bytes ([runner] max_payload)",
-                self.max_payload
-            ));
-        }
-        if self.follow_ups.len() >= MAX_FOLLOW_UPS
-            || self.follow_up_bytes + size > FOLLOW_UP_BYTES.max(self.max_payload)
-        {
-            return Err(format!(
-                "one attempt may start at most {MAX_FOLLOW_UPS} follow-ups and {} MiB of payload",
-                FOLLOW_UP_BYTES.max(self.max_payload) >> 20
-            ));
-        }
-        let id = match job.id {
-            Some(id) => {
-                crate::redis::check_id(&id).map_err(|e| format!("follow-up id: {e}"))?;
-                id
-            }
-            // random, so that a follow-up delivered twice (a crash between
-            // enqueueing it and clearing the outbox) is recognised as a duplicate
-            None => format!("{:016x}", rand::random::<u64>()),
-        };
-        self.follow_up_bytes += size;
-        self.follow_ups.push(FollowUp {
-            topic: job.topic,
-            id: id.clone(),
-            payload: job.payload,
-            delay: Duration::from_millis(job.delay_ms.unwrap_or(0)),
-            unique_for,
-            with_result,
-        });
-        Ok(id)
-    }
-}
-
 /// Caps linear memory at the topic's `memory`; going past it traps the guest
 /// and is remembered so the failure can say why.
 pub struct MemoryLimit {
@@ -424,49 +290,5 @@ impl ResourceLimiter for MemoryLimit {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 1 << 20)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Said, summarise_stderr};
-
-    fn said(text: &str) -> Option<Said> {
-        summarise_stderr(&text.lines().map(str::to_owned).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn a_python_traceback_gives_the_exception_that_ended_it() {
-        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in handle\n    \
-                      raise KeyError(1)\nKeyError: 1\n\nDuring handling of the above exception, another \
-                      exception occurred:\n\nTraceback (most recent call last):\n  File \"/0/app.py\", \
-                      line 5, in handle\nValueError: the amount is negative\nthread '<unnamed>' (1) \
-                      panicked at runtime/src/lib.rs:1280:25:\nPython function threw an unexpected exception\n";
-        assert_eq!(
-            said(stderr),
-            Some(Said::Exception("ValueError: the amount is negative".into()))
-        );
-    }
-
-    #[test]
-    fn a_javascript_exception_gives_its_message() {
-        let stderr = "Error: order 1042 has no customer\nStack:\n  handle@probe.js:22:11\n\
-                      Redirecting call to abort() to mozalloc_abort\n";
-        assert_eq!(
-            said(stderr),
-            Some(Said::Exception("Error: order 1042 has no customer".into()))
-        );
-    }
-
-    #[test]
-    fn a_rust_panic_gives_where_and_what() {
-        let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nno order id\nnote: run with \
-                      `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
-        assert_eq!(
-            said(stderr),
-            Some(Said::Line(
-                "thread '<unnamed>' panicked at src/lib.rs:9:5: no order id".into()
-            ))
-        );
     }
 }

@@ -4,6 +4,11 @@
 //! whose delivery is overdue, and on shutdown waits out the grace period
 //! before stopping what still runs (a stopped attempt's guard releases its
 //! job through the committer).
+//!
+//! A claim round (`scheduler/claim.rs`) is the one place jobs are claimed
+//! and their attempts started.
+
+mod claim;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::attempt::{self, Completion, InFlight};
+use super::attempt::{Completion, InFlight};
 use super::capacity::Capacity;
 use super::heartbeat::Heartbeat;
 use super::rollout::{Route, Routes};
@@ -23,8 +28,6 @@ use crate::redis::Wake;
 use crate::reload::{Reload, Snapshot};
 use crate::wasm::Sandbox;
 
-/// Most jobs claimed from one topic in one script call.
-const CLAIM_BATCH: usize = 256;
 /// How often expired leases are looked for.
 const LEASE_SCAN: Duration = Duration::from_secs(1);
 /// How often dead-letter retention (count and age) is enforced, beyond each burial.
@@ -287,161 +290,6 @@ impl Scheduler {
             Some(_) => 0,
             None => CLAIM_AHEAD,
         }
-    }
-
-    /// Claim from due topics, highest priority first, while capacity lasts.
-    /// Inside a priority class where a topic has a `weight`, capacity is
-    /// shared in proportion to the weights instead (`claim_weighted`).
-    async fn claim_round(&mut self, now: u64) -> Result<(), crate::redis::QueueError> {
-        let mut start = 0;
-        while start < self.topics.len() && self.global.available_permits() > 0 {
-            let priority = self.topics[start].cfg.priority;
-            let end = start
-                + self.topics[start..]
-                    .iter()
-                    .take_while(|t| t.cfg.priority == priority)
-                    .count();
-            let weighted = end - start > 1
-                && self.topics[start..end]
-                    .iter()
-                    .any(|t| t.cfg.weight.is_some());
-            if weighted {
-                self.claim_weighted(start..end, now).await?;
-            } else {
-                for i in start..end {
-                    if self.global.available_permits() == 0 {
-                        break;
-                    }
-                    let most = self.free(i, now);
-                    if most > 0 {
-                        self.claim_from(i, now, most).await?;
-                    }
-                }
-            }
-            start = end;
-        }
-        Ok(())
-    }
-
-    /// How many jobs topic `i` could start now: 0 unless it is due, has a
-    /// handler and has capacity.
-    fn free(&self, i: usize, now: u64) -> usize {
-        let topic = &self.topics[i];
-        if self.next_due[i] > now + self.ahead(i) || !self.serves(i) {
-            return 0;
-        }
-        self.global
-            .available_permits()
-            .min(topic.capacity.available())
-            .min(CLAIM_BATCH)
-    }
-
-    /// Deficit round robin over one priority class: the free capacity is
-    /// credited to the due topics in proportion to their weights (1 when
-    /// unset), and the topic owed most claims next, until capacity runs out
-    /// or no topic has due jobs. A topic that runs dry keeps no credit, so
-    /// shares hold between backlogged topics and nobody saves up.
-    async fn claim_weighted(
-        &mut self,
-        class: std::ops::Range<usize>,
-        now: u64,
-    ) -> Result<(), crate::redis::QueueError> {
-        let mut live: Vec<usize> = class.filter(|&i| self.free(i, now) > 0).collect();
-        let weight = |t: &Topic| f64::from(t.cfg.weight.unwrap_or(1));
-        let total: f64 = live.iter().map(|&i| weight(&self.topics[i])).sum();
-        let free = self.global.available_permits() as f64;
-        // bounded, so a topic held back by its own capacity cannot hoard
-        let cap = f64::from(self.config.runner.concurrency);
-        for &i in &live {
-            let owed = self.credit[i] + free * weight(&self.topics[i]) / total;
-            self.credit[i] = owed.clamp(-cap, cap);
-        }
-        while !live.is_empty() && self.global.available_permits() > 0 {
-            let (at, &i) = live
-                .iter()
-                .enumerate()
-                .max_by(|a, b| self.credit[*a.1].total_cmp(&self.credit[*b.1]))
-                .expect("live is not empty");
-            let want = (self.credit[i].floor().max(1.0) as usize).min(self.free(i, now));
-            let got = if want == 0 {
-                0
-            } else {
-                self.claim_from(i, now, want).await?
-            };
-            self.credit[i] -= got as f64;
-            if got < want {
-                // ran dry: no credit saved for later
-                self.credit[i] = self.credit[i].min(0.0);
-            }
-            if got < want || self.free(i, now) == 0 {
-                live.swap_remove(at);
-            }
-        }
-        Ok(())
-    }
-
-    /// Claim up to `most` jobs of topic `i` and start them; how many.
-    async fn claim_from(
-        &mut self,
-        i: usize,
-        now: u64,
-        most: usize,
-    ) -> Result<usize, crate::redis::QueueError> {
-        let topic = self.topics[i].clone();
-        let route = self.route[i].clone();
-        if !self.serves(i) {
-            return Ok(0);
-        }
-        // a job claimed ahead is held until it is due: its lease covers that too
-        let due_by = now + self.ahead(i);
-        let lease_until = due_by + millis(topic.cfg.timeout + self.config.runner.lease_margin);
-        let rate = topic.cfg.rate.map(|r| crate::redis::RateLimit {
-            interval_ms: r.interval_ms(),
-            burst: r.burst,
-        });
-        let claimed = self
-            .shared
-            .queue
-            .claim_ahead(&topic.keys, now, due_by, lease_until, most, rate)
-            .await?;
-        self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
-        let n = claimed.jobs.len();
-        for job in claimed.jobs {
-            let slot = topic
-                .capacity
-                .slot(&self.global)
-                .expect("checked free capacity");
-            let (handler, canary) = match &route {
-                Some(route) => route.pick(
-                    job.last_failure.as_ref().and_then(|f| f.handler.as_deref()),
-                    job.attempt >= job.max_attempts(topic.cfg.max_attempts),
-                ),
-                None => topic.handler.as_ref().map(|h| (h, false)),
-            }
-            .map(|(h, canary)| (h.clone(), canary))
-            .expect("checked that the topic serves");
-            let guard = InFlight::new(
-                topic.clone(),
-                job.id.clone(),
-                job.attempt,
-                handler.version().clone(),
-                slot,
-                self.commits.clone(),
-            );
-            // boxed: the attempt's future is kilobytes (a whole wasm call's
-            // state); unboxed, tokio copies all of it into its task, again at
-            // each stage change and out again with the result (3% of the
-            // runner's CPU in a no-op run's profile)
-            let run = Box::pin(attempt::run(
-                self.shared.clone(),
-                handler,
-                canary,
-                job,
-                guard,
-            ));
-            self.tasks.spawn(run);
-        }
-        Ok(n)
     }
 
     /// Stop claiming; give running attempts the grace period, then stop them

@@ -1,0 +1,137 @@
+//! One `[[topic]]` as the runner uses it ([`TopicConfig`], with the
+//! `[defaults]` applied) and its optional policies: instance reuse
+//! ([`Reuse`]), kept results ([`Results`]), rollouts ([`RolloutPolicy`]) and
+//! the start rate ([`Rate`]); and what a topic may be called
+//! ([`check_topic_name`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Backoff, DeadLetter, Grants, HttpLimits};
+
+/// One `[[topic]]`, with the `[defaults]` applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicConfig {
+    /// The topic's name, as producers use it.
+    pub name: String,
+    /// The handler component's path.
+    pub handler: PathBuf,
+    /// Higher is served first when several topics have due jobs.
+    pub priority: i64,
+    /// Jobs of this topic in flight in this process.
+    pub concurrency: u32,
+    /// Wall-clock limit of one attempt; the guest is stopped when it runs out.
+    pub timeout: Duration,
+    /// CPU limit of one attempt, if any; the guest is stopped (within an
+    /// epoch tick) once it has used this much.
+    pub cpu: Option<Duration>,
+    /// Attempts before dead-lettering, for jobs that do not set their own.
+    pub max_attempts: u32,
+    /// Delay between attempts when the handler does not choose one.
+    pub backoff: Backoff,
+    /// Linear memory limit of one instance, in bytes.
+    pub memory: u64,
+    /// Dead-letter retention.
+    pub dead_letter: DeadLetter,
+    /// Topics this topic's handler may enqueue follow-up jobs to.
+    pub may_enqueue: Vec<String>,
+    /// What the handler may reach beyond its sandbox; nothing by default.
+    pub grants: Grants,
+    /// Limits on the handler's outbound HTTP requests.
+    pub http: HttpLimits,
+    /// Share of capacity among topics of the same priority (`None`: strict
+    /// file order inside the class unless another topic of it has a weight,
+    /// then 1).
+    pub weight: Option<u32>,
+    /// How many attempts may start per period, across every runner.
+    pub rate: Option<Rate>,
+    /// How a new handler version is rolled out; `None`: it replaces the
+    /// old one at once.
+    pub rollout: Option<RolloutPolicy>,
+    /// How long each job's end (state, result, reason) is kept for waiters;
+    /// `None`: nothing is kept and nobody can wait.
+    pub results: Option<Results>,
+    /// Whether an instance serves more than one job (giving up per-job
+    /// isolation for speed); `None`: a fresh instance per attempt.
+    pub reuse: Option<Reuse>,
+}
+
+/// `reuse = { jobs, idle }`: one instance of a handler version serves up to
+/// `jobs` jobs, one at a time, and is dropped once idle for `idle`, after a
+/// trap or a limit, and when its version or the topic's sandbox changes.
+/// What one job leaves in the instance's memory the next job sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse {
+    /// Most jobs one instance serves.
+    pub jobs: u32,
+    /// How long an instance may wait for its next job.
+    pub idle: Duration,
+}
+
+/// `results = { keep, max }`: every job's end is kept this long, with the
+/// result its handler set (at most `max` bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Results {
+    /// How long an end is kept after it.
+    pub keep: Duration,
+    /// The largest result an attempt may set, in bytes.
+    pub max: u64,
+}
+
+/// The largest `results.max`: 16 MiB.
+pub const MAX_RESULT: u64 = 16 << 20;
+
+/// `rollout = { canary, for, min_attempts, max_failure_rate, margin }`: a
+/// new handler version first serves a share of attempts (the canary), then
+/// is promoted or rolled back by the numbers (README "Roll out a handler
+/// safely").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RolloutPolicy {
+    /// The canary's share of attempts (0..1, exclusive).
+    pub canary: f64,
+    /// How long the canary serves before it can be promoted.
+    pub window: Duration,
+    /// Attempts the canary needs before any verdict by failure rate.
+    pub min_attempts: u32,
+    /// A canary failing more often than this (and than the stable version
+    /// by more than `margin`) is rolled back.
+    pub max_failure_rate: f64,
+    /// How much worse than the stable version a canary may fail and still
+    /// be promoted.
+    pub margin: f64,
+}
+
+/// `rate = { limit, per, burst }`: at most `limit` starts per `per` on
+/// average across all runners, `burst` more at once after a quiet spell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts per period.
+    pub limit: u32,
+    /// The period.
+    pub per: Duration,
+    /// Extra starts allowed at once.
+    pub burst: u32,
+}
+
+impl Rate {
+    /// The steady spacing between starts, in ms (fractional).
+    pub fn interval_ms(&self) -> f64 {
+        self.per.as_secs_f64() * 1000.0 / f64::from(self.limit)
+    }
+}
+
+/// Topic names end up inside Redis keys and hash tags: keep them plain.
+pub fn check_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 128 {
+        return Err("a topic name is 1 to 128 characters".into());
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        Some(c) => Err(format!(
+            "{name:?} contains {c:?}; use letters, digits, '_', '-' and '.'"
+        )),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,104 @@
+//! The `follow-up` import: the jobs a handler asks for while it runs, each
+//! checked (target topic in `may_enqueue`, payload size, how many per
+//! attempt, its id) and kept on the host as a [`FollowUp`], enqueued only if
+//! the attempt acks.
+
+use std::time::Duration;
+
+use super::Host;
+use crate::wasm::bindings::hourglass::handler::follow_up;
+
+/// Most follow-up jobs one attempt may start.
+const MAX_FOLLOW_UPS: usize = 1000;
+/// Most follow-up payload bytes one attempt may hold, beyond one `max_payload`.
+const FOLLOW_UP_BYTES: u64 = 16 << 20;
+
+/// A follow-up job a handler asked for, enqueued only if its attempt acks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowUp {
+    /// The target topic (one of the parent topic's `may_enqueue`).
+    pub topic: String,
+    /// Its id: the handler's, or one generated here.
+    pub id: String,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// How long after the ack it is due.
+    pub delay: Duration,
+    /// How long its id stays taken in the target topic (zero: while live).
+    pub unique_for: Duration,
+    /// Whether it is handed the parent attempt's result.
+    pub with_result: bool,
+}
+
+impl follow_up::Host for Host {
+    fn enqueue(&mut self, job: follow_up::NewJob) -> Result<String, String> {
+        self.follow_up(job, Duration::ZERO, false)
+    }
+
+    fn enqueue_with_result(&mut self, job: follow_up::NewJob) -> Result<String, String> {
+        self.follow_up(job, Duration::ZERO, true)
+    }
+
+    fn enqueue_unique(
+        &mut self,
+        job: follow_up::NewJob,
+        unique_for_ms: u64,
+    ) -> Result<String, String> {
+        if job.id.is_none() {
+            return Err("a unique follow-up needs an id".into());
+        }
+        self.follow_up(job, Duration::from_millis(unique_for_ms), false)
+    }
+}
+
+impl Host {
+    /// Check a follow-up and keep it for the ack.
+    fn follow_up(
+        &mut self,
+        job: follow_up::NewJob,
+        unique_for: Duration,
+        with_result: bool,
+    ) -> Result<String, String> {
+        let parent = &self.ctx.topic;
+        if !self.may_enqueue.contains(&job.topic) {
+            return Err(format!(
+                "topic {parent:?} may not enqueue to {:?}: add it to the topic's may_enqueue in queues.toml",
+                job.topic
+            ));
+        }
+        let size = job.payload.len() as u64;
+        if size > self.max_payload {
+            return Err(format!(
+                "follow-up payload of {size} bytes is over the limit of {} bytes ([runner] max_payload)",
+                self.max_payload
+            ));
+        }
+        if self.follow_ups.len() >= MAX_FOLLOW_UPS
+            || self.follow_up_bytes + size > FOLLOW_UP_BYTES.max(self.max_payload)
+        {
+            return Err(format!(
+                "one attempt may start at most {MAX_FOLLOW_UPS} follow-ups and {} MiB of payload",
+                FOLLOW_UP_BYTES.max(self.max_payload) >> 20
+            ));
+        }
+        let id = match job.id {
+            Some(id) => {
+                crate::redis::check_id(&id).map_err(|e| format!("follow-up id: {e}"))?;
+                id
+            }
+            // random, so that a follow-up delivered twice (a crash between
+            // enqueueing it and clearing the outbox) is recognised as a duplicate
+            None => format!("{:016x}", rand::random::<u64>()),
+        };
+        self.follow_up_bytes += size;
+        self.follow_ups.push(FollowUp {
+            topic: job.topic,
+            id: id.clone(),
+            payload: job.payload,
+            delay: Duration::from_millis(job.delay_ms.unwrap_or(0)),
+            unique_for,
+            with_result,
+        });
+        Ok(id)
+    }
+}
