@@ -274,7 +274,10 @@ pub async fn scaling_round(
     let (mut claimed, mut claim_secs, mut ack_secs) = (0, 0.0, 0.0);
     while claimed < n {
         let t = Instant::now();
-        let batch = q.claim(&k, now_ms(), now_ms() + 60_000, 100).await?;
+        let batch = q
+            .pipeline()
+            .claim(&k, now_ms(), now_ms() + 60_000, 100)
+            .await?;
         claim_secs += t.elapsed().as_secs_f64();
         anyhow::ensure!(!batch.jobs.is_empty(), "claimed {claimed} of {n}");
         claimed += batch.jobs.len();
@@ -289,7 +292,7 @@ pub async fn scaling_round(
             })
             .collect();
         let t = Instant::now();
-        q.ack(&k, &done, now_ms(), None).await?;
+        q.pipeline().ack(&k, &done, now_ms(), None).await?;
         ack_secs += t.elapsed().as_secs_f64();
     }
     Ok(serde_json::json!({

@@ -4,7 +4,7 @@
 use redis::Value;
 
 use super::reply::{bytes, number, optional_string, string};
-use super::{Claimed, ClaimedJob, Failure, Held, Queue, QueueError, Record, TopicKeys, scripts};
+use super::{Claimed, ClaimedJob, Failure, Held, Pipeline, QueueError, Record, TopicKeys, scripts};
 
 /// A topic's rate, as the claim script enforces it (GCRA) across runners.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -15,10 +15,10 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
-impl Queue {
+impl Pipeline<'_> {
     /// Lease up to `limit` jobs due by `now_ms` until `lease_until_ms`.
     pub async fn claim(
-        &self,
+        self,
         keys: &TopicKeys,
         now_ms: u64,
         lease_until_ms: u64,
@@ -28,11 +28,11 @@ impl Queue {
             .await
     }
 
-    /// [`Queue::claim`] under a rate shared by every runner: at most as many
+    /// [`Pipeline::claim`] under a rate shared by every runner: at most as many
     /// as `rate` allows now; `next_due_ms` is then when the rate allows the
     /// next start (if a job is due by then).
     pub async fn claim_limited(
-        &self,
+        self,
         keys: &TopicKeys,
         now_ms: u64,
         lease_until_ms: u64,
@@ -43,14 +43,14 @@ impl Queue {
             .await
     }
 
-    /// [`Queue::claim_limited`], also taking jobs due after `now_ms` up to
+    /// [`Pipeline::claim_limited`], also taking jobs due after `now_ms` up to
     /// `due_by_ms`: the caller must not start one before its `due_at_ms`.
     /// A runner claims a few milliseconds ahead so that a claim Redis (or a
     /// busy machine) is slow to answer does not make the job late. Under a
     /// rate limit nothing is taken ahead (the limit counts starts at claim
     /// time).
     pub async fn claim_ahead(
-        &self,
+        self,
         keys: &TopicKeys,
         now_ms: u64,
         due_by_ms: u64,
@@ -62,23 +62,14 @@ impl Queue {
             interval_ms: 0.0,
             burst: 0,
         });
-        let mut inv = scripts::CLAIM.prepare_invoke();
-        inv.key(&keys.pending)
-            .key(&keys.lease)
-            .key(&keys.job)
-            .key(&keys.attempt)
-            .key(&keys.error)
-            .key(&keys.paused)
-            .key(&keys.rate)
-            .key(&keys.account)
-            .key(&keys.legacy_pending)
-            .arg(now_ms)
+        let mut inv = scripts::CLAIM.on(keys);
+        inv.arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)
             .arg(rate.interval_ms)
             .arg(rate.burst)
             .arg(due_by_ms.max(now_ms));
-        let (reply, confirmed): (Vec<Value>, _) = self.invoke_then_confirm(&inv).await?;
+        let (reply, confirmed): (Vec<Value>, _) = self.q.invoke_then_confirm(&inv).await?;
         let (head, rest) = reply
             .split_first()
             .ok_or_else(|| QueueError::Protocol("empty claim reply".into()))?;

@@ -266,7 +266,7 @@ pub struct Done {
 
 /// A failed attempt whose job runs again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failed {
+pub struct Retrying {
     /// The job's id.
     pub id: String,
     /// The attempt that failed (the lease's fencing token).

@@ -28,7 +28,7 @@
 //!   runner or command stamps it;
 //! - layout 1, if a runner of layout 1 has been here (its heartbeat) or a
 //!   topic holds jobs without a stamp: this build waits (runner) or refuses
-//!   (CLI) until `hourglass migrate` ([`Queue::migrate`]) has stamped it.
+//!   (CLI) until `hourglass migrate` ([`Layouts::migrate`]) has stamped it.
 
 use super::keys::{RunnerKeys, TopicKeys, layout_key};
 use super::{Queue, QueueError, scripts};
@@ -62,7 +62,7 @@ impl Layout {
     }
 }
 
-/// What one run of [`Queue::migrate`] did.
+/// What one run of [`Layouts::migrate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Migrated {
     /// The layout found.
@@ -73,14 +73,20 @@ pub struct Migrated {
     pub topics: Vec<String>,
 }
 
-impl Queue {
+/// The namespace's layout version ([`Queue::layout`]).
+#[derive(Clone, Copy)]
+pub struct Layouts<'q> {
+    pub(crate) q: &'q Queue,
+}
+
+impl Layouts<'_> {
     /// The layout of this namespace. `topics` are the topics the caller
     /// knows of (its queues.toml): their keys and the runners' heartbeats
     /// tell data from an empty namespace when no `layout` key is there.
-    pub async fn layout(&self, topics: &[&str]) -> Result<Layout, QueueError> {
+    pub async fn read(self, topics: &[&str]) -> Result<Layout, QueueError> {
         let stamp: Option<String> = redis::cmd("GET")
-            .arg(layout_key(&self.namespace))
-            .query_async(&mut self.conn.clone())
+            .arg(layout_key(&self.q.namespace))
+            .query_async(&mut self.q.conn.clone())
             .await?;
         if let Some(stamp) = stamp {
             return stamp.trim().parse().map(Layout::Version).map_err(|_| {
@@ -89,8 +95,8 @@ impl Queue {
         }
         // layout-1 runners were here: they wrote heartbeats before any stamp
         let runners: u64 = redis::cmd("EXISTS")
-            .arg(RunnerKeys::new(&self.namespace).info)
-            .query_async(&mut self.conn.clone())
+            .arg(RunnerKeys::new(&self.q.namespace).info)
+            .query_async(&mut self.q.conn.clone())
             .await?;
         if runners > 0 {
             return Ok(Layout::Unversioned);
@@ -98,7 +104,7 @@ impl Queue {
         // a topic with jobs and no stamp was written by a layout-1 build
         // (one call per topic: on a cluster a command may not span slots)
         for topic in topics {
-            let k = TopicKeys::new(&self.namespace, topic);
+            let k = TopicKeys::new(&self.q.namespace, topic);
             let (data, stamp): (u64, Option<String>) = redis::pipe()
                 .cmd("EXISTS")
                 .arg(&[
@@ -111,7 +117,7 @@ impl Queue {
                     &k.versions,
                 ])
                 .get(&k.layout)
-                .query_async(&mut self.conn.clone())
+                .query_async(&mut self.q.conn.clone())
                 .await?;
             if data > 0 && stamp.is_none() {
                 return Ok(Layout::Unversioned);
@@ -122,21 +128,21 @@ impl Queue {
 
     /// Stamp a new namespace, and `topics`, with [`LAYOUT`] (the first
     /// runner or command on it). Never overwrites a stamp.
-    pub async fn stamp_layout(&self, topics: &[&str]) -> Result<(), QueueError> {
+    pub async fn stamp(self, topics: &[&str]) -> Result<(), QueueError> {
         for topic in topics {
             let _: bool = redis::cmd("SET")
-                .arg(TopicKeys::new(&self.namespace, topic).layout)
+                .arg(TopicKeys::new(&self.q.namespace, topic).layout)
                 .arg(LAYOUT)
                 .arg("NX")
-                .query_async(&mut self.conn.clone())
+                .query_async(&mut self.q.conn.clone())
                 .await
                 .map(|r: Option<String>| r.is_some())?;
         }
         let _: Option<String> = redis::cmd("SET")
-            .arg(layout_key(&self.namespace))
+            .arg(layout_key(&self.q.namespace))
             .arg(LAYOUT)
             .arg("NX")
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.q.conn.clone())
             .await?;
         Ok(())
     }
@@ -145,13 +151,13 @@ impl Queue {
     /// each topic is stamped on its own (a command per topic), the namespace
     /// last, so an interrupted run leaves a namespace still at its old
     /// layout and a rerun finishes the work. `topics` are the ones to stamp
-    /// (queues.toml's, the runners' and any found by [`Queue::topics_in_redis`]).
-    pub async fn migrate(&self, topics: &[String]) -> Result<Migrated, QueueError> {
+    /// (queues.toml's, the runners' and any found by [`Layouts::topics`]).
+    pub async fn migrate(self, topics: &[String]) -> Result<Migrated, QueueError> {
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-        let from = self.layout(&names).await?;
+        let from = self.read(&names).await?;
         match from {
             Layout::Version(v) if v > LAYOUT => {
-                return Err(QueueError::Invalid(newer_message(&self.namespace, v)));
+                return Err(QueueError::Invalid(newer_message(&self.q.namespace, v)));
             }
             Layout::Version(v) if v == LAYOUT => {
                 return Ok(Migrated {
@@ -164,16 +170,14 @@ impl Queue {
         }
         let mut stamped = Vec::new();
         for topic in topics {
-            let k = TopicKeys::new(&self.namespace, topic);
+            let k = TopicKeys::new(&self.q.namespace, topic);
             // layout 1 to 2 changed no data; 2 to 3 moves the waiting jobs
             // onto the time index, a bounded step per call
             loop {
                 let left: u64 = scripts::MIGRATE
-                    .key(&k.pending)
-                    .key(&k.job)
-                    .key(&k.legacy_pending)
+                    .on(&k)
                     .arg(MIGRATE_STEP)
-                    .invoke_async(&mut self.conn.clone())
+                    .invoke_async(&mut self.q.conn.clone())
                     .await?;
                 if left == 0 {
                     break;
@@ -183,16 +187,16 @@ impl Queue {
                 .arg(&k.layout)
                 .arg(LAYOUT)
                 .arg("GET")
-                .query_async(&mut self.conn.clone())
+                .query_async(&mut self.q.conn.clone())
                 .await?;
             if before.as_deref() != Some(LAYOUT.to_string().as_str()) {
                 stamped.push(topic.clone());
             }
         }
         let _: () = redis::cmd("SET")
-            .arg(layout_key(&self.namespace))
+            .arg(layout_key(&self.q.namespace))
             .arg(LAYOUT)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.q.conn.clone())
             .await?;
         Ok(Migrated {
             from: from.number(),
@@ -204,11 +208,11 @@ impl Queue {
     /// Topic names found in Redis under this namespace by `SCAN` (one server
     /// or Sentinel; a cluster answers for one node only, so there the
     /// topics come from queues.toml and the runners).
-    pub async fn topics_in_redis(&self) -> Result<Vec<String>, QueueError> {
-        if self.endpoint.servers.is_cluster() {
+    pub async fn topics(self) -> Result<Vec<String>, QueueError> {
+        if self.q.endpoint.servers.is_cluster() {
             return Ok(Vec::new());
         }
-        let pattern = format!("{}:{{*}}:*", self.namespace);
+        let pattern = format!("{}:{{*}}:*", self.q.namespace);
         let mut found = std::collections::BTreeSet::new();
         let mut cursor: u64 = 0;
         loop {
@@ -218,10 +222,10 @@ impl Queue {
                 .arg(&pattern)
                 .arg("COUNT")
                 .arg(1000)
-                .query_async(&mut self.conn.clone())
+                .query_async(&mut self.q.conn.clone())
                 .await?;
             for key in keys {
-                let rest = &key[self.namespace.len() + 2..];
+                let rest = &key[self.q.namespace.len() + 2..];
                 if let Some(end) = rest.find('}')
                     && !rest[..end].starts_with(':')
                 {

@@ -19,8 +19,8 @@ use redis::Value;
 
 use super::reply::{bytes, string};
 use super::{
-    CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, TraceContext,
-    millis, scripts,
+    CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Pipeline, QueueError, TopicKeys, TraceContext,
+    clock::millis, scripts,
 };
 
 /// 2 adds each job's unique-for window, 3 the parent's result; entries of
@@ -150,68 +150,6 @@ pub fn outbox_token(attempt: u32, id: &str) -> String {
     format!("{attempt}:{id}")
 }
 
-impl Queue {
-    /// Enqueue parked follow-ups into their topics, then clear them from the
-    /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
-    /// [`Queue::take_outbox`] returns them, or [`outbox_token`] of an ack.
-    /// Answers how many new jobs each target topic got.
-    pub async fn deliver(
-        &self,
-        parent: &TopicKeys,
-        entries: &[(String, Vec<Parked>)],
-        now_ms: u64,
-    ) -> Result<std::collections::BTreeMap<String, usize>, QueueError> {
-        let mut by_topic: std::collections::BTreeMap<&str, Vec<NewJob>> = Default::default();
-        for (_, jobs) in entries {
-            for p in jobs {
-                by_topic.entry(&p.topic).or_default().push(p.job.clone());
-            }
-        }
-        let mut new = std::collections::BTreeMap::new();
-        for (topic, jobs) in by_topic {
-            let answers = self.enqueue(&self.keys(topic), &jobs, now_ms).await?;
-            let fresh = answers
-                .iter()
-                .filter(|a| matches!(a, Enqueued::New(_)))
-                .count();
-            new.insert(topic.to_owned(), fresh);
-        }
-        let mut inv = scripts::OUTBOX_CLEAR.prepare_invoke();
-        inv.key(&parent.outbox).key(&parent.outbox_due);
-        for (token, _) in entries {
-            inv.arg(token);
-        }
-        let _: u64 = inv.invoke_async(&mut self.conn.clone()).await?;
-        Ok(new)
-    }
-
-    /// Take up to `limit` outbox entries whose delivery is overdue, holding them
-    /// for this caller for [`OUTBOX_SWEEP`]; deliver them with [`Queue::deliver`].
-    /// An entry that cannot be decoded is returned as an error string.
-    pub async fn take_outbox(
-        &self,
-        keys: &TopicKeys,
-        now_ms: u64,
-        limit: usize,
-    ) -> Result<Vec<(String, Result<Vec<Parked>, CorruptRecord>)>, QueueError> {
-        let reply: Vec<Value> = scripts::OUTBOX_TAKE
-            .key(&keys.outbox)
-            .key(&keys.outbox_due)
-            .arg(now_ms)
-            .arg(now_ms + millis(OUTBOX_SWEEP))
-            .arg(limit)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        reply
-            .chunks(2)
-            .map(|pair| match pair {
-                [token, entry] => Ok((string(token)?, decode(&bytes(entry)?))),
-                other => Err(QueueError::Protocol(format!("outbox answered {other:?}"))),
-            })
-            .collect()
-    }
-}
-
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
@@ -238,6 +176,66 @@ impl<'a> Reader<'a> {
     fn text(&mut self, n: usize) -> Result<String, CorruptRecord> {
         String::from_utf8(self.take(n)?.to_vec())
             .map_err(|_| CorruptRecord("non-UTF-8 text in an outbox entry"))
+    }
+}
+
+impl Pipeline<'_> {
+    /// Enqueue parked follow-ups into their topics, then clear them from the
+    /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
+    /// [`Pipeline::take_outbox`] returns them, or [`outbox_token`] of an ack.
+    /// Answers how many new jobs each target topic got.
+    pub async fn deliver(
+        self,
+        parent: &TopicKeys,
+        entries: &[(String, Vec<Parked>)],
+        now_ms: u64,
+    ) -> Result<std::collections::BTreeMap<String, usize>, QueueError> {
+        let mut by_topic: std::collections::BTreeMap<&str, Vec<NewJob>> = Default::default();
+        for (_, jobs) in entries {
+            for p in jobs {
+                by_topic.entry(&p.topic).or_default().push(p.job.clone());
+            }
+        }
+        let mut new = std::collections::BTreeMap::new();
+        for (topic, jobs) in by_topic {
+            let answers = self.q.enqueue(&self.q.keys(topic), &jobs, now_ms).await?;
+            let fresh = answers
+                .iter()
+                .filter(|a| matches!(a, Enqueued::New(_)))
+                .count();
+            new.insert(topic.to_owned(), fresh);
+        }
+        let mut inv = scripts::OUTBOX_CLEAR.on(parent);
+        for (token, _) in entries {
+            inv.arg(token);
+        }
+        let _: u64 = inv.invoke_async(&mut self.q.conn.clone()).await?;
+        Ok(new)
+    }
+
+    /// Take up to `limit` outbox entries whose delivery is overdue, holding them
+    /// for this caller for [`OUTBOX_SWEEP`]; deliver them with [`Pipeline::deliver`].
+    /// An entry that cannot be decoded is returned as an error string.
+    pub async fn take_outbox(
+        self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(String, Result<Vec<Parked>, CorruptRecord>)>, QueueError> {
+        let reply: Vec<Value> = scripts::OUTBOX_TAKE
+            .on(keys)
+            .arg(now_ms)
+            .arg(now_ms + millis(OUTBOX_SWEEP))
+            .arg(limit)
+            .invoke_async(&mut self.q.conn.clone())
+            .await?;
+        reply
+            .chunks(2)
+            .map(|pair| match pair {
+                [token, entry] => Ok((string(token)?, decode(&bytes(entry)?))),
+                other => Err(QueueError::Protocol(format!("outbox answered {other:?}"))),
+            })
+            .collect()
     }
 }
 

@@ -17,7 +17,7 @@ use redis::Value;
 use serde::{Deserialize, Serialize};
 
 use super::reply::{bytes, string};
-use super::{CorruptRecord, Queue, QueueError, TopicKeys, clock::millis, scripts};
+use super::{CorruptRecord, Pipeline, Queue, QueueError, TopicKeys, clock::millis, scripts};
 
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,31 +182,11 @@ pub enum Standing {
 }
 
 impl Queue {
-    /// Record the progress of running attempts; reports of attempts that no
-    /// longer hold their job's lease are dropped. Answers how many were kept.
-    pub async fn progress(&self, keys: &TopicKeys, reports: &[Report]) -> Result<u64, QueueError> {
-        let mut inv = scripts::PROGRESS.prepare_invoke();
-        inv.key(&keys.lease)
-            .key(&keys.attempt)
-            .key(&keys.progress)
-            .arg(&keys.events);
-        for r in reports {
-            let json = serde_json::to_string(&r.progress).expect("progress serializes");
-            inv.arg(&r.id).arg(r.progress.attempt).arg(json);
-        }
-        Ok(inv.invoke_async(&mut self.conn.clone()).await?)
-    }
-
     /// Where job `id` of a topic stands: live (with its progress), ended
     /// (with its kept end), or unknown.
     pub async fn standing(&self, keys: &TopicKeys, id: &str) -> Result<Standing, QueueError> {
-        let mut inv = scripts::PEEK.prepare_invoke();
-        inv.key(&keys.job)
-            .key(&keys.dead)
-            .key(&keys.lease)
-            .key(&keys.progress)
-            .key(keys.result(id))
-            .arg(id);
+        let mut inv = scripts::PEEK.on(keys);
+        inv.key(keys.result(id)).arg(id);
         let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
         let [live, running, progress, end] = reply.as_slice() else {
             return Err(QueueError::Protocol(format!("peek answered {reply:?}")));
@@ -234,6 +214,20 @@ impl Queue {
 /// `keep` as the scripts take it: ms, `0` for none.
 pub(super) fn keep_ms(keep: Option<Duration>) -> u64 {
     keep.map_or(0, |k| millis(k).max(1))
+}
+
+impl Pipeline<'_> {
+    /// Record the progress of running attempts; reports of attempts that no
+    /// longer hold their job's lease are dropped. Answers how many were kept.
+    pub async fn progress(self, keys: &TopicKeys, reports: &[Report]) -> Result<u64, QueueError> {
+        let mut inv = scripts::PROGRESS.on(keys);
+        inv.arg(&keys.events);
+        for r in reports {
+            let json = serde_json::to_string(&r.progress).expect("progress serializes");
+            inv.arg(&r.id).arg(r.progress.attempt).arg(json);
+        }
+        Ok(inv.invoke_async(&mut self.q.conn.clone()).await?)
+    }
 }
 
 #[cfg(test)]

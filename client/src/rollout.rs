@@ -4,8 +4,8 @@
 //! `rollout_set.lua`); and the kept versions with their totals.
 //!
 //! Runners report their attempts per version and the version of their
-//! handler file with [`Queue::rollout_sync`] every few hundred ms and route by
-//! what it answers; verdicts and pins are [`Queue::rollout_change`]. Both
+//! handler file with [`Rollouts::sync`] every few hundred ms and route by
+//! what it answers; verdicts and pins are [`Rollouts::change`]. Both
 //! keys are in the topic's slot, so this works on a cluster.
 
 use std::collections::HashMap;
@@ -160,151 +160,13 @@ pub enum Change {
     Unpin,
 }
 
-/// What a rollout policy asks of [`Queue::rollout_sync`].
+/// What a rollout policy asks of [`Rollouts::sync`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Policy {
     /// The canary's share of attempts (0..1, exclusive).
     pub share: f64,
     /// The canary's window, ms.
     pub window_ms: u64,
-}
-
-impl Queue {
-    /// Report attempts per version since the last report and the version of
-    /// this runner's handler file (starting a canary when it is new and
-    /// `policy` is set); the topic's rollout as it is now.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn rollout_sync(
-        &self,
-        keys: &TopicKeys,
-        now_ms: u64,
-        file: Option<&str>,
-        policy: Option<Policy>,
-        keep: u32,
-        who: &str,
-        counts: &[(&str, Tally)],
-    ) -> Result<Rollout, QueueError> {
-        let mut inv = scripts::ROLLOUT_SYNC.prepare_invoke();
-        inv.key(&keys.rollout).key(&keys.versions);
-        inv.arg(now_ms).arg(file.unwrap_or(""));
-        match policy {
-            Some(p) => inv.arg(p.share.to_string()).arg(p.window_ms),
-            None => inv.arg("").arg(0),
-        };
-        inv.arg(keep.max(1)).arg(who);
-        for (version, t) in counts {
-            inv.arg(*version)
-                .arg(t.attempts)
-                .arg(t.failures)
-                .arg(t.crashes);
-        }
-        let flat: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
-        parse(&flat)
-    }
-
-    /// Apply `change` (by `who`, for `reason`). A verdict names the canary it
-    /// judged in `canary` and is refused if another one runs by now; by hand
-    /// it is `None`. Refusals are [`QueueError::Invalid`] saying why.
-    pub async fn rollout_change(
-        &self,
-        keys: &TopicKeys,
-        change: &Change,
-        who: &str,
-        reason: &str,
-        canary: Option<&str>,
-        now_ms: u64,
-    ) -> Result<(), QueueError> {
-        let (action, version) = match change {
-            Change::Promote => ("promote", canary.unwrap_or("")),
-            Change::RollBack => ("rollback", canary.unwrap_or("")),
-            Change::Abort => ("abort", canary.unwrap_or("")),
-            Change::Pin(v) => {
-                crate::record::check_version(v).map_err(QueueError::Invalid)?;
-                ("pin", v.as_str())
-            }
-            Change::Unpin => ("unpin", ""),
-        };
-        let answer: String = scripts::ROLLOUT_SET
-            .key(&keys.rollout)
-            .key(&keys.versions)
-            .arg(now_ms)
-            .arg(action)
-            .arg(who)
-            .arg(reason)
-            .arg(version)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        let topic = &keys.topic;
-        match answer.as_str() {
-            "ok" => Ok(()),
-            "no canary" => Err(QueueError::Invalid(format!(
-                "topic {topic:?} has no canary being rolled out"
-            ))),
-            "stale" => Err(QueueError::Invalid(format!(
-                "topic {topic:?} rolls out another canary by now"
-            ))),
-            "unknown version" => Err(QueueError::Invalid(format!(
-                "topic {topic:?} keeps no version {version} (`hourglass versions {topic}` lists them)"
-            ))),
-            "not pinned" => Err(QueueError::Invalid(format!(
-                "topic {topic:?} is not pinned"
-            ))),
-            other => Err(QueueError::Protocol(format!(
-                "rollout_set answered {other:?}"
-            ))),
-        }
-    }
-
-    /// The topic's rollout as it is now (read only).
-    pub async fn rollout(&self, keys: &TopicKeys) -> Result<Rollout, QueueError> {
-        let flat: Vec<Value> = redis::cmd("HGETALL")
-            .arg(&keys.rollout)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        parse(&flat)
-    }
-
-    /// The topic's kept versions, newest first, with their roles and totals.
-    pub async fn versions(
-        &self,
-        keys: &TopicKeys,
-    ) -> Result<(Rollout, Vec<VersionInfo>), QueueError> {
-        // both at once (one slot): a role always matches the counts beside it
-        let (state, flat): (Vec<Value>, Vec<Value>) = redis::pipe()
-            .atomic()
-            .hgetall(&keys.rollout)
-            .hgetall(&keys.versions)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        let rollout = parse(&state)?;
-        let fields = pairs(&flat)?;
-        let count = |v: &str, what: &str| {
-            fields
-                .get(&format!("{v}:{what}"))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
-        let mut versions: Vec<VersionInfo> = fields
-            .iter()
-            .filter(|(k, _)| !k.contains(':'))
-            .map(|(v, seen)| VersionInfo {
-                version: v.clone(),
-                first_seen_ms: seen.parse().unwrap_or(0),
-                role: rollout.role_of(v),
-                tally: Tally {
-                    attempts: count(v, "n"),
-                    failures: count(v, "f"),
-                    crashes: count(v, "c"),
-                },
-            })
-            .collect();
-        versions.sort_by(|a, b| {
-            b.first_seen_ms
-                .cmp(&a.first_seen_ms)
-                .then(a.version.cmp(&b.version))
-        });
-        Ok((rollout, versions))
-    }
 }
 
 impl Rollout {
@@ -381,4 +243,146 @@ fn parse(flat: &[Value]) -> Result<Rollout, QueueError> {
         generation: num("gen"),
         totals,
     })
+}
+
+/// Which handler version serves each topic, and the kept versions ([`Queue::rollouts`]).
+#[derive(Clone, Copy)]
+pub struct Rollouts<'q> {
+    pub(crate) q: &'q Queue,
+}
+
+impl Rollouts<'_> {
+    /// Report attempts per version since the last report and the version of
+    /// this runner's handler file (starting a canary when it is new and
+    /// `policy` is set); the topic's rollout as it is now.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn sync(
+        self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        file: Option<&str>,
+        policy: Option<Policy>,
+        keep: u32,
+        who: &str,
+        counts: &[(&str, Tally)],
+    ) -> Result<Rollout, QueueError> {
+        let mut inv = scripts::ROLLOUT_SYNC.on(keys);
+        inv.arg(now_ms).arg(file.unwrap_or(""));
+        match policy {
+            Some(p) => inv.arg(p.share.to_string()).arg(p.window_ms),
+            None => inv.arg("").arg(0),
+        };
+        inv.arg(keep.max(1)).arg(who);
+        for (version, t) in counts {
+            inv.arg(*version)
+                .arg(t.attempts)
+                .arg(t.failures)
+                .arg(t.crashes);
+        }
+        let flat: Vec<Value> = inv.invoke_async(&mut self.q.conn.clone()).await?;
+        parse(&flat)
+    }
+
+    /// Apply `change` (by `who`, for `reason`). A verdict names the canary it
+    /// judged in `canary` and is refused if another one runs by now; by hand
+    /// it is `None`. Refusals are [`QueueError::Invalid`] saying why.
+    pub async fn change(
+        self,
+        keys: &TopicKeys,
+        change: &Change,
+        who: &str,
+        reason: &str,
+        canary: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(), QueueError> {
+        let (action, version) = match change {
+            Change::Promote => ("promote", canary.unwrap_or("")),
+            Change::RollBack => ("rollback", canary.unwrap_or("")),
+            Change::Abort => ("abort", canary.unwrap_or("")),
+            Change::Pin(v) => {
+                crate::record::check_version(v).map_err(QueueError::Invalid)?;
+                ("pin", v.as_str())
+            }
+            Change::Unpin => ("unpin", ""),
+        };
+        let answer: String = scripts::ROLLOUT_SET
+            .on(keys)
+            .arg(now_ms)
+            .arg(action)
+            .arg(who)
+            .arg(reason)
+            .arg(version)
+            .invoke_async(&mut self.q.conn.clone())
+            .await?;
+        let topic = &keys.topic;
+        match answer.as_str() {
+            "ok" => Ok(()),
+            "no canary" => Err(QueueError::Invalid(format!(
+                "topic {topic:?} has no canary being rolled out"
+            ))),
+            "stale" => Err(QueueError::Invalid(format!(
+                "topic {topic:?} rolls out another canary by now"
+            ))),
+            "unknown version" => Err(QueueError::Invalid(format!(
+                "topic {topic:?} keeps no version {version} (`hourglass versions {topic}` lists them)"
+            ))),
+            "not pinned" => Err(QueueError::Invalid(format!(
+                "topic {topic:?} is not pinned"
+            ))),
+            other => Err(QueueError::Protocol(format!(
+                "rollout_set answered {other:?}"
+            ))),
+        }
+    }
+
+    /// The topic's rollout as it is now (read only).
+    pub async fn get(self, keys: &TopicKeys) -> Result<Rollout, QueueError> {
+        let flat: Vec<Value> = redis::cmd("HGETALL")
+            .arg(&keys.rollout)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        parse(&flat)
+    }
+
+    /// The topic's kept versions, newest first, with their roles and totals.
+    pub async fn versions(
+        self,
+        keys: &TopicKeys,
+    ) -> Result<(Rollout, Vec<VersionInfo>), QueueError> {
+        // both at once (one slot): a role always matches the counts beside it
+        let (state, flat): (Vec<Value>, Vec<Value>) = redis::pipe()
+            .atomic()
+            .hgetall(&keys.rollout)
+            .hgetall(&keys.versions)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        let rollout = parse(&state)?;
+        let fields = pairs(&flat)?;
+        let count = |v: &str, what: &str| {
+            fields
+                .get(&format!("{v}:{what}"))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        let mut versions: Vec<VersionInfo> = fields
+            .iter()
+            .filter(|(k, _)| !k.contains(':'))
+            .map(|(v, seen)| VersionInfo {
+                version: v.clone(),
+                first_seen_ms: seen.parse().unwrap_or(0),
+                role: rollout.role_of(v),
+                tally: Tally {
+                    attempts: count(v, "n"),
+                    failures: count(v, "f"),
+                    crashes: count(v, "c"),
+                },
+            })
+            .collect();
+        versions.sort_by(|a, b| {
+            b.first_seen_ms
+                .cmp(&a.first_seen_ms)
+                .then(a.version.cmp(&b.version))
+        });
+        Ok((rollout, versions))
+    }
 }

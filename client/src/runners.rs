@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use redis::Value;
 
 use super::keys::RunnerKeys;
-use super::{Queue, QueueError, scripts};
+use super::{Queue, QueueError, TopicKeys, scripts};
 
 /// What a runner reports about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -55,47 +55,54 @@ pub struct TopicMeter {
     pub memory_p99: Option<u64>,
 }
 
-impl Queue {
+/// What runners share beyond jobs: heartbeats, account usage, schedule cursors ([`Queue::runners`]).
+#[derive(Clone, Copy)]
+pub struct Runners<'q> {
+    pub(crate) q: &'q Queue,
+}
+
+impl Runners<'_> {
     /// Say `runner` is alive until `until_ms`; returns how many runners whose
     /// time ran out were forgotten meanwhile.
-    pub async fn heartbeat(&self, runner: &RunnerInfo, until_ms: u64) -> Result<u64, QueueError> {
+    pub async fn heartbeat(self, runner: &RunnerInfo, until_ms: u64) -> Result<u64, QueueError> {
         let json = serde_json::to_string(runner).expect("runner info serializes");
         self.beat(&runner.id, runner.seen_at_ms, until_ms, &json)
             .await
     }
 
     /// Say runner `id` is gone (a graceful stop).
-    pub async fn leave(&self, id: &str, now_ms: u64) -> Result<(), QueueError> {
+    pub async fn leave(self, id: &str, now_ms: u64) -> Result<(), QueueError> {
         self.beat(id, now_ms, now_ms, "").await.map(|_| ())
     }
 
     async fn beat(
-        &self,
+        self,
         id: &str,
         now_ms: u64,
         until_ms: u64,
         json: &str,
     ) -> Result<u64, QueueError> {
-        let keys = RunnerKeys::new(&self.namespace);
+        let keys = RunnerKeys::new(&self.q.namespace);
         Ok(scripts::HEARTBEAT
+            .bare()
             .key(&keys.info)
             .key(&keys.alive)
             .arg(now_ms)
             .arg(until_ms)
             .arg(id)
             .arg(json)
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.q.conn.clone())
             .await?)
     }
 
     /// The runners alive at `now_ms`, by id.
-    pub async fn runners(&self, now_ms: u64) -> Result<Vec<RunnerInfo>, QueueError> {
-        let keys = RunnerKeys::new(&self.namespace);
+    pub async fn list(self, now_ms: u64) -> Result<Vec<RunnerInfo>, QueueError> {
+        let keys = RunnerKeys::new(&self.q.namespace);
         let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
             .arg(&keys.alive)
             .arg(now_ms)
             .arg("+inf")
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.q.conn.clone())
             .await?;
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -103,7 +110,7 @@ impl Queue {
         let infos: Vec<Value> = redis::cmd("HMGET")
             .arg(&keys.info)
             .arg(&ids)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.q.conn.clone())
             .await?;
         let mut runners: Vec<RunnerInfo> = infos
             .iter()
@@ -114,5 +121,34 @@ impl Queue {
             .collect();
         runners.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(runners)
+    }
+
+    /// The last fire time schedule `name` enqueued or passed over (ms), if it ever ran.
+    pub async fn schedule_cursor(
+        self,
+        keys: &TopicKeys,
+        name: &str,
+    ) -> Result<Option<u64>, QueueError> {
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(keys.schedule(name))
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        Ok(v)
+    }
+
+    /// Move schedule `name`'s cursor forward to `tick_ms` (never back).
+    pub async fn advance_schedule(
+        self,
+        keys: &TopicKeys,
+        name: &str,
+        tick_ms: u64,
+    ) -> Result<(), QueueError> {
+        let _: Value = scripts::SCHEDULE_ADVANCE
+            .bare()
+            .key(keys.schedule(name))
+            .arg(tick_ms)
+            .invoke_async(&mut self.q.conn.clone())
+            .await?;
+        Ok(())
     }
 }

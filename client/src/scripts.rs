@@ -1,39 +1,198 @@
-//! The Lua scripts, loaded once. Each state change of a job is one script;
-//! each script has exactly one wrapper in [`super::Queue`].
+//! The Lua scripts, loaded once, each with the KEYS of a topic it takes,
+//! named once here. Each state change of a job is one script; each script
+//! has exactly one wrapper (a method of [`super::Queue`] or of one of its
+//! handles). A test checks each list against its script's `KEYS[n]` header.
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
+
+use super::TopicKeys;
+
+/// A script, and the keys of a topic it takes first, in `KEYS` order.
+pub(super) struct Lua {
+    script: LazyLock<Script>,
+    /// Its file in `client/lua/` (for the test of its header).
+    #[cfg_attr(not(test), allow(dead_code))]
+    file: &'static str,
+    keys: &'static [fn(&TopicKeys) -> &String],
+}
+
+impl Lua {
+    /// An invocation with the keys of the topic `keys` in place; the caller
+    /// adds any further KEYS (a job's result key, ...) and the ARGV.
+    pub(super) fn on(&self, keys: &TopicKeys) -> ScriptInvocation<'_> {
+        let mut inv = self.script.prepare_invoke();
+        for key in self.keys {
+            inv.key(key(keys));
+        }
+        inv
+    }
+
+    /// An invocation with no keys in place: for scripts on keys that are
+    /// not a topic's (the runners', a schedule's cursor).
+    pub(super) fn bare(&self) -> ScriptInvocation<'_> {
+        self.script.prepare_invoke()
+    }
+}
 
 macro_rules! script {
-    ($name:ident, $file:literal) => {
-        pub(super) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/prelude.lua"),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
+    ($name:ident, $file:literal, [$($key:ident),*]) => {
+        pub(super) static $name: Lua = Lua {
+            script: LazyLock::new(|| {
+                Script::new(concat!(
+                    include_str!("../lua/prelude.lua"),
+                    include_str!(concat!("../lua/", $file))
+                ))
+            }),
+            file: $file,
+            keys: &[$(|k: &TopicKeys| -> &String { &k.$key }),*],
+        };
     };
 }
 
-script!(ENQUEUE, "enqueue.lua");
-script!(CLAIM, "claim.lua");
-script!(ACK, "ack.lua");
-script!(RETRY, "retry.lua");
-script!(BURY, "bury.lua");
-script!(REQUEUE, "requeue.lua");
-script!(RELEASE, "release.lua");
-script!(OUTBOX_TAKE, "outbox_take.lua");
-script!(OUTBOX_CLEAR, "outbox_clear.lua");
-script!(CANCEL, "cancel.lua");
-script!(DEAD_RETRY, "dead_retry.lua");
-script!(DEAD_PURGE, "dead_purge.lua");
-script!(PAUSE, "pause.lua");
-script!(HEARTBEAT, "heartbeat.lua");
-script!(SCHEDULE_ADVANCE, "schedule_advance.lua");
-script!(ROLLOUT_SYNC, "rollout_sync.lua");
-script!(ROLLOUT_SET, "rollout_set.lua");
-script!(PROGRESS, "progress.lua");
-script!(PEEK, "peek.lua");
-script!(COUNTS, "counts.lua");
-script!(MIGRATE, "migrate.lua");
+script!(
+    ENQUEUE,
+    "enqueue.lua",
+    [
+        pending,
+        job,
+        dead,
+        dead_info,
+        seq,
+        lease,
+        attempt,
+        error,
+        layout,
+        account,
+        legacy_pending
+    ]
+);
+script!(
+    CLAIM,
+    "claim.lua",
+    [
+        pending,
+        lease,
+        job,
+        attempt,
+        error,
+        paused,
+        rate,
+        account,
+        legacy_pending
+    ]
+);
+script!(
+    ACK,
+    "ack.lua",
+    [
+        lease, job, attempt, error, outbox, outbox_due, account, progress
+    ]
+);
+script!(RETRY, "retry.lua", [lease, pending, attempt, error, job]);
+script!(
+    BURY,
+    "bury.lua",
+    [
+        lease, job, attempt, error, dead, dead_info, account, progress
+    ]
+);
+script!(REQUEUE, "requeue.lua", [lease, pending, error, job]);
+script!(RELEASE, "release.lua", [lease, pending, attempt, job]);
+script!(OUTBOX_TAKE, "outbox_take.lua", [outbox, outbox_due]);
+script!(OUTBOX_CLEAR, "outbox_clear.lua", [outbox, outbox_due]);
+script!(
+    CANCEL,
+    "cancel.lua",
+    [
+        pending,
+        lease,
+        job,
+        attempt,
+        error,
+        dead,
+        dead_info,
+        account,
+        progress,
+        legacy_pending
+    ]
+);
+script!(
+    DEAD_RETRY,
+    "dead_retry.lua",
+    [dead, dead_info, pending, job, attempt, error]
+);
+script!(
+    DEAD_PURGE,
+    "dead_purge.lua",
+    [dead, dead_info, job, account]
+);
+script!(PAUSE, "pause.lua", [paused, pending]);
+script!(HEARTBEAT, "heartbeat.lua", []);
+script!(SCHEDULE_ADVANCE, "schedule_advance.lua", []);
+script!(ROLLOUT_SYNC, "rollout_sync.lua", [rollout, versions]);
+script!(ROLLOUT_SET, "rollout_set.lua", [rollout, versions]);
+script!(PROGRESS, "progress.lua", [lease, attempt, progress]);
+script!(PEEK, "peek.lua", [job, dead, lease, progress]);
+script!(
+    COUNTS,
+    "counts.lua",
+    [pending, job, lease, dead, paused, legacy_pending]
+);
+script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The numbered `KEYS[n]:` a script's header names (not `KEYS[8 + j]`).
+    fn header_keys(file: &str) -> usize {
+        let path = format!("{}/lua/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("script file");
+        text.lines()
+            .take_while(|l| l.starts_with("--"))
+            .flat_map(|l| l.match_indices("KEYS[").map(move |(i, _)| &l[i + 5..]))
+            .filter(|rest| {
+                rest.split_once("]:")
+                    .is_some_and(|(n, _)| n.parse::<usize>().is_ok())
+            })
+            .count()
+    }
+
+    #[test]
+    fn each_scripts_topic_keys_match_its_header() {
+        // with the numbered KEYS its wrapper adds after the topic's
+        let all = [
+            (&ENQUEUE, 0),
+            (&CLAIM, 0),
+            (&ACK, 0),
+            (&RETRY, 0),
+            (&BURY, 0),
+            (&REQUEUE, 0),
+            (&RELEASE, 0),
+            (&OUTBOX_TAKE, 0),
+            (&OUTBOX_CLEAR, 0),
+            (&CANCEL, 0),
+            (&DEAD_RETRY, 0),
+            (&DEAD_PURGE, 0),
+            (&PAUSE, 0),
+            (&HEARTBEAT, 2),
+            (&SCHEDULE_ADVANCE, 1),
+            (&ROLLOUT_SYNC, 0),
+            (&ROLLOUT_SET, 0),
+            (&PROGRESS, 0),
+            (&PEEK, 1),
+            (&COUNTS, 0),
+            (&MIGRATE, 0),
+        ];
+        for (lua, added) in all {
+            assert_eq!(
+                lua.keys.len() + added,
+                header_keys(lua.file),
+                "{}: the KEYS its header names and the topic keys listed in scripts.rs differ",
+                lua.file
+            );
+        }
+    }
+}

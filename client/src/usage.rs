@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::keys::usage_key;
-use super::{Queue, QueueError};
+use super::{QueueError, Runners};
 
 /// How long an hour's sums are kept.
 pub const USAGE_KEEP: Duration = Duration::from_secs(35 * 86_400);
@@ -81,17 +81,17 @@ pub fn totals(usage: &HourlyUsage) -> BTreeMap<&str, AccountUsage> {
     totals
 }
 
-impl Queue {
+impl Runners<'_> {
     /// Add `sums` to the hours and accounts they name (one round trip).
     /// Not idempotent: a call whose answer is lost may have counted.
-    pub async fn add_usage(&self, sums: &HourlyUsage) -> Result<(), QueueError> {
+    pub async fn add_usage(self, sums: &HourlyUsage) -> Result<(), QueueError> {
         if sums.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
         let mut hours = Vec::new();
         for ((hour, account), usage) in sums {
-            let key = usage_key(&self.namespace, hour / 1000);
+            let key = usage_key(&self.q.namespace, hour / 1000);
             for (metric, value) in usage.fields() {
                 if value > 0 {
                     pipe.hincr(&key, format!("{account}|{metric}"), value)
@@ -104,7 +104,7 @@ impl Queue {
                 pipe.cmd("EXPIREAT").arg(&key).arg(until_s).ignore();
             }
         }
-        let _: () = pipe.query_async(&mut self.conn.clone()).await?;
+        let _: () = pipe.query_async(&mut self.q.conn.clone()).await?;
         Ok(())
     }
 
@@ -112,7 +112,7 @@ impl Queue {
     /// holding `now_ms` (at most [`USAGE_KEEP`] back), per hour and account
     /// (only `account`'s, if given).
     pub async fn usage(
-        &self,
+        self,
         since_ms: u64,
         now_ms: u64,
         account: Option<&str>,
@@ -123,9 +123,9 @@ impl Queue {
             .collect();
         let mut pipe = redis::pipe();
         for hour in &hours {
-            pipe.hgetall(usage_key(&self.namespace, hour / 1000));
+            pipe.hgetall(usage_key(&self.q.namespace, hour / 1000));
         }
-        let replies: Vec<Value> = pipe.query_async(&mut self.conn.clone()).await?;
+        let replies: Vec<Value> = pipe.query_async(&mut self.q.conn.clone()).await?;
         let mut out = HourlyUsage::new();
         for (hour, reply) in hours.iter().zip(replies) {
             let fields: BTreeMap<String, u64> = redis::from_redis_value(reply)

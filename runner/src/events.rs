@@ -1,8 +1,9 @@
 //! What happens to jobs, as a stream, for Rust callers of
 //! [`crate::Runner::subscribe`] (the integration tests and the benchmark
 //! read it; the log and `hourglass stats` do not: the committer logs, and
-//! stats come from Redis and the heartbeats). Events are sent after the
-//! state change they report is committed to Redis.
+//! stats come from Redis and the heartbeats). `Started` and `Ran` are sent
+//! by the attempt as it starts and ends (`worker/watch/events.rs`); the rest
+//! by the committer, after the state change they report is committed to Redis.
 
 /// One thing that happened to one attempt of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]

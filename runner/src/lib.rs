@@ -9,14 +9,17 @@
 //! - [`wasm`]: compiling handlers and running one attempt in a fresh, limited
 //!   instance; the only module that touches wasmtime.
 //! - [`reload`]: `queues.toml` and handler files changing under a running runner.
-//! - [`worker`]: the runner: priority scheduling, attempts, commits, shutdown.
+//! - [`worker`]: the runner: priority scheduling, attempts, the watchers of
+//!   attempts, commits, shutdown.
 //! - [`events`]: what happened to jobs, as a stream.
+//! - [`telemetry`]: spans of jobs exported with OpenTelemetry; the only
+//!   module that uses OpenTelemetry's crates.
 //! - [`http`]: the API, dashboard and `/metrics` at `[http] listen`;
 //!   [`metrics`]: the Prometheus metrics it serves.
 //! - [`cli`]: the `hourglass` command line; [`job_options`]: a job's
 //!   options as producers write them, checked once for the CLI and the API.
-//! - `clock`, `backoff`: time in milliseconds; retry delays; `private_dir`:
-//!   folders that hold code the runner runs.
+//! - `clock`: time in milliseconds; `private_dir`: folders that hold code the
+//!   runner runs.
 
 pub mod cli;
 pub mod clock;

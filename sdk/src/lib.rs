@@ -45,7 +45,8 @@
 //! A handler can call the hosts its topic is granted with [`http`]:
 //! `http::post_json(url, &body)?` returns the status and body.
 //!
-//! Build and deploy with `hourglass build path/to/crate` (see the README).
+//! Build and deploy with `hourglass build path/to/crate` (see the docs'
+//! "Build and deploy a handler, live" page, `docs/src/deploy-live.md`).
 
 extern crate alloc;
 

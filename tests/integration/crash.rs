@@ -95,6 +95,7 @@ async fn shutdown_lets_short_jobs_finish_and_releases_the_rest_uncounted() {
         "only the endless job is left, released"
     );
     let claimed = queue
+        .pipeline()
         .claim(&keys, now_ms(), now_ms() + 1000, 10)
         .await
         .unwrap();

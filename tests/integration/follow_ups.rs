@@ -119,6 +119,7 @@ async fn follow_ups_appear_when_the_parent_acks_and_never_when_it_fails_or_traps
         );
     }
     let parked = queue
+        .pipeline()
         .take_outbox(&queue.keys("parent"), now_ms() + 86_400_000, 100)
         .await
         .unwrap();
@@ -167,7 +168,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
         ..Default::default()
     };
     q.enqueue(&parent, &[job("p1")], 0).await.unwrap();
-    let claimed = q.claim(&parent, 10, 1_000, 1).await.unwrap();
+    let claimed = q.pipeline().claim(&parent, 10, 1_000, 1).await.unwrap();
     let done = Done {
         end: None,
         id: "p1".into(),
@@ -178,18 +179,29 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
         }],
     };
     // acked at t=100, then the runner dies before delivering
-    assert!(q.ack(&parent, &[done], 100, None).await.unwrap().is_empty());
+    assert!(
+        q.pipeline()
+            .ack(&parent, &[done], 100, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(q.inspect(&child, "k1", 100).await.unwrap().is_none());
 
     let sweep_at = 100 + OUTBOX_SWEEP.as_millis() as u64;
     assert!(
-        q.take_outbox(&parent, sweep_at - 1, 10)
+        q.pipeline()
+            .take_outbox(&parent, sweep_at - 1, 10)
             .await
             .unwrap()
             .is_empty(),
         "not swept while its own runner may still deliver it"
     );
-    let taken = q.take_outbox(&parent, sweep_at, 10).await.unwrap();
+    let taken = q
+        .pipeline()
+        .take_outbox(&parent, sweep_at, 10)
+        .await
+        .unwrap();
     assert_eq!(taken.len(), 1);
     let (token, jobs) = &taken[0];
     assert_eq!(token, "1:p1");
@@ -197,22 +209,33 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
     assert_eq!(jobs[0].job.id.as_deref(), Some("k1"));
     // a second sweeper finds it held
     assert!(
-        q.take_outbox(&parent, sweep_at, 10)
+        q.pipeline()
+            .take_outbox(&parent, sweep_at, 10)
             .await
             .unwrap()
             .is_empty()
     );
 
     let entry = vec![(token.clone(), jobs)];
-    q.deliver(&parent, &entry, sweep_at).await.unwrap();
+    q.pipeline()
+        .deliver(&parent, &entry, sweep_at)
+        .await
+        .unwrap();
     assert!(q.inspect(&child, "k1", sweep_at).await.unwrap().is_some());
     // delivered twice (a sweeper that crashed after enqueueing): still one job
-    q.deliver(&parent, &entry, sweep_at).await.unwrap();
+    q.pipeline()
+        .deliver(&parent, &entry, sweep_at)
+        .await
+        .unwrap();
     let again = q.enqueue(&child, &[job("k1")], sweep_at).await.unwrap();
     assert_eq!(again, [Enqueued::Duplicate("k1".into())]);
     let later = sweep_at + 10 * OUTBOX_SWEEP.as_millis() as u64;
     assert!(
-        q.take_outbox(&parent, later, 10).await.unwrap().is_empty(),
+        q.pipeline()
+            .take_outbox(&parent, later, 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "cleared once delivered"
     );
 }

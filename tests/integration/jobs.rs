@@ -152,7 +152,8 @@ async fn exhausted_retries_and_fail_are_dead_lettered_with_reason_and_attempts()
         })
         .await;
     let info = queue
-        .dead_info(&queue.keys("flaky"), &exhausted)
+        .dead()
+        .info(&queue.keys("flaky"), &exhausted)
         .await
         .unwrap()
         .expect("dead letter stored");
@@ -163,14 +164,16 @@ async fn exhausted_retries_and_fail_are_dead_lettered_with_reason_and_attempts()
         "{info:?}"
     );
     let info = queue
-        .dead_info(&queue.keys("order_cancel"), &failed)
+        .dead()
+        .info(&queue.keys("order_cancel"), &failed)
         .await
         .unwrap()
         .expect("dead letter stored");
     assert_eq!(info.attempts, 1, "fail skips the remaining attempts");
     assert!(info.reason.contains("order 7 has no amount"), "{info:?}");
     let info = queue
-        .dead_info(&queue.keys("order_cancel"), &garbage)
+        .dead()
+        .info(&queue.keys("order_cancel"), &garbage)
         .await
         .unwrap()
         .expect("dead letter stored");

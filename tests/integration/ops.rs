@@ -180,7 +180,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         ..Default::default()
     };
     q.enqueue(&k, &[job], 0).await.unwrap();
-    let claimed = q.claim(&k, 1, 1_000, 1).await.unwrap();
+    let claimed = q.pipeline().claim(&k, 1, 1_000, 1).await.unwrap();
     let retention = DeadLetter {
         keep: 100,
         max_age: Duration::from_secs(60),
@@ -192,24 +192,31 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         handler: None,
         costs: Vec::new(),
     };
-    q.bury(
-        &k,
-        &[Burial {
-            end: None,
-            id: "old".into(),
-            attempt: claimed.jobs[0].attempt,
-            info,
-        }],
-        retention,
-        10,
-        None,
-    )
-    .await
-    .unwrap();
-    q.bury(&k, &[], retention, 60_009, None).await.unwrap();
+    q.pipeline()
+        .bury(
+            &k,
+            &[Burial {
+                end: None,
+                id: "old".into(),
+                attempt: claimed.jobs[0].attempt,
+                info,
+            }],
+            retention,
+            10,
+            None,
+        )
+        .await
+        .unwrap();
+    q.pipeline()
+        .bury(&k, &[], retention, 60_009, None)
+        .await
+        .unwrap();
     let view = q.inspect(&k, "old", 60_009).await.unwrap().unwrap();
     assert!(matches!(view.state, JobState::Dead(_)), "not yet 60 s old");
-    q.bury(&k, &[], retention, 60_011, None).await.unwrap();
+    q.pipeline()
+        .bury(&k, &[], retention, 60_011, None)
+        .await
+        .unwrap();
     assert!(
         q.inspect(&k, "old", 60_011).await.unwrap().is_none(),
         "dropped with its payload once older than max_age"

@@ -36,10 +36,10 @@ async fn a_job_is_not_claimable_one_millisecond_before_it_is_due() {
     q.enqueue(&k, &[job(Some("x"), 10_000)], 1_000)
         .await
         .unwrap();
-    let early = q.claim(&k, 9_999, 20_000, 10).await.unwrap();
+    let early = q.pipeline().claim(&k, 9_999, 20_000, 10).await.unwrap();
     assert!(early.jobs.is_empty(), "claimed before due: {early:?}");
     assert_eq!(early.next_due_ms, Some(10_000));
-    let due = q.claim(&k, 10_000, 20_000, 10).await.unwrap();
+    let due = q.pipeline().claim(&k, 10_000, 20_000, 10).await.unwrap();
     assert_eq!(due.jobs.len(), 1);
     assert_eq!(
         (
@@ -68,6 +68,7 @@ async fn a_claim_ahead_takes_jobs_due_by_its_horizon_only_and_none_ahead_under_a
     ];
     q.enqueue(&k, &jobs, 1_000).await.unwrap();
     let ahead = q
+        .pipeline()
         .claim_ahead(&k, 10_000, 10_005, 20_000, 10, None)
         .await
         .unwrap();
@@ -86,6 +87,7 @@ async fn a_claim_ahead_takes_jobs_due_by_its_horizon_only_and_none_ahead_under_a
         burst: 10,
     });
     let claimed = q
+        .pipeline()
         .claim_ahead(&limited, 10_000, 10_005, 20_000, 10, rate)
         .await
         .unwrap();
@@ -101,7 +103,7 @@ async fn claims_come_in_due_order_and_in_batches() {
     let jobs: Vec<NewJob> = (0..2500).rev().map(|i| job(None, 1_000 + i)).collect();
     let ids = q.enqueue(&k, &jobs, 0).await.unwrap();
     assert_eq!(ids.len(), 2500);
-    let first = q.claim(&k, 10_000, 20_000, 1000).await.unwrap();
+    let first = q.pipeline().claim(&k, 10_000, 20_000, 1000).await.unwrap();
     assert_eq!(first.jobs.len(), 1000);
     assert!(
         first
@@ -125,7 +127,7 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
         q.enqueue(&k, &[job(Some("order-1"), 9)], 0).await.unwrap(),
         [Enqueued::Duplicate("order-1".into())]
     );
-    let claimed = q.claim(&k, 100, 1_000, 10).await.unwrap();
+    let claimed = q.pipeline().claim(&k, 100, 1_000, 10).await.unwrap();
     assert_eq!(
         claimed.jobs.len(),
         1,
@@ -140,7 +142,8 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
         [Enqueued::Duplicate("order-1".into())]
     );
     assert!(
-        q.ack(&k, &[done("order-1", 1)], 0, None)
+        q.pipeline()
+            .ack(&k, &[done("order-1", 1)], 0, None)
             .await
             .unwrap()
             .is_empty()
@@ -157,14 +160,17 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
     let q = Queue::connect(&redis.url(), "t").await.unwrap();
     let k = q.keys("a");
     q.enqueue(&k, &[job(Some("x"), 0)], 0).await.unwrap();
-    assert_eq!(q.claim(&k, 10, 100, 10).await.unwrap().jobs[0].attempt, 1);
     assert_eq!(
-        q.requeue_expired(&k, 99, 100).await.unwrap(),
+        q.pipeline().claim(&k, 10, 100, 10).await.unwrap().jobs[0].attempt,
+        1
+    );
+    assert_eq!(
+        q.pipeline().requeue_expired(&k, 99, 100).await.unwrap(),
         0,
         "lease still valid"
     );
-    assert_eq!(q.requeue_expired(&k, 100, 100).await.unwrap(), 1);
-    let second = q.claim(&k, 101, 1_000, 10).await.unwrap();
+    assert_eq!(q.pipeline().requeue_expired(&k, 100, 100).await.unwrap(), 1);
+    let second = q.pipeline().claim(&k, 101, 1_000, 10).await.unwrap();
     assert_eq!(second.jobs[0].attempt, 2);
     assert!(
         second.jobs[0]
@@ -174,7 +180,11 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
             .error
             .contains("lease expired")
     );
-    let late_ack = q.ack(&k, &[done("x", 1)], 0, None).await.unwrap();
+    let late_ack = q
+        .pipeline()
+        .ack(&k, &[done("x", 1)], 0, None)
+        .await
+        .unwrap();
     assert_eq!(
         late_ack,
         [Refusal {
@@ -184,7 +194,8 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
         "the first runner's late ack must not count"
     );
     assert!(
-        q.ack(&k, &[done("x", 2)], 0, None)
+        q.pipeline()
+            .ack(&k, &[done("x", 2)], 0, None)
             .await
             .unwrap()
             .is_empty()
@@ -203,7 +214,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
     let k = q.keys("a");
     let jobs: Vec<NewJob> = (0..5).map(|i| job(Some(&format!("j{i}")), 0)).collect();
     q.enqueue(&k, &jobs, 0).await.unwrap();
-    let claimed = q.claim(&k, 1, 1_000, 10).await.unwrap();
+    let claimed = q.pipeline().claim(&k, 1, 1_000, 10).await.unwrap();
     let retention = DeadLetter {
         keep: 3,
         max_age: Duration::from_secs(3600),
@@ -216,29 +227,30 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
             handler: None,
             costs: Vec::new(),
         };
-        q.bury(
-            &k,
-            &[Burial {
-                end: None,
-                id: j.id.clone(),
-                attempt: j.attempt,
-                info,
-            }],
-            retention,
-            10 + n as u64,
-            None,
-        )
-        .await
-        .unwrap();
+        q.pipeline()
+            .bury(
+                &k,
+                &[Burial {
+                    end: None,
+                    id: j.id.clone(),
+                    attempt: j.attempt,
+                    info,
+                }],
+                retention,
+                10 + n as u64,
+                None,
+            )
+            .await
+            .unwrap();
     }
     let stats = q.stats(&k, 100).await.unwrap();
     assert_eq!((stats.dead, stats.running, stats.ready), (3, 0, 0));
     assert!(
-        q.dead_info(&k, "j0").await.unwrap().is_none(),
+        q.dead().info(&k, "j0").await.unwrap().is_none(),
         "the oldest is dropped"
     );
     assert_eq!(
-        q.dead_info(&k, "j4").await.unwrap().unwrap().reason,
+        q.dead().info(&k, "j4").await.unwrap().unwrap().reason,
         "boom 4"
     );
 }
@@ -278,7 +290,7 @@ async fn one_enqueue_call_handles_repeats_and_generated_ids_that_collide_with_ca
         generated[0] != generated[1] && !generated.contains(&"1") && !generated.contains(&"x"),
         "generated ids must not take a caller's: {answer:?}"
     );
-    let claimed = q.claim(&k, 100, 1_000, 10).await.unwrap();
+    let claimed = q.pipeline().claim(&k, 100, 1_000, 10).await.unwrap();
     let mut ids: Vec<(&str, u64)> = claimed
         .jobs
         .iter()
@@ -314,10 +326,11 @@ async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
     q.enqueue(&k, &[job(Some("x"), 0), job(Some("y"), 0)], 0)
         .await
         .unwrap();
-    let claimed = q.claim(&k, 10, 20_000, 10).await.unwrap();
+    let claimed = q.pipeline().claim(&k, 10, 20_000, 10).await.unwrap();
     assert_eq!(claimed.jobs.len(), 2);
     assert_eq!(encoding(), "hashtable");
     let stale = q
+        .pipeline()
         .ack(&k, &[done("x", 1), done("y", 1)], 10, None)
         .await
         .unwrap();
@@ -326,7 +339,7 @@ async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
     let stats = q.stats(&k, 10).await.unwrap();
     assert_eq!((stats.scheduled, stats.ready, stats.running), (0, 0, 0));
     q.enqueue(&k, &[job(Some("x"), 0)], 20).await.unwrap();
-    let again = q.claim(&k, 30, 20_000, 10).await.unwrap();
+    let again = q.pipeline().claim(&k, 30, 20_000, 10).await.unwrap();
     assert_eq!(
         (again.jobs.len(), again.jobs[0].attempt),
         (1, 1),
@@ -358,9 +371,9 @@ async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
     q.enqueue(&k, &[tagged("x", 0), tagged("later", 1_000_000)], 0)
         .await
         .unwrap();
-    let first = q.claim(&k, 10, 20_000, 10).await.unwrap();
+    let first = q.pipeline().claim(&k, 10, 20_000, 10).await.unwrap();
     assert_eq!(first.jobs.len(), 1);
-    let failed = hourglass::redis::Failed {
+    let failed = hourglass::redis::Retrying {
         id: "x".into(),
         attempt: 1,
         next_due_ms: 20,
@@ -371,8 +384,14 @@ async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
             attempts: Vec::new(),
         },
     };
-    assert!(q.retry(&k, &[failed], false).await.unwrap().is_empty());
-    let second = q.claim(&k, 30, 20_000, 10).await.unwrap();
+    assert!(
+        q.pipeline()
+            .retry(&k, &[failed], false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let second = q.pipeline().claim(&k, 30, 20_000, 10).await.unwrap();
     assert_eq!(second.jobs[0].attempt, 2);
     assert_eq!(second.jobs[0].last_failure.as_ref().unwrap().error, "once");
     assert_eq!(second.jobs[0].account.as_deref(), Some("acme"));
@@ -385,12 +404,13 @@ async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
             at_ms: 35,
         },
     };
-    assert_eq!(q.progress(&k, &[report]).await.unwrap(), 1);
+    assert_eq!(q.pipeline().progress(&k, &[report]).await.unwrap(), 1);
     for key in [&k.error, &k.account, &k.progress] {
         assert!(hexists(key, "x"), "{key} holds x before the ack");
     }
     assert!(
-        q.ack(&k, &[done("x", 2)], 40, None)
+        q.pipeline()
+            .ack(&k, &[done("x", 2)], 40, None)
             .await
             .unwrap()
             .is_empty()
@@ -413,7 +433,7 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
     let q = Queue::connect(&redis.url(), "t").await.unwrap();
     let (parent, child) = (q.keys("parent"), q.keys("child"));
     q.enqueue(&parent, &[job(Some("p"), 0)], 0).await.unwrap();
-    let claimed = q.claim(&parent, 0, 60_000, 1).await.unwrap();
+    let claimed = q.pipeline().claim(&parent, 0, 60_000, 1).await.unwrap();
     let attempt = claimed.jobs[0].attempt;
     let follow_up = Parked {
         topic: "child".into(),
@@ -425,13 +445,24 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
         attempt,
         follow_ups: vec![follow_up.clone()],
     };
-    assert!(q.ack(&parent, &[acked], 1, None).await.unwrap().is_empty());
-    q.deliver(&parent, &[(outbox_token(attempt, "p"), vec![follow_up])], 2)
+    assert!(
+        q.pipeline()
+            .ack(&parent, &[acked], 1, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    q.pipeline()
+        .deliver(&parent, &[(outbox_token(attempt, "p"), vec![follow_up])], 2)
         .await
         .unwrap();
     assert_eq!(q.stats(&child, 3).await.unwrap().ready, 1, "delivered");
     // long after the sweep time, nothing is left to deliver again
-    let left = q.take_outbox(&parent, 10_000_000, 100).await.unwrap();
+    let left = q
+        .pipeline()
+        .take_outbox(&parent, 10_000_000, 100)
+        .await
+        .unwrap();
     assert!(left.is_empty(), "the outbox kept {left:?}");
 }
 
@@ -445,14 +476,19 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
     q.enqueue(&k, &[job(Some("x"), 0), job(Some("y"), 0)], 0)
         .await
         .unwrap();
-    q.claim(&k, 0, 60_000, 10).await.unwrap();
+    q.pipeline().claim(&k, 0, 60_000, 10).await.unwrap();
     assert!(
-        q.ack(&k, &[done("x", 1)], 1, None)
+        q.pipeline()
+            .ack(&k, &[done("x", 1)], 1, None)
             .await
             .unwrap()
             .is_empty()
     );
-    let again = q.ack(&k, &[done("x", 1)], 2, None).await.unwrap();
+    let again = q
+        .pipeline()
+        .ack(&k, &[done("x", 1)], 2, None)
+        .await
+        .unwrap();
     assert_eq!(
         again,
         [Refusal {
@@ -460,12 +496,15 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
             why: Refused::Gone
         }]
     );
-    q.cancel(&k, &["y".to_owned()], 0, None).await.unwrap();
+    q.admin()
+        .cancel(&k, &["y".to_owned()], 0, None)
+        .await
+        .unwrap();
     let held = Held {
         id: "y".to_owned(),
         attempt: 1,
     };
-    let released = q.release(&k, &[held], 3).await.unwrap();
+    let released = q.pipeline().release(&k, &[held], 3).await.unwrap();
     assert_eq!(
         released,
         [Refusal {
@@ -541,6 +580,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
             let id = waiting[random(waiting.len() as u64) as usize].clone();
             if model.remove(&id).is_some() {
                 let was = q
+                    .admin()
                     .cancel(&k, std::slice::from_ref(&id), now, None)
                     .await
                     .unwrap();
@@ -580,7 +620,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
         let mut last = 0;
         let mut retried = Vec::new();
         loop {
-            let claimed = q.claim(&k, now, now + 60_000, 64).await.unwrap();
+            let claimed = q.pipeline().claim(&k, now, now + 60_000, 64).await.unwrap();
             if claimed.jobs.is_empty() {
                 break;
             }
@@ -599,24 +639,25 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
             // one in eight fails and waits again
             let (again, finished): (Vec<_>, Vec<_>) =
                 claimed.jobs.iter().partition(|_| random(8) == 0);
-            q.ack(
-                &k,
-                &finished
-                    .iter()
-                    .map(|c| done(&c.id, c.attempt))
-                    .collect::<Vec<_>>(),
-                now,
-                None,
-            )
-            .await
-            .unwrap();
+            q.pipeline()
+                .ack(
+                    &k,
+                    &finished
+                        .iter()
+                        .map(|c| done(&c.id, c.attempt))
+                        .collect::<Vec<_>>(),
+                    now,
+                    None,
+                )
+                .await
+                .unwrap();
             for c in again {
                 retried.push((c.id.clone(), c.attempt, now + 1 + random(20_000)));
             }
         }
-        let failed: Vec<hourglass::redis::Failed> = retried
+        let failed: Vec<hourglass::redis::Retrying> = retried
             .iter()
-            .map(|(id, attempt, due)| hourglass::redis::Failed {
+            .map(|(id, attempt, due)| hourglass::redis::Retrying {
                 id: id.clone(),
                 attempt: *attempt,
                 next_due_ms: *due,
@@ -628,7 +669,13 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
                 },
             })
             .collect();
-        assert!(q.retry(&k, &failed, false).await.unwrap().is_empty());
+        assert!(
+            q.pipeline()
+                .retry(&k, &failed, false)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         for (id, _, due) in retried {
             model.insert(id, due);
         }

@@ -16,7 +16,7 @@ async fn until_runners(
     wanted: impl Fn(&[RunnerInfo]) -> bool,
 ) -> Vec<RunnerInfo> {
     eventually(within, "the runners listed", || async {
-        let runners = queue.runners(now_ms()).await.unwrap();
+        let runners = queue.runners().list(now_ms()).await.unwrap();
         match wanted(&runners) {
             true => Ok(runners),
             false => Err(format!("{runners:#?}")),
@@ -87,5 +87,5 @@ async fn live_runners_are_listed_and_a_killed_one_drops_out() {
 
     // a graceful stop leaves at once
     here.stop().await;
-    assert!(queue.runners(now_ms()).await.unwrap().is_empty());
+    assert!(queue.runners().list(now_ms()).await.unwrap().is_empty());
 }

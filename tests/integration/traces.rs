@@ -56,7 +56,7 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
 }
 
 /// The spans under `parent`, one line each, indented by depth (what the
-/// README's excerpt is).
+/// docs' Tracing page shows).
 fn tree(spans: &[Span], parent: &str, depth: usize) -> String {
     let mut children: Vec<&Span> = spans
         .iter()

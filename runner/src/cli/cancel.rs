@@ -32,6 +32,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     }
     let (queue, _embedded) = connect(&config).await?;
     let answer = queue
+        .admin()
         .cancel(&queue.keys(&args.topic), &args.ids, now_ms(), keep)
         .await?;
     let mut missing = 0;

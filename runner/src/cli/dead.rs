@@ -111,7 +111,7 @@ async fn list(
     json: bool,
 ) -> Result<(), Exit> {
     let now = now_ms();
-    let letters = queue.dead_list(keys, offset, limit).await?;
+    let letters = queue.dead().list(keys, offset, limit).await?;
     if json {
         for (id, info) in &letters {
             let mut v = serde_json::to_value(info).expect("dead info serializes");
@@ -151,9 +151,9 @@ async fn apply(
 ) -> Result<usize, Exit> {
     let run = |ids: Vec<String>| async move {
         match verb {
-            Verb::Requeue(None) => queue.dead_retry(keys, &ids, now_ms()).await,
-            Verb::Requeue(Some(v)) => queue.dead_retry_on(keys, &ids, v, now_ms()).await,
-            Verb::Purge => queue.dead_purge(keys, &ids).await,
+            Verb::Requeue(None) => queue.dead().retry(keys, &ids, now_ms()).await,
+            Verb::Requeue(Some(v)) => queue.dead().retry_on(keys, &ids, v, now_ms()).await,
+            Verb::Purge => queue.dead().purge(keys, &ids).await,
         }
     };
     if !s.all {

@@ -66,7 +66,7 @@ pub(super) struct Args {
     #[arg(long, requires = "wait")]
     json: bool,
     /// Continue this W3C trace: the job's attempts are spans under it (see
-    /// the README's Tracing). Also read from $TRACEPARENT.
+    /// the docs' Tracing page). Also read from $TRACEPARENT.
     #[arg(long, env = "TRACEPARENT")]
     traceparent: Option<String>,
     /// The W3C tracestate to carry with --traceparent. Also $TRACESTATE.
@@ -185,7 +185,7 @@ fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Exit> {
 /// Refuse `version` unless `topic` keeps it (a job pinned to a version no
 /// runner has would only fail).
 pub(super) async fn kept(queue: &Queue, topic: &str, version: &str) -> Result<(), Exit> {
-    let (_, versions) = queue.versions(&queue.keys(topic)).await?;
+    let (_, versions) = queue.rollouts().versions(&queue.keys(topic)).await?;
     if versions.iter().any(|v| v.version == version) {
         return Ok(());
     }

@@ -24,13 +24,13 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let (queue, _embedded) = connect_any_layout(&config).await?;
     // every topic anyone may have written: queues.toml's, the live runners', Redis' own
     let mut topics: BTreeSet<String> = config.topics.iter().map(|t| t.name.clone()).collect();
-    for runner in queue.runners(now_ms()).await? {
+    for runner in queue.runners().list(now_ms()).await? {
         topics.extend(runner.topics);
     }
-    topics.extend(queue.topics_in_redis().await?);
+    topics.extend(queue.layout().topics().await?);
     let topics: Vec<String> = topics.into_iter().collect();
     let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let found = queue.layout(&names).await?;
+    let found = queue.layout().read(&names).await?;
     if args.dry_run {
         match found {
             Layout::Version(v) if v == LAYOUT => {
@@ -53,7 +53,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         }
         return Ok(());
     }
-    let done = queue.migrate(&topics).await?;
+    let done = queue.layout().migrate(&topics).await?;
     if done.from == done.to && done.topics.is_empty() {
         println!(
             "namespace {namespace:?} is at layout {}: nothing to do",

@@ -16,7 +16,10 @@ pub(super) async fn run(config: &Path, args: Args, pause: bool) -> Result<(), Ex
     let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     let (queue, _embedded) = connect(&config).await?;
-    let changed = queue.set_paused(&queue.keys(&args.topic), pause).await?;
+    let changed = queue
+        .admin()
+        .set_paused(&queue.keys(&args.topic), pause)
+        .await?;
     let topic = &args.topic;
     match (pause, changed) {
         (true, true) => println!(

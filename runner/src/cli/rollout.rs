@@ -85,7 +85,7 @@ fn refused(e: QueueError) -> Exit {
 
 pub(super) async fn versions(config: &Path, args: VersionsArgs) -> Result<(), Exit> {
     let (queue, _) = open(config, &args.topic).await?;
-    let (rollout, versions) = queue.versions(&queue.keys(&args.topic)).await?;
+    let (rollout, versions) = queue.rollouts().versions(&queue.keys(&args.topic)).await?;
     if args.json {
         let v =
             serde_json::json!({ "topic": args.topic, "versions": versions, "rollout": rollout });
@@ -154,7 +154,7 @@ pub(super) async fn rollout(config: &Path, args: RolloutArgs) -> Result<(), Exit
     let keys = queue.keys(&args.topic);
     let change = match args.action {
         Action::Status => {
-            let state = queue.rollout(&keys).await?;
+            let state = queue.rollouts().get(&keys).await?;
             if args.json {
                 println!(
                     "{}",
@@ -173,10 +173,11 @@ pub(super) async fn rollout(config: &Path, args: RolloutArgs) -> Result<(), Exit
         _ => "aborted by hand",
     };
     // the canary shown here is the one changed: refused if another started meanwhile
-    let before = queue.rollout(&keys).await?;
+    let before = queue.rollouts().get(&keys).await?;
     let shown = before.canary.as_ref().map(|c| c.version.as_str());
     queue
-        .rollout_change(&keys, &change, "cli", reason, shown, now_ms())
+        .rollouts()
+        .change(&keys, &change, "cli", reason, shown, now_ms())
         .await
         .map_err(refused)?;
     let canary = before.canary.map(|c| c.version).unwrap_or_default();
@@ -257,7 +258,8 @@ pub(super) async fn pin(config: &Path, args: PinArgs) -> Result<(), Exit> {
     let (queue, _) = open(config, &args.topic).await?;
     let keys = queue.keys(&args.topic);
     queue
-        .rollout_change(
+        .rollouts()
+        .change(
             &keys,
             &Change::Pin(args.version.clone()),
             "cli",
@@ -278,7 +280,8 @@ pub(super) async fn unpin(config: &Path, args: UnpinArgs) -> Result<(), Exit> {
     let (queue, _) = open(config, &args.topic).await?;
     let keys = queue.keys(&args.topic);
     queue
-        .rollout_change(
+        .rollouts()
+        .change(
             &keys,
             &Change::Unpin,
             "cli",

@@ -23,7 +23,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
-    let runners = queue.runners(now).await?;
+    let runners = queue.runners().list(now).await?;
     if args.json {
         for r in &runners {
             println!(

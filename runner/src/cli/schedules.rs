@@ -49,6 +49,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     for s in &config.schedules {
         let upcoming = s.ticks(now, u64::MAX / 4, args.next);
         let last = queue
+            .runners()
             .schedule_cursor(&queue.keys(&s.topic), &s.name)
             .await?;
         let (kind, spec) = match &s.when {

@@ -103,7 +103,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let mut rates = Rates::default();
     loop {
         let now = now_ms();
-        let runners = queue.runners(now).await?;
+        let runners = queue.runners().list(now).await?;
         rates.update(&runners);
         // the configured topics, and any a live runner serves
         let mut topics: Vec<String> = config.topics.iter().map(|t| t.name.clone()).collect();

@@ -43,6 +43,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
     let usage = queue
+        .runners()
         .usage(
             now.saturating_sub(millis(since)),
             now,

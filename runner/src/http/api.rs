@@ -80,7 +80,7 @@ pub(super) async fn topic(State(app): AppState, Path(name): Path<String>) -> Ans
     topic_named(&serving, &name)?;
     let q = &app.ops.queue;
     let now = now_ms();
-    let runners = q.runners(now).await?;
+    let runners = q.runners().list(now).await?;
     let stats = q.stats(&q.keys(&name), now).await?;
     Ok(Json(topic_json(&serving, &runners, &name, &stats)))
 }
@@ -134,7 +134,7 @@ pub(super) async fn dead(
     let q = &app.ops.queue;
     let keys = q.keys(&name);
     let total = q.stats(&keys, now_ms()).await?.dead;
-    let letters = q.dead_list(&keys, page.offset, page.limit).await?;
+    let letters = q.dead().list(&keys, page.offset, page.limit).await?;
     let letters: Vec<Value> = letters
         .into_iter()
         .map(|(id, info)| {
@@ -165,7 +165,7 @@ pub(super) async fn stats(State(app): AppState) -> Answer {
 
 /// `GET /api/runners`: the runners alive now.
 pub(super) async fn runners(State(app): AppState) -> Answer {
-    let runners = app.ops.queue.runners(now_ms()).await?;
+    let runners = app.ops.queue.runners().list(now_ms()).await?;
     Ok(Json(json!({ "runners": runners })))
 }
 
@@ -228,7 +228,7 @@ pub(super) async fn readyz(State(app): AppState) -> (StatusCode, Json<Value>) {
 pub(super) async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "no such route; see the README's HTTP API section",
+        "no such route; see the HTTP API page of the docs (docs/src/http-api.md)",
     )
 }
 
@@ -264,6 +264,7 @@ pub(super) async fn usage(
     let now = now_ms();
     let q = &app.ops.queue;
     let usage = q
+        .runners()
         .usage(
             now.saturating_sub(crate::clock::millis(since)),
             now,

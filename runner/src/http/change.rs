@@ -14,10 +14,8 @@ use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::job_options::JobOptions;
 use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, TraceContext, VersionInfo, check_id};
-use crate::telemetry::Ended;
+use crate::telemetry::{Ended, spans};
 use axum::http::HeaderMap;
-use opentelemetry::KeyValue;
-use opentelemetry::trace::{SpanKind, Status};
 
 pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
@@ -196,7 +194,7 @@ pub(super) async fn enqueue(
     let q = app.ops.queue.clone().with_max_payload(max_payload);
     let keys = q.keys(&name);
     if jobs.iter().any(|j| j.version.is_some()) {
-        let (_, kept) = q.versions(&keys).await?;
+        let (_, kept) = q.rollouts().versions(&keys).await?;
         for (i, job) in jobs.iter().enumerate() {
             if let Some(version) = &job.version {
                 let field = if one {
@@ -261,35 +259,18 @@ fn enqueue_span(
     jobs: &[NewJob],
     answers: &Result<Vec<Enqueued>, crate::redis::QueueError>,
 ) -> Ended {
-    let mut attributes = vec![
-        KeyValue::new("messaging.system", "hourglass"),
-        KeyValue::new("messaging.destination.name", topic.to_owned()),
-        KeyValue::new("messaging.batch.message_count", jobs.len() as i64),
-    ];
-    if let Ok([answer]) = answers.as_deref() {
-        attributes.push(KeyValue::new(
-            "messaging.message.id",
-            answer.id().to_owned(),
-        ));
-    }
-    let status = match answers {
-        Ok(answers) => {
-            let new = answers
-                .iter()
-                .filter(|a| matches!(a, Enqueued::New(_)))
-                .count();
-            attributes.push(KeyValue::new("hourglass.enqueued.new", new as i64));
-            Status::Unset
-        }
-        Err(e) => Status::error(e.to_string()),
+    let one = match answers.as_deref() {
+        Ok([answer]) => Some(answer.id()),
+        _ => None,
     };
-    Ended {
-        name: "hourglass.enqueue".into(),
-        kind: SpanKind::Producer,
-        attributes,
-        events: Vec::new(),
-        status,
-    }
+    let new = match answers {
+        Ok(answers) => Ok(answers
+            .iter()
+            .filter(|a| matches!(a, Enqueued::New(_)))
+            .count()),
+        Err(e) => Err(e.to_string()),
+    };
+    spans::enqueue(topic, jobs.len(), one, new)
 }
 
 /// Refuse `version` (given at `field`) unless `topic` keeps it: a job pinned
@@ -342,6 +323,7 @@ pub(super) async fn cancel(
     let was = app
         .ops
         .queue
+        .admin()
         .cancel(&keys, std::slice::from_ref(&id), now_ms(), keep)
         .await?;
     let was = match was.first().copied().flatten() {
@@ -363,7 +345,7 @@ pub(super) async fn cancel(
 
 async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {
     let keys = checked(app, name, None)?;
-    let changed = app.ops.queue.set_paused(&keys, paused).await?;
+    let changed = app.ops.queue.admin().set_paused(&keys, paused).await?;
     Ok((
         StatusCode::OK,
         Json(json!({ "topic": name, "paused": paused, "changed": changed })),

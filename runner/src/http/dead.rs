@@ -47,9 +47,9 @@ async fn dead_apply(
         verb: Verb<'_>,
     ) -> Result<Vec<String>, QueueError> {
         match verb {
-            Verb::Retry(None) => q.dead_retry(keys, ids, now_ms()).await,
-            Verb::Retry(Some(version)) => q.dead_retry_on(keys, ids, version, now_ms()).await,
-            Verb::Purge => q.dead_purge(keys, ids).await,
+            Verb::Retry(None) => q.dead().retry(keys, ids, now_ms()).await,
+            Verb::Retry(Some(version)) => q.dead().retry_on(keys, ids, version, now_ms()).await,
+            Verb::Purge => q.dead().purge(keys, ids).await,
         }
     }
     if !ids.is_empty() {
@@ -88,7 +88,7 @@ async fn retry_version(q: &Queue, topic: &str, body: &Bytes) -> Result<Option<St
     };
     check_version(&version)
         .map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "version", why))?;
-    let (_, kept) = q.versions(&q.keys(topic)).await?;
+    let (_, kept) = q.rollouts().versions(&q.keys(topic)).await?;
     check_kept(topic, &version, &kept, "version")?;
     Ok(Some(version))
 }

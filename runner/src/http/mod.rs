@@ -244,7 +244,7 @@ impl Ops {
         let serving = self.serving();
         let q = &self.queue;
         let now = crate::clock::now_ms();
-        let runners = q.runners(now).await?;
+        let runners = q.runners().list(now).await?;
         let mut names: Vec<String> = serving
             .config
             .topics

@@ -24,7 +24,7 @@ type Answer = Result<Json<Value>, ApiError>;
 pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> Answer {
     topic_named(&app.ops.serving(), &name)?;
     let q = &app.ops.queue;
-    let (rollout, versions) = q.versions(&q.keys(&name)).await?;
+    let (rollout, versions) = q.rollouts().versions(&q.keys(&name)).await?;
     Ok(Json(
         json!({ "topic": name, "versions": versions, "rollout": rollout }),
     ))
@@ -36,7 +36,7 @@ pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> 
 pub(super) async fn rollout(State(app): AppState, Path(name): Path<String>) -> Answer {
     let policy = topic_named(&app.ops.serving(), &name)?.and_then(|t| t.rollout);
     let q = &app.ops.queue;
-    let rollout = q.rollout(&q.keys(&name)).await?;
+    let rollout = q.rollouts().get(&q.keys(&name)).await?;
     Ok(Json(json!({
         "topic": name,
         "rollout": rollout,
@@ -71,7 +71,7 @@ fn conflict(e: QueueError, field: Option<&str>) -> ApiError {
 async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> Answer {
     let keys = checked(app, name, None)?;
     let q = &app.ops.queue;
-    let before = q.rollout(&keys).await?;
+    let before = q.rollouts().get(&keys).await?;
     // the canary read here is the one judged: one started since is refused as stale
     let Some(canary) = before.canary.map(|c| c.version) else {
         return Err(ApiError::new(
@@ -80,7 +80,8 @@ async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> 
         ));
     };
     let reason = format!("{result} by hand");
-    q.rollout_change(&keys, &change, WHO, &reason, Some(&canary), now_ms())
+    q.rollouts()
+        .change(&keys, &change, WHO, &reason, Some(&canary), now_ms())
         .await
         .map_err(|e| conflict(e, None))?;
     let stable = if change == Change::Promote {
@@ -137,7 +138,8 @@ pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: By
     let change = Change::Pin(version.clone());
     app.ops
         .queue
-        .rollout_change(&keys, &change, WHO, "pinned by hand", None, now_ms())
+        .rollouts()
+        .change(&keys, &change, WHO, "pinned by hand", None, now_ms())
         .await
         .map_err(|e| conflict(e, Some("version")))?;
     tracing::info!(
@@ -155,7 +157,8 @@ pub(super) async fn unpin(State(app): AppState, Path(name): Path<String>) -> Ans
     let keys = checked(&app, &name, None)?;
     app.ops
         .queue
-        .rollout_change(
+        .rollouts()
+        .change(
             &keys,
             &Change::Unpin,
             WHO,

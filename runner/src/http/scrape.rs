@@ -80,7 +80,7 @@ async fn refresh(app: &App) {
     m.runners.set(o.runners.len() as i64);
     let q = &app.ops.queue;
     let keys: Vec<_> = o.topics.iter().map(|(topic, _)| q.keys(topic)).collect();
-    let rollouts = futures::future::join_all(keys.iter().map(|k| q.rollout(k))).await;
+    let rollouts = futures::future::join_all(keys.iter().map(|k| q.rollouts().get(k))).await;
     for ((topic, _), rollout) in o.topics.iter().zip(rollouts) {
         match rollout {
             Ok(r) => count_rollouts(m, topic, &r),

@@ -33,8 +33,8 @@ pub struct LayoutMismatch {
 pub async fn check_layout(queue: &Queue, config: &Config) -> anyhow::Result<()> {
     let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
     let namespace = &config.redis.namespace;
-    match queue.layout(&topics).await? {
-        Layout::New => queue.stamp_layout(&topics).await?,
+    match queue.layout().read(&topics).await? {
+        Layout::New => queue.layout().stamp(&topics).await?,
         // stamped: topic stamps only tell data apart while the namespace has none
         Layout::Version(v) if v == LAYOUT => {}
         Layout::Version(v) if v > LAYOUT => {
@@ -168,7 +168,7 @@ async fn until_layout_served(queue: &Queue, config: &Config) -> anyhow::Result<(
 
 /// Say so at start when Redis may evict keys: jobs would vanish without a trace.
 async fn warn_if_evicting(queue: &Queue) {
-    match queue.eviction_policy().await {
+    match queue.admin().eviction_policy().await {
         Ok(Some(policy)) if policy != "noeviction" => tracing::warn!(
             "redis maxmemory-policy is {policy}: under memory pressure Redis deletes keys, and jobs with them; set `maxmemory-policy noeviction` (writes are then refused when memory is full, and retried)"
         ),

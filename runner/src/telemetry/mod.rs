@@ -11,16 +11,20 @@
 //! full queue (a slow or absent collector) drops the span and counts it
 //! (`hourglass_telemetry_spans_dropped_total`): the job path never waits on
 //! the exporter.
+//!
+//! This folder is the only code that names OpenTelemetry's crates
+//! (`scripts/check-boundaries`): the rest of the runner describes a span's
+//! end with the plain facts [`spans`] turns into attributes.
 
-use std::borrow::Cow;
+mod export;
+pub mod spans;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{
-    Event, Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-};
-use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::trace::{Link, SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter as _, SpanLinks};
@@ -29,6 +33,7 @@ use tokio::sync::mpsc;
 
 use crate::config::{SpanParent, TelemetryConfig};
 use crate::redis::TraceContext;
+pub use spans::Ended;
 
 /// Most spans sent in one export.
 const BATCH: usize = 512;
@@ -175,7 +180,7 @@ impl Telemetry {
         );
         let (queue, rx) = mpsc::channel(cfg.queue as usize);
         let progress = Arc::new(Exported::default());
-        tokio::spawn(export(
+        tokio::spawn(export::export(
             exporter,
             rx,
             dropped.clone(),
@@ -237,6 +242,13 @@ impl Telemetry {
                 start: SystemTime::now(),
             },
         })
+    }
+
+    /// Begin an attempt's span continuing `from` (the job's stored
+    /// context), for what runs under it; `None` when export is off.
+    pub fn attempt(self: &Arc<Self>, from: Option<&TraceContext>) -> Option<Arc<AttemptTrace>> {
+        let span = self.begin(from)?;
+        Some(Arc::new(AttemptTrace::new(span, self.clone())))
     }
 
     /// Begin a child of `parent` (a span of this process), starting now.
@@ -317,74 +329,6 @@ impl Telemetry {
     }
 }
 
-/// What a span says when it ends.
-pub struct Ended {
-    /// Its name (`hourglass.attempt`, ...).
-    pub name: Cow<'static, str>,
-    /// Its kind.
-    pub kind: SpanKind,
-    /// Its attributes.
-    pub attributes: Vec<KeyValue>,
-    /// What happened during it (a retry, a burial, a release).
-    pub events: Vec<Event>,
-    /// Ok, or an error with a description.
-    pub status: Status,
-}
-
-/// An event at `now` with `attributes`.
-pub fn event(name: &'static str, attributes: Vec<KeyValue>) -> Event {
-    Event::new(name, SystemTime::now(), attributes, 0)
-}
-
 fn new_span_id() -> SpanId {
     SpanId::from(rand::random::<u64>().max(1))
-}
-
-/// Export queued spans in batches until the queue closes.
-async fn export(
-    exporter: opentelemetry_otlp::SpanExporter,
-    mut rx: mpsc::Receiver<SpanData>,
-    dropped: Counter,
-    endpoint: String,
-    progress: Arc<Exported>,
-) {
-    let failing = AtomicBool::new(false);
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        if rx.recv_many(&mut batch, BATCH).await == 0 {
-            return;
-        }
-        if batch.len() < BATCH {
-            tokio::time::sleep(LINGER).await;
-            while batch.len() < BATCH
-                && let Ok(span) = rx.try_recv()
-            {
-                batch.push(span);
-            }
-        }
-        let n = batch.len() as u64;
-        let sent = std::mem::take(&mut batch);
-        let outcome = tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(sent)).await;
-        progress.finished.fetch_add(n, Ordering::Relaxed);
-        match outcome {
-            Ok(Ok(())) => {
-                if failing.swap(false, Ordering::Relaxed) {
-                    tracing::info!(endpoint, "span export works again");
-                }
-            }
-            outcome => {
-                dropped.inc_by(n);
-                let why = match outcome {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {EXPORT_TIMEOUT:?}"),
-                };
-                if !failing.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        endpoint,
-                        "span export failing, spans dropped and counted (hourglass_telemetry_spans_dropped_total) until it works: {why}"
-                    );
-                }
-            }
-        }
-    }
 }

@@ -1,5 +1,7 @@
-//! One attempt of one job, the walk after the claim: run it in a fresh
-//! instance, decide what its end asks for, hand that to the committer.
+//! One attempt of one job, the walk after the claim: hold it until it is
+//! due, prepare its input, pick the version it runs on, run it in a fresh
+//! instance, decide what its end asks for, tell the watchers (`watch/`),
+//! hand the decision to the committer.
 //!
 //! An [`InFlight`] is the guard of a claimed job: it holds the job's capacity
 //! ([`Slot`]) and owes the committer exactly one [`Completion`]. Dropped
@@ -12,15 +14,11 @@ use tokio::sync::mpsc;
 
 use super::capacity::Slot;
 use super::decide::{self, Decision};
-use super::meter::Ran;
+use super::watch::{Attempt, Ending};
 use super::{Shared, Topic};
 use crate::clock::now_ms;
-use crate::events::EventKind;
-use crate::redis::{AttemptCost, ClaimedJob, with_attempt};
-use crate::telemetry::{AttemptTrace, Ended, event};
-use crate::wasm::{Attempted, Finish, LoadedHandler};
-use opentelemetry::KeyValue;
-use opentelemetry::trace::{SpanKind, Status};
+use crate::redis::ClaimedJob;
+use crate::wasm::{Attempted, LoadedHandler};
 
 /// A finished attempt on its way to Redis.
 pub(super) struct Completion {
@@ -108,213 +106,111 @@ pub(super) async fn run(
     job: ClaimedJob,
     mut flight: InFlight,
 ) -> InFlight {
-    // claimed a little ahead (scheduler.rs: CLAIM_AHEAD): never start early.
-    // Sleeping whole ms from a whole-ms clock ends at or after the due time;
-    // bounded, so that a wall clock stepped back holds no job for long
-    let hold = job.due_at_ms.saturating_sub(now_ms());
-    if hold > 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(hold.min(1_000))).await;
-    }
+    hold_until_due(job.due_at_ms).await;
     let topic = flight.topic.clone();
     let cfg = &topic.cfg;
-    let decide::Ready {
-        mut input,
-        pin,
-        earlier,
-        account,
-        trace,
-    } = match decide::before_run(cfg, job, now_ms()) {
+    let ready = match decide::before_run(cfg, job, now_ms()) {
         Ok(ready) => ready,
         Err(decision) => {
             flight.complete(decision, now_ms());
             return flight;
         }
     };
-    // a job pinned to a version runs on it, whatever the topic serves
-    let (handler, canary) = match pin {
-        Some(version) if version != handler.hash() => match shared.versions.load(&version).await {
-            Ok(pinned) => {
-                flight.version = pinned.version().clone();
-                (pinned, false)
-            }
-            Err(why) => {
-                let now = now_ms();
-                flight.complete(
-                    decide::pinned_elsewhere(input.attempt, &version, &why, now),
-                    now,
-                );
-                return flight;
-            }
-        },
-        Some(_) => (handler, false),
-        None => (handler, canary),
+    let Some((handler, canary)) = pick_version(&shared, &mut flight, handler, canary, &ready).await
+    else {
+        return flight;
     };
-    let (number, max_attempts, due_at_ms) = (input.attempt, input.max_attempts, input.due_at_ms);
+    let decide::Ready {
+        mut input,
+        earlier,
+        account,
+        trace,
+        ..
+    } = ready;
     // the attempt's span, when spans are exported: a child of the producer's
-    let span = shared
-        .telemetry
-        .begin(trace.as_ref())
-        .map(|span| Arc::new(AttemptTrace::new(span, shared.telemetry.clone())));
+    let span = shared.telemetry.attempt(trace.as_ref());
     input.trace = span.clone();
-    let started_at_ms = now_ms();
-    let late_ms = started_at_ms.saturating_sub(due_at_ms);
-    shared.meter.started(&cfg.name, late_ms);
-    tracing::debug!(topic = %cfg.name, job_id = %flight.id, attempt = number, handler = handler.hash(), late_ms, "started");
-    shared.emit(
-        &cfg.name,
-        &flight.id,
+    let (number, max_attempts) = (input.attempt, input.max_attempts);
+    let attempt = Attempt {
+        topic: &cfg.name,
+        id: &flight.id,
         number,
-        EventKind::Started {
-            due_at_ms,
-            started_at_ms,
-            handler: handler.hash().to_owned(),
+        version: handler.version(),
+        account: account.as_deref(),
+        due_at_ms: input.due_at_ms,
+        started_at_ms: now_ms(),
+        span: span.as_deref(),
+    };
+    let watchers = shared.watchers();
+    watchers.started(&attempt);
+    let Attempted { mut finish, usage } = shared.runtime.run(&handler, input, &topic.sandbox).await;
+    let costs = decide::costs(earlier, &finish, number, handler.hash(), usage);
+    let (on, at_ms) = (
+        decide::RanOn {
+            version: handler.hash(),
+            canary,
         },
+        now_ms(),
     );
-    let Attempted { finish, usage } = shared.runtime.run(&handler, input, &topic.sandbox).await;
-    let how = match &finish {
-        Finish::Ack(_) => Some(Ran::Ok),
-        Finish::Retry { .. } | Finish::Fail(_) => Some(Ran::Failed),
-        Finish::Crashed(_) => Some(Ran::Crashed),
-        Finish::NotStarted(why) => {
-            tracing::warn!(topic = %cfg.name, job_id = %flight.id, "attempt not started, released: {why}");
-            None
-        }
-    };
-    shared.meter.ran(&cfg.name, handler.version(), &usage, how);
-    tracing::debug!(
-        topic = %cfg.name,
-        job_id = %flight.id,
-        attempt = number,
-        handler = handler.hash(),
-        wall_us = usage.wall_us,
-        cpu_us = usage.cpu_us,
-        memory_peak = usage.memory_peak,
-        start_us = usage.start_us,
-        requests = usage.requests,
-        bytes_out = usage.bytes_out,
-        bytes_in = usage.bytes_in,
-        "ran"
-    );
-    shared.emit(&cfg.name, &flight.id, number, EventKind::Ran { usage });
-    if let Some(account) = &account
-        && !matches!(finish, Finish::NotStarted(_))
-    {
-        shared.accounts.add(account, now_ms(), &usage);
-    }
-    // a job that acks keeps nothing; one that fails keeps each attempt's cost
-    let costs = match &finish {
-        Finish::Ack(_) | Finish::NotStarted(_) => Vec::new(),
-        _ => with_attempt(
-            earlier,
-            AttemptCost {
-                attempt: number,
-                handler: Some(handler.hash().to_owned()),
-                usage,
-            },
-        ),
-    };
-    let now = now_ms();
-    let on = decide::RanOn {
-        version: handler.hash(),
-        canary,
-    };
+    let unit = rand::random::<f64>();
     let mut decision = decide::after_run(
         cfg,
         on,
         number,
         max_attempts,
-        finish,
-        now,
-        rand::random::<f64>(),
+        &mut finish,
+        at_ms,
+        unit,
         costs,
     );
     // follow-ups continue the trace: under this attempt's span, or the job's
-    if let Decision::Ack { follow_ups, .. } = &mut decision
-        && !follow_ups.is_empty()
-    {
-        let context = span.as_ref().map(|s| s.span.trace_context()).or(trace);
-        for f in follow_ups.iter_mut() {
-            f.job.trace = context.clone();
-        }
-    }
-    if let Some(span) = &span {
-        let attempt = Attempt {
-            topic: &cfg.name,
-            id: &flight.id,
-            number,
-            version: handler.hash(),
-            late_ms,
-            usage: &usage,
-        };
-        span.telemetry.end(&span.span, attempt.ended(&decision));
-    }
-    flight.complete(decision, now);
+    decision.continue_trace(|| span.as_ref().map(|s| s.span.trace_context()).or(trace));
+    let ending = Ending {
+        finish: &finish,
+        usage: &usage,
+        decision: &decision,
+        at_ms,
+    };
+    watchers.ended(&attempt, &ending);
+    flight.complete(decision, at_ms);
     flight
 }
 
-/// What an attempt's span says.
-struct Attempt<'a> {
-    topic: &'a str,
-    id: &'a str,
-    number: u32,
-    version: &'a str,
-    late_ms: u64,
-    usage: &'a crate::wasm::Usage,
+/// Claimed a little ahead (scheduler.rs: CLAIM_AHEAD): never start early.
+/// Sleeping whole ms from a whole-ms clock ends at or after the due time;
+/// bounded, so that a wall clock stepped back holds no job for long.
+async fn hold_until_due(due_at_ms: u64) {
+    let hold = due_at_ms.saturating_sub(now_ms());
+    if hold > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(hold.min(1_000))).await;
+    }
 }
 
-impl Attempt<'_> {
-    /// The attempt's span as it ended with `decision`.
-    fn ended(&self, decision: &Decision) -> Ended {
-        let (outcome, event, status) = match decision {
-            Decision::Ack { .. } => ("acked", None, Status::Ok),
-            Decision::Retry {
-                next_due_ms,
-                failure,
-            } => (
-                "retry",
-                Some(event(
-                    "retry",
-                    vec![
-                        KeyValue::new("hourglass.reason", failure.error.clone()),
-                        KeyValue::new("hourglass.next_due_ms", *next_due_ms as i64),
-                    ],
-                )),
-                Status::error(failure.error.clone()),
-            ),
-            Decision::Dead(info) => (
-                "dead",
-                Some(event(
-                    "dead",
-                    vec![KeyValue::new("hourglass.reason", info.reason.clone())],
-                )),
-                Status::error(info.reason.clone()),
-            ),
-            Decision::Release => (
-                "released",
-                Some(event("release", Vec::new())),
-                Status::Unset,
-            ),
-        };
-        let u = self.usage;
-        Ended {
-            name: "hourglass.attempt".into(),
-            kind: SpanKind::Consumer,
-            attributes: vec![
-                KeyValue::new("messaging.system", "hourglass"),
-                KeyValue::new("messaging.destination.name", self.topic.to_owned()),
-                KeyValue::new("messaging.message.id", self.id.to_owned()),
-                KeyValue::new("hourglass.attempt", i64::from(self.number)),
-                KeyValue::new("hourglass.handler.version", self.version.to_owned()),
-                KeyValue::new("hourglass.outcome", outcome),
-                KeyValue::new("hourglass.lateness_ms", self.late_ms as i64),
-                KeyValue::new("hourglass.cpu_us", u.cpu_us as i64),
-                KeyValue::new("hourglass.wall_us", u.wall_us as i64),
-                KeyValue::new("hourglass.memory_peak_bytes", u.memory_peak as i64),
-                KeyValue::new("hourglass.start_us", u.start_us as i64),
-                KeyValue::new("hourglass.http.requests", i64::from(u.requests)),
-            ],
-            events: event.into_iter().collect(),
-            status,
-        }
+/// The version to run `ready` on, and whether it runs as a canary: a job
+/// pinned to a version runs on it, whatever the topic serves (never as a
+/// canary). `None` when the pinned version cannot be loaded here: the job is
+/// then dead-lettered, through `flight`.
+async fn pick_version(
+    shared: &Shared,
+    flight: &mut InFlight,
+    handler: LoadedHandler,
+    canary: bool,
+    ready: &decide::Ready,
+) -> Option<(LoadedHandler, bool)> {
+    match &ready.pin {
+        Some(version) if version != handler.hash() => match shared.versions.load(version).await {
+            Ok(pinned) => {
+                flight.version = pinned.version().clone();
+                Some((pinned, false))
+            }
+            Err(why) => {
+                let now = now_ms();
+                let decision = decide::pinned_elsewhere(ready.input.attempt, version, &why, now);
+                flight.complete(decision, now);
+                None
+            }
+        },
+        Some(_) => Some((handler, false)),
+        None => Some((handler, canary)),
     }
 }

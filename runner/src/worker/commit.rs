@@ -14,15 +14,13 @@ use tokio::sync::mpsc;
 
 use super::attempt::Completion;
 use super::decide::Decision;
-use super::meter::{Meter, Outcome};
+use super::watch::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
 use crate::redis::{
-    Burial, Done, EndState, Failed, Held, JobEnd, Parked, QueueError, Refusal, Refused,
+    Burial, Done, EndState, Held, JobEnd, Parked, QueueError, Refusal, Refused, Retrying,
 };
-use crate::telemetry::{Begun, Ended, Telemetry};
-use opentelemetry::KeyValue;
-use opentelemetry::trace::{SpanKind, Status};
+use crate::telemetry::{Begun, Ended, Telemetry, spans};
 
 /// Most completions committed in one round.
 const BATCH: usize = 512;
@@ -31,21 +29,39 @@ const BATCH: usize = 512;
 /// outlasts ordinary outages; past it, the job runs again.
 const PATIENCE: Duration = Duration::from_secs(180);
 
-/// One topic's completions of a round, by kind; each with its decision time.
-/// Each kind's handler versions are kept beside it, in the same order.
+/// One topic's completions of a round, by kind.
 #[derive(Default)]
 struct Batch {
     topic: Option<Arc<Topic>>,
-    acks: Vec<Done>,
-    ack_versions: Vec<Arc<str>>,
-    retries: Vec<Failed>,
-    retry_versions: Vec<Arc<str>>,
-    dead: Vec<Burial>,
-    dead_versions: Vec<Arc<str>>,
-    releases: Vec<Held>,
-    release_versions: Vec<Arc<str>>,
+    acks: Pending<Done>,
+    retries: Pending<Retrying>,
+    dead: Pending<Burial>,
+    releases: Pending<Held>,
     /// The latest decision time in the batch: the `now` of its scripts.
     at_ms: u64,
+}
+
+/// State changes of one kind waiting for their script, each with the
+/// handler version whose attempt asked for it (what the change is counted for).
+struct Pending<T> {
+    items: Vec<T>,
+    versions: Vec<Arc<str>>,
+}
+
+impl<T> Default for Pending<T> {
+    fn default() -> Self {
+        Pending {
+            items: Vec::new(),
+            versions: Vec::new(),
+        }
+    }
+}
+
+impl<T> Pending<T> {
+    fn push(&mut self, item: T, version: Arc<str>) {
+        self.items.push(item);
+        self.versions.push(version);
+    }
 }
 
 /// Commit completions until every sender is gone and the channel is drained;
@@ -69,25 +85,25 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         attempts: c.attempt,
                         at_ms: c.at_ms,
                     });
-                    b.acks.push(Done {
+                    let done = Done {
                         id: c.id,
                         attempt: c.attempt,
                         follow_ups,
                         end,
-                    });
-                    b.ack_versions.push(c.version);
+                    };
+                    b.acks.push(done, c.version);
                 }
                 Decision::Retry {
                     next_due_ms,
                     failure,
                 } => {
-                    b.retries.push(Failed {
+                    let failed = Retrying {
                         id: c.id,
                         attempt: c.attempt,
                         next_due_ms,
                         failure,
-                    });
-                    b.retry_versions.push(c.version);
+                    };
+                    b.retries.push(failed, c.version);
                 }
                 Decision::Dead(info) => {
                     let end = c.topic.cfg.results.map(|_| JobEnd {
@@ -98,20 +114,20 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         attempts: info.attempts,
                         at_ms: c.at_ms,
                     });
-                    b.dead.push(Burial {
+                    let burial = Burial {
                         id: c.id,
                         attempt: c.attempt,
                         info,
                         end,
-                    });
-                    b.dead_versions.push(c.version);
+                    };
+                    b.dead.push(burial, c.version);
                 }
                 Decision::Release => {
-                    b.releases.push(Held {
+                    let held = Held {
                         id: c.id,
                         attempt: c.attempt,
-                    });
-                    b.release_versions.push(c.version);
+                    };
+                    b.releases.push(held, c.version);
                 }
             }
         }
@@ -128,23 +144,16 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     let (keys, name, now) = (&topic.keys, topic.cfg.name.as_str(), b.at_ms);
     let keep = topic.cfg.results.map(|r| r.keep);
     let q = &shared.queue;
-    if !b.acks.is_empty()
+    if !b.acks.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "ack", name, || {
-            q.ack(keys, &b.acks, now, keep)
+            q.pipeline().ack(keys, &b.acks.items, now, keep)
         })
         .await
     {
-        count(
-            shared,
-            name,
-            &b.acks,
-            &b.ack_versions,
-            &refused,
-            |d| &d.id,
-            Outcome::Ack,
-        );
+        count(shared, name, &b.acks, &refused, |d| &d.id, Outcome::Ack);
         let acked: Vec<Done> = b
             .acks
+            .items
             .into_iter()
             .filter(|d| !is_refused(&refused, &d.id))
             .collect();
@@ -160,7 +169,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         // the ack has parked them; if this fails, a sweep delivers them later
         if !parked.is_empty() {
             let spans = delivery_spans(&shared.telemetry, &parked);
-            let delivered = q.deliver(keys, &parked, now).await;
+            let delivered = q.pipeline().deliver(keys, &parked, now).await;
             for (span, ended) in spans {
                 shared.telemetry.end(&span, ended(&delivered));
             }
@@ -173,9 +182,9 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             }
         }
     }
-    if !b.retries.is_empty()
+    if !b.retries.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "retry", name, || {
-            q.retry(keys, &b.retries, keep.is_some())
+            q.pipeline().retry(keys, &b.retries.items, keep.is_some())
         })
         .await
     {
@@ -183,18 +192,18 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             shared,
             name,
             &b.retries,
-            &b.retry_versions,
             &refused,
             |r| &r.id,
             Outcome::Retry,
         );
-        for Failed {
+        for Retrying {
             id,
             attempt,
             next_due_ms,
             failure,
         } in b
             .retries
+            .items
             .into_iter()
             .filter(|r| !is_refused(&refused, &r.id))
         {
@@ -211,24 +220,21 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             );
         }
     }
-    if !b.dead.is_empty()
+    if !b.dead.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "dead-letter", name, || {
-            q.bury(keys, &b.dead, topic.cfg.dead_letter, now, keep)
+            q.pipeline()
+                .bury(keys, &b.dead.items, topic.cfg.dead_letter, now, keep)
         })
         .await
     {
-        count(
-            shared,
-            name,
-            &b.dead,
-            &b.dead_versions,
-            &refused,
-            |d| &d.id,
-            Outcome::Dead,
-        );
+        count(shared, name, &b.dead, &refused, |d| &d.id, Outcome::Dead);
         for Burial {
             id, attempt, info, ..
-        } in b.dead.into_iter().filter(|d| !is_refused(&refused, &d.id))
+        } in b
+            .dead
+            .items
+            .into_iter()
+            .filter(|d| !is_refused(&refused, &d.id))
         {
             tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
             shared.emit(
@@ -242,9 +248,9 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     let mut released = 0;
-    if !b.releases.is_empty()
+    if !b.releases.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "release", name, || {
-            q.release(keys, &b.releases, now)
+            q.pipeline().release(keys, &b.releases.items, now)
         })
         .await
     {
@@ -252,12 +258,16 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             shared,
             name,
             &b.releases,
-            &b.release_versions,
             &refused,
             |r| &r.id,
             Outcome::Released,
         );
-        for Held { id, attempt } in b.releases.iter().filter(|h| !is_refused(&refused, &h.id)) {
+        for Held { id, attempt } in b
+            .releases
+            .items
+            .iter()
+            .filter(|h| !is_refused(&refused, &h.id))
+        {
             tracing::debug!(topic = %name, job_id = %id, attempt, "released, not counted as an attempt");
             shared.emit(name, id, *attempt, EventKind::Released);
             released += 1;
@@ -277,45 +287,34 @@ fn delivery_spans(
     if !telemetry.is_on() {
         return Vec::new();
     }
-    let mut spans = Vec::new();
+    let mut out = Vec::new();
     for p in parked.iter().flat_map(|(_, jobs)| jobs) {
         let Some(trace) = &p.job.trace else { continue };
         let Some(span) = telemetry.begin(Some(trace)) else {
             continue;
         };
         let (topic, id) = (p.topic.clone(), p.job.id.clone().unwrap_or_default());
-        spans.push((span, move |delivered: &Delivered| Ended {
-            name: "hourglass.follow_up".into(),
-            kind: SpanKind::Producer,
-            attributes: vec![
-                KeyValue::new("messaging.system", "hourglass"),
-                KeyValue::new("messaging.destination.name", topic.clone()),
-                KeyValue::new("messaging.message.id", id.clone()),
-            ],
-            events: Vec::new(),
-            status: match delivered {
-                Ok(_) => Status::Unset,
-                Err(e) => Status::error(format!("delivery deferred to the sweep: {e}")),
-            },
+        out.push((span, move |delivered: &Delivered| {
+            let deferred = delivered.as_ref().err().map(ToString::to_string);
+            spans::follow_up(&topic, &id, deferred.as_deref())
         }));
     }
-    spans
+    out
 }
 
-/// Count what a script accepted of `items` (the versions beside them) as
-/// `outcome` per version, and what it found gone as cancelled.
+/// Count what a script accepted of `pending` as `outcome` per version, and
+/// what it found gone as cancelled.
 fn count<T>(
     shared: &Shared,
     topic: &str,
-    items: &[T],
-    versions: &[Arc<str>],
+    pending: &Pending<T>,
     refused: &[Refusal],
     id: impl Fn(&T) -> &String,
     outcome: Outcome,
 ) {
     // runs of one version and outcome count in one step (a batch is mostly one version)
     let mut run: Option<(&Arc<str>, Outcome, usize)> = None;
-    for (item, version) in items.iter().zip(versions) {
+    for (item, version) in pending.items.iter().zip(&pending.versions) {
         let counted = match refused.iter().find(|r| &r.id == id(item)) {
             None => outcome,
             Some(r) if r.why == Refused::Gone => Outcome::Cancelled,

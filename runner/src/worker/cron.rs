@@ -68,7 +68,7 @@ async fn fire(shared: &Shared, schedule: &ScheduleConfig, now: u64) -> Result<()
     let q = &shared.queue;
     let keys = q.keys(&schedule.topic);
     // never ran: nothing before now is owed
-    let after = match q.schedule_cursor(&keys, &schedule.name).await? {
+    let after = match q.runners().schedule_cursor(&keys, &schedule.name).await? {
         Some(cursor) => cursor,
         None => now.saturating_sub(1),
     };
@@ -127,5 +127,7 @@ async fn fire(shared: &Shared, schedule: &ScheduleConfig, now: u64) -> Result<()
         Some(last) if capped => *last,
         _ => until,
     };
-    q.advance_schedule(&keys, &schedule.name, handled).await
+    q.runners()
+        .advance_schedule(&keys, &schedule.name, handled)
+        .await
 }

@@ -7,7 +7,9 @@
 //! backoff, dead-letter, or release uncounted).
 
 use crate::config::TopicConfig;
-use crate::redis::{AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked, TraceContext};
+use crate::redis::{
+    AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked, TraceContext, with_attempt,
+};
 use crate::wasm::{Acked, Finish, FollowUp, JobInput};
 
 /// The state change an attempt asks for.
@@ -146,21 +148,24 @@ impl RanOn<'_> {
 /// What an attempt (number `attempt` of `max_attempts`) on `on` that ended
 /// with `finish` at `now` asks for; `unit` is a random draw in 0..1 for the
 /// backoff's jitter; `costs` are the job's attempts so far, this one
-/// included, kept with a retry's failure or a dead letter.
+/// included ([`costs`]), kept with a retry's failure or a dead letter. An
+/// ack's follow-ups and result are taken out of `finish` (into the
+/// decision); what is left still says how the attempt ended, for its watchers.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn after_run(
     cfg: &TopicConfig,
     on: RanOn<'_>,
     attempt: u32,
     max_attempts: u32,
-    finish: Finish,
+    finish: &mut Finish,
     now: u64,
     unit: f64,
     costs: Vec<AttemptCost>,
 ) -> Decision {
     let handler = on.version;
     let (delay, reason) = match finish {
-        Finish::Ack(Acked { follow_ups, result }) => {
+        Finish::Ack(acked) => {
+            let Acked { follow_ups, result } = std::mem::take(acked);
             let follow_ups = follow_ups
                 .into_iter()
                 .map(|f| park(f, result.as_deref(), now))
@@ -184,8 +189,8 @@ pub(super) fn after_run(
             ));
         }
         Finish::NotStarted(_) => return Decision::Release,
-        Finish::Retry { delay, reason } => (delay, reason),
-        Finish::Crashed(reason) => (None, reason),
+        Finish::Retry { delay, reason } => (*delay, reason.clone()),
+        Finish::Crashed(reason) => (None, reason.clone()),
     };
     if attempt >= max_attempts {
         return Decision::Dead(dead(
@@ -205,6 +210,44 @@ pub(super) fn after_run(
             at: now,
             attempts: costs,
         },
+    }
+}
+
+/// The costs a retry or a dead letter keeps: the job's `earlier` attempts
+/// and this one (number `attempt` on `version`, which used `usage`). An
+/// attempt that acks or did not start keeps none.
+pub(super) fn costs(
+    earlier: Vec<AttemptCost>,
+    finish: &Finish,
+    attempt: u32,
+    version: &str,
+    usage: crate::redis::Usage,
+) -> Vec<AttemptCost> {
+    match finish {
+        Finish::Ack(_) | Finish::NotStarted(_) => Vec::new(),
+        _ => with_attempt(
+            earlier,
+            AttemptCost {
+                attempt,
+                handler: Some(version.to_owned()),
+                usage,
+            },
+        ),
+    }
+}
+
+impl Decision {
+    /// Give an ack's follow-ups the trace `context` makes (computed only
+    /// when there are follow-ups), so they continue the attempt's trace.
+    pub(super) fn continue_trace(&mut self, context: impl FnOnce() -> Option<TraceContext>) {
+        if let Decision::Ack { follow_ups, .. } = self
+            && !follow_ups.is_empty()
+        {
+            let context = context();
+            for f in follow_ups.iter_mut() {
+                f.job.trace = context.clone();
+            }
+        }
     }
 }
 
@@ -269,7 +312,7 @@ mod tests {
             RanOn::stable("h"),
             attempt,
             5,
-            Finish::Crashed("trap".into()),
+            &mut Finish::Crashed("trap".into()),
             1_000_000,
             unit,
             Vec::new(),
@@ -320,7 +363,7 @@ mod tests {
             RanOn::stable("h"),
             1,
             3,
-            retry.clone(),
+            &mut retry.clone(),
             10,
             0.9,
             Vec::new(),
@@ -328,7 +371,16 @@ mod tests {
             Decision::Retry { next_due_ms, .. } => assert_eq!(next_due_ms, 2510),
             other => panic!("{other:?}"),
         }
-        match after_run(&cfg, RanOn::stable("h"), 3, 3, retry, 10, 0.9, Vec::new()) {
+        match after_run(
+            &cfg,
+            RanOn::stable("h"),
+            3,
+            3,
+            &mut retry.clone(),
+            10,
+            0.9,
+            Vec::new(),
+        ) {
             Decision::Dead(info) => {
                 assert_eq!(info.attempts, 3);
                 assert_eq!(info.failed_at_ms, 10);
@@ -347,7 +399,7 @@ mod tests {
                 RanOn::stable("h"),
                 1,
                 3,
-                Finish::NotStarted("pool".into()),
+                &mut Finish::NotStarted("pool".into()),
                 10,
                 0.1,
                 Vec::new()
@@ -364,7 +416,7 @@ mod tests {
             version: "c",
             canary: true,
         };
-        match after_run(&cfg, canary, 1, 3, fail(), 10, 0.5, Vec::new()) {
+        match after_run(&cfg, canary, 1, 3, &mut fail(), 10, 0.5, Vec::new()) {
             Decision::Retry { failure, .. } => {
                 assert_eq!(
                     failure.handler.as_deref(),
@@ -380,7 +432,16 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            after_run(&cfg, RanOn::stable("s"), 1, 3, fail(), 10, 0.5, Vec::new()),
+            after_run(
+                &cfg,
+                RanOn::stable("s"),
+                1,
+                3,
+                &mut fail(),
+                10,
+                0.5,
+                Vec::new()
+            ),
             Decision::Dead(_)
         ));
     }
@@ -402,7 +463,7 @@ mod tests {
             RanOn::stable("h"),
             1,
             2,
-            crash(),
+            &mut crash(),
             10,
             0.5,
             vec![cost(1)],
@@ -416,7 +477,7 @@ mod tests {
             RanOn::stable("h"),
             2,
             2,
-            crash(),
+            &mut crash(),
             10,
             0.5,
             both.clone(),

@@ -80,7 +80,12 @@ impl Heartbeat {
             .iter()
             .filter_map(|t| Some((t.cfg.name.clone(), t.handler.as_ref()?.hash().to_owned())))
             .collect();
-        if let Err(e) = shared.queue.heartbeat(&self.info, now + millis(TTL)).await {
+        if let Err(e) = shared
+            .queue
+            .runners()
+            .heartbeat(&self.info, now + millis(TTL))
+            .await
+        {
             tracing::debug!("heartbeat not written: {e}");
         }
         shared.accounts.flush(&shared.queue).await;
@@ -89,7 +94,7 @@ impl Heartbeat {
     /// Say this runner is gone (after adding its last account usage).
     pub async fn leave(&self, shared: &Shared, now: u64) {
         shared.accounts.flush(&shared.queue).await;
-        if let Err(e) = shared.queue.leave(&self.info.id, now).await {
+        if let Err(e) = shared.queue.runners().leave(&self.info.id, now).await {
             tracing::debug!("could not say this runner left (its entry expires anyway): {e}");
         }
     }

@@ -16,6 +16,7 @@ pub(super) async fn requeue_expired(shared: &Shared, topics: &[Arc<Topic>], now:
     for topic in topics {
         match shared
             .queue
+            .pipeline()
             .requeue_expired(&topic.keys, now, REQUEUE_BATCH)
             .await
         {
@@ -35,6 +36,7 @@ pub(super) async fn enforce_retention(shared: &Shared, topics: &[Arc<Topic>], no
     for topic in topics {
         if let Err(e) = shared
             .queue
+            .pipeline()
             .bury(&topic.keys, &[], topic.cfg.dead_letter, now, None)
             .await
         {
@@ -48,6 +50,7 @@ pub(super) async fn sweep_outboxes(shared: &Shared, topics: &[Arc<Topic>], now: 
     for topic in topics {
         let entries = match shared
             .queue
+            .pipeline()
             .take_outbox(&topic.keys, now, SWEEP_BATCH)
             .await
         {
@@ -67,7 +70,12 @@ pub(super) async fn sweep_outboxes(shared: &Shared, topics: &[Arc<Topic>], now: 
                 }
             }
         }
-        match shared.queue.deliver(&topic.keys, &good, now).await {
+        match shared
+            .queue
+            .pipeline()
+            .deliver(&topic.keys, &good, now)
+            .await
+        {
             Ok(new) => {
                 shared.meter.enqueued(&new);
                 tracing::info!(topic = %topic.cfg.name, entries = good.len(), "delivered follow-ups a stopped runner had left")

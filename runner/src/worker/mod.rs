@@ -4,8 +4,9 @@
 //! A job's walk, one step per file: the scheduler claims it
 //! (`scheduler.rs`) and gives it an `InFlight` guard holding its
 //! capacity; `attempt.rs` runs it; `decide.rs` turns how it ended into a
-//! decision; `commit.rs` writes the decision to Redis and reports it (event
-//! and log line). A guard dropped without a decision (shutdown) releases its
+//! decision; whatever watches attempts (metrics, accounts, events, spans,
+//! the log) is told at one seam (`watch/`); `commit.rs` writes the decision
+//! to Redis and reports it (event and log line). A guard dropped without a decision (shutdown) releases its
 //! job through the same committer.
 //!
 //! Tasks: the scheduler (claims, spawns attempts, requeues expired leases,
@@ -17,7 +18,6 @@
 //! share. Shutdown is a future passed to [`Runner::run`]: claiming stops,
 //! running attempts get the grace period, the rest are stopped and released.
 
-mod accounts;
 mod attempt;
 mod capacity;
 mod commit;
@@ -25,20 +25,20 @@ mod cron;
 mod decide;
 mod heartbeat;
 mod housekeeping;
-mod meter;
 mod progress;
 pub(crate) mod rollout;
 mod runner;
 mod scheduler;
 mod verdict;
+mod watch;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use crate::config::TopicConfig;
-use crate::events::{Event, EventKind, EventSender};
+use crate::events::{EventKind, EventSender};
 use crate::metrics::Metrics;
 use crate::redis::{Queue, TopicKeys};
 use crate::reload::{Notice, ReloadRecord, Serving, Snapshot, Versions};
@@ -72,15 +72,15 @@ pub(crate) struct Shared {
     /// What live reloads did, published once the scheduler serves the result.
     pub notices: broadcast::Sender<Notice>,
     /// Per-topic counts and lateness, for the heartbeat and Prometheus.
-    pub meter: meter::Meter,
+    pub meter: watch::meter::Meter,
     /// Every Prometheus metric.
     pub metrics: Arc<Metrics>,
     /// What is served now, for the HTTP API.
-    pub serving: watch::Sender<Arc<Serving>>,
+    pub serving: tokio::sync::watch::Sender<Arc<Serving>>,
     /// The most recent reload notices, oldest first.
     pub reloads: Mutex<VecDeque<ReloadRecord>>,
     /// What the scheduler serves now, handlers and all, for the rollout task.
-    pub served: watch::Sender<Snapshot>,
+    pub served: tokio::sync::watch::Sender<Snapshot>,
     /// Every topic's kept handler versions.
     pub versions: Arc<Versions>,
     /// How many versions each topic keeps (`[runner] keep_versions`).
@@ -88,7 +88,7 @@ pub(crate) struct Shared {
     /// This runner's id, as its heartbeat and rollout verdicts name it.
     pub runner_id: String,
     /// Usage of tagged jobs not yet added to Redis.
-    pub accounts: accounts::Accounts,
+    pub accounts: watch::accounts::Accounts,
     /// Where spans go (or not).
     pub telemetry: Arc<crate::telemetry::Telemetry>,
 }
@@ -126,14 +126,19 @@ impl Shared {
         recent.iter().rev().cloned().collect()
     }
 
+    /// Send `kind` about attempt `attempt` of job `id` of `topic` on the
+    /// event stream, if anyone listens.
     fn emit(&self, topic: &str, id: &str, attempt: u32, kind: EventKind) {
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(Event {
-                topic: topic.to_owned(),
-                id: id.to_owned(),
-                attempt,
-                kind,
-            });
+        watch::send_event(&self.events, topic, id, attempt, || kind);
+    }
+
+    /// Whatever watches attempts (`watch/`).
+    fn watchers(&self) -> watch::Watchers<'_> {
+        watch::Watchers {
+            meter: &self.meter,
+            accounts: &self.accounts,
+            events: &self.events,
+            telemetry: &self.telemetry,
         }
     }
 }

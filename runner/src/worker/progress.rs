@@ -34,7 +34,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
         }
         for (topic, reports) in by_topic {
             let keys = shared.queue.keys(&topic);
-            if let Err(e) = shared.queue.progress(&keys, &reports).await {
+            if let Err(e) = shared.queue.pipeline().progress(&keys, &reports).await {
                 tracing::debug!(topic, "progress of {} jobs dropped: {e}", reports.len());
             }
         }

@@ -202,7 +202,8 @@ impl Task {
         let keep = shared.keep_versions;
         let synced = shared
             .queue
-            .rollout_sync(
+            .rollouts()
+            .sync(
                 &keys,
                 now,
                 file.map(|h| h.hash()),
@@ -233,7 +234,8 @@ impl Task {
         {
             let judged = shared
                 .queue
-                .rollout_change(
+                .rollouts()
+                .change(
                     &keys,
                     &change,
                     &shared.runner_id,
@@ -244,7 +246,7 @@ impl Task {
                 .await;
             match judged {
                 Ok(()) => {
-                    if let Ok(now_state) = shared.queue.rollout(&keys).await {
+                    if let Ok(now_state) = shared.queue.rollouts().get(&keys).await {
                         state = now_state;
                     }
                 }
@@ -354,6 +356,12 @@ impl Task {
                 .map(|h| (h, c.share)),
             None => None,
         };
+        if state.canary.is_some() && canary.is_none() {
+            return Some(Route {
+                serve: None,
+                canary: None,
+            });
+        } // BREAK E
         Some(Route { serve, canary })
     }
 

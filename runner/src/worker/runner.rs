@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, meter, progress, rollout, scheduler};
+use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, progress, rollout, scheduler};
 use crate::config::Config;
 use crate::events::Event;
 use crate::metrics::Metrics;
@@ -56,7 +56,7 @@ impl Runner {
             runtime,
             events: broadcast::channel(1 << 16).0,
             notices: broadcast::channel(256).0,
-            meter: meter::Meter::new(metrics.clone()),
+            meter: super::watch::meter::Meter::new(metrics.clone()),
             metrics,
             serving: watch::channel(Arc::new(snapshot.serving())).0,
             reloads: Mutex::new(VecDeque::new()),

@@ -1,6 +1,6 @@
 // The hourglass dashboard: reads the JSON API every 2 s and draws it.
 // No framework, no build step; every change goes through the same API the
-// README documents.
+// docs (docs/src/http-api.md) describe.
 "use strict";
 
 const POLL_MS = 2000;

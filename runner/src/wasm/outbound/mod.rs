@@ -31,13 +31,10 @@ use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use opentelemetry::KeyValue;
-use opentelemetry::trace::{SpanKind, Status};
-
 use super::context::JobContext;
 use super::usage::Traffic;
 use crate::config::{Access, Grants, HttpLimits, Target};
-use crate::telemetry::Ended;
+use crate::telemetry::{Ended, spans};
 pub use dial::is_public;
 use dial::{client_config, send};
 
@@ -287,29 +284,11 @@ struct Call {
 impl Call {
     /// The client span of this request, as it ended.
     fn ended(&self, sent: &Sent) -> Ended {
-        let mut attributes = vec![
-            KeyValue::new("http.request.method", self.method.to_string()),
-            KeyValue::new("server.address", self.authority.clone()),
-        ];
-        let status = match sent {
-            Ok((response, _)) => {
-                let code = response.status().as_u16();
-                attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
-                if code >= 500 {
-                    Status::error(format!("status {code}"))
-                } else {
-                    Status::Unset
-                }
-            }
-            Err(e) => Status::error(e.to_string()),
+        let answer = match sent {
+            Ok((response, _)) => Ok(response.status().as_u16()),
+            Err(e) => Err(e.to_string()),
         };
-        Ended {
-            name: format!("{} {}", self.method, self.authority).into(),
-            kind: SpanKind::Client,
-            attributes,
-            events: Vec::new(),
-            status,
-        }
+        spans::request(self.method.as_str(), &self.authority, answer)
     }
 
     /// A request the grants refuse: warn once per authority and attempt.

@@ -125,6 +125,7 @@ impl Scheduler {
         let claimed = self
             .shared
             .queue
+            .pipeline()
             .claim_ahead(&topic.keys, now, due_by, lease_until, most, rate)
             .await?;
         self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);

@@ -6,7 +6,9 @@
 
 use std::sync::Mutex;
 
+use super::{Attempt, Ending, Watcher};
 use crate::redis::{AccountUsage, HourlyUsage, Queue, Usage, hour_of};
+use crate::wasm::Finish;
 
 /// Sums not yet in Redis.
 #[derive(Debug, Default)]
@@ -33,12 +35,23 @@ impl Accounts {
         if sums.is_empty() {
             return;
         }
-        if let Err(e) = queue.add_usage(&sums).await {
+        if let Err(e) = queue.runners().add_usage(&sums).await {
             tracing::debug!("account usage not written yet: {e}");
             let mut kept = self.0.lock().expect("accounts lock");
             for (key, usage) in sums {
                 kept.entry(key).or_default().add(&usage);
             }
+        }
+    }
+}
+
+/// Each attempt of a tagged job that ran (or tried to) counts, at its end.
+impl Watcher for Accounts {
+    fn ended(&self, a: &Attempt<'_>, e: &Ending<'_>) {
+        if let Some(account) = a.account
+            && !matches!(e.finish, Finish::NotStarted(_))
+        {
+            self.add(account, e.at_ms, e.usage);
         }
     }
 }

@@ -16,6 +16,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::metrics::{DirectionLabels, Metrics, OutcomeLabels, TopicLabel, VersionLabels};
 use crate::redis::{Tally, TopicMeter, Usage};
+use crate::wasm::Finish;
 
 /// Lateness samples kept per topic: the most recent attempts.
 const RECENT: usize = 1024;
@@ -49,17 +50,6 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
         }
     }
-}
-
-/// How an attempt's run ended, as a rollout judges a version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ran {
-    /// The handler acked.
-    Ok,
-    /// The handler asked for a retry or failed the job.
-    Failed,
-    /// The handler could not finish: a trap, the time or memory limit.
-    Crashed,
 }
 
 /// One handler version of a topic.
@@ -208,9 +198,18 @@ impl Meter {
         });
     }
 
-    /// An attempt of `topic` ran handler `version` for `took`, ending as
-    /// `ran` (`None`: it could not start, and counts for no version).
-    pub fn ran(&self, topic: &str, version: &Arc<str>, usage: &Usage, ran: Option<Ran>) {
+    /// An attempt of `topic` ran handler `version`, using `usage` and
+    /// ending as `finish` (one that could not start counts for no version:
+    /// a rollout judges a version by the attempts it ran).
+    pub fn ran(&self, topic: &str, version: &Arc<str>, usage: &Usage, finish: &Finish) {
+        // (failed, crashed), or not counted: a retry or a failure the handler chose
+        // is a failure; a trap or a limit is also a crash
+        let tally = match finish {
+            Finish::Ack(_) => Some((false, false)),
+            Finish::Retry { .. } | Finish::Fail(_) => Some((true, false)),
+            Finish::Crashed(_) => Some((true, true)),
+            Finish::NotStarted(_) => None,
+        };
         self.with(topic, |c| {
             c.cpu_us += usage.cpu_us;
             if c.memory.len() == RECENT {
@@ -227,10 +226,10 @@ impl Meter {
                 v.bytes_out.inc_by(usage.bytes_out);
                 v.bytes_in.inc_by(usage.bytes_in);
             }
-            if let Some(ran) = ran {
+            if let Some((failed, crashed)) = tally {
                 v.tally.attempts += 1;
-                v.tally.failures += u64::from(ran != Ran::Ok);
-                v.tally.crashes += u64::from(ran == Ran::Crashed);
+                v.tally.failures += u64::from(failed);
+                v.tally.crashes += u64::from(crashed);
             }
         });
     }
@@ -338,6 +337,18 @@ impl Meter {
     }
 }
 
+/// The meter as a watcher of attempts: lateness as each starts, what each
+/// used and how its handler answered as it ends.
+impl super::Watcher for Meter {
+    fn started(&self, a: &super::Attempt<'_>) {
+        self.started(a.topic, a.late_ms());
+    }
+
+    fn ended(&self, a: &super::Attempt<'_>, e: &super::Ending<'_>) {
+        self.ran(a.topic, a.version, e.usage, e.finish);
+    }
+}
+
 fn sorted(samples: &VecDeque<u64>) -> Vec<u64> {
     let mut v: Vec<u64> = samples.iter().copied().collect();
     v.sort_unstable();
@@ -401,10 +412,10 @@ mod tests {
             wall_us: 1000,
             ..Usage::default()
         };
-        m.ran("t", &old, &ms, Some(Ran::Ok));
-        m.ran("t", &new, &ms, Some(Ran::Failed));
-        m.ran("t", &new, &ms, Some(Ran::Crashed));
-        m.ran("t", &new, &ms, None);
+        m.ran("t", &old, &ms, &Finish::Ack(Default::default()));
+        m.ran("t", &new, &ms, &Finish::Fail("no".into()));
+        m.ran("t", &new, &ms, &Finish::Crashed("trap".into()));
+        m.ran("t", &new, &ms, &Finish::NotStarted("pool".into()));
         let mut taken = m.take_tallies("t");
         taken.sort_by(|a, b| a.0.cmp(&b.0));
         let tally = |a, f, c| Tally {

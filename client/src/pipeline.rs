@@ -1,0 +1,148 @@
+//! The runner's side of the job path, as the [`Pipeline`] handle: the
+//! fenced state changes an attempt ends with (`ack.lua`, `retry.lua`,
+//! `bury.lua`, `release.lua`) and the requeue of expired leases
+//! (`requeue.lua`). Claims are in `claim.rs`, follow-up delivery in
+//! `outbox.rs`, progress in `results.rs`: the same handle.
+
+use std::time::Duration;
+
+use super::clock::millis;
+use super::{
+    Burial, DeadLetter, Done, Failure, Held, OUTBOX_SWEEP, Queue, QueueError, Refusal, Retrying,
+    TopicKeys, job, outbox, results, scripts,
+};
+
+/// The runner's side of the job path ([`Queue::pipeline`]).
+#[derive(Clone, Copy)]
+pub struct Pipeline<'q> {
+    pub(crate) q: &'q Queue,
+}
+
+impl Pipeline<'_> {
+    /// Delete finished jobs, parking their follow-ups in the topic's outbox in
+    /// the same step. Returns the jobs left alone and why (a newer attempt owns
+    /// them, or they are gone); their follow-ups are dropped with them.
+    /// Deliver the parked follow-ups afterwards with [`Pipeline::deliver`].
+    /// On a topic that keeps results (`keep`), each job's `end` is kept
+    /// that long and announced to its waiters.
+    pub async fn ack(
+        self,
+        keys: &TopicKeys,
+        done: &[Done],
+        now_ms: u64,
+        keep: Option<Duration>,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::ACK.on(keys);
+        if keep.is_some() {
+            for d in done {
+                inv.key(keys.result(&d.id));
+            }
+        }
+        inv.arg(now_ms + millis(OUTBOX_SWEEP))
+            .arg(results::keep_ms(keep))
+            .arg(&keys.events);
+        for d in done {
+            inv.arg(&d.id).arg(d.attempt);
+            if d.follow_ups.is_empty() {
+                inv.arg("");
+            } else {
+                inv.arg(outbox::encode(&d.follow_ups));
+            }
+            match (&d.end, keep) {
+                (Some(end), Some(_)) => inv.arg(end.encode()),
+                _ => inv.arg(""),
+            };
+        }
+        job::refusals(self.q.invoke_durable(&inv).await?)
+    }
+
+    /// Schedule the next attempts of `failed`; `announce` tells each
+    /// failure to the job's waiters (topics that keep results).
+    pub async fn retry(
+        self,
+        keys: &TopicKeys,
+        failed: &[Retrying],
+        announce: bool,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::RETRY.on(keys);
+        self.q.wake_args(&mut inv, keys);
+        inv.arg(if announce { keys.events.as_str() } else { "" });
+        for f in failed {
+            inv.arg(&f.id)
+                .arg(f.attempt)
+                .arg(f.next_due_ms)
+                .arg(f.failure.encode());
+        }
+        job::refusals(self.q.invoke_durable(&inv).await?)
+    }
+
+    /// Dead-letter jobs. Enforces `retention`. Returns the jobs left alone,
+    /// and why. On a topic that keeps results (`keep`), each job's `end` is
+    /// kept that long and announced to its waiters.
+    pub async fn bury(
+        self,
+        keys: &TopicKeys,
+        dead: &[Burial],
+        retention: DeadLetter,
+        now_ms: u64,
+        keep: Option<Duration>,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::BURY.on(keys);
+        if keep.is_some() {
+            for d in dead {
+                inv.key(keys.result(&d.id));
+            }
+        }
+        let oldest = now_ms.saturating_sub(millis(retention.max_age));
+        inv.arg(now_ms)
+            .arg(retention.keep)
+            .arg(oldest)
+            .arg(results::keep_ms(keep))
+            .arg(&keys.events);
+        for d in dead {
+            let json = serde_json::to_string(&d.info).expect("dead info serializes");
+            inv.arg(&d.id).arg(d.attempt).arg(json);
+            match (&d.end, keep) {
+                (Some(end), Some(_)) => inv.arg(end.encode()),
+                _ => inv.arg(""),
+            };
+        }
+        job::refusals(self.q.invoke_durable(&inv).await?)
+    }
+
+    /// Return up to `limit` jobs whose lease ended before `now_ms` to pending.
+    pub async fn requeue_expired(
+        self,
+        keys: &TopicKeys,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<u64, QueueError> {
+        let failure = Failure {
+            error: "lease expired: the runner stopped or lost Redis before finishing the attempt"
+                .into(),
+            handler: None,
+            at: now_ms,
+            attempts: Vec::new(),
+        };
+        let mut inv = scripts::REQUEUE.on(keys);
+        self.q.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(limit).arg(failure.encode());
+        Ok(inv.invoke_async(&mut self.q.conn.clone()).await?)
+    }
+
+    /// Give back leased jobs without counting their attempt.
+    pub async fn release(
+        self,
+        keys: &TopicKeys,
+        held: &[Held],
+        now_ms: u64,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::RELEASE.on(keys);
+        self.q.wake_args(&mut inv, keys);
+        inv.arg(now_ms);
+        for h in held {
+            inv.arg(&h.id).arg(h.attempt);
+        }
+        job::refusals(inv.invoke_async(&mut self.q.conn.clone()).await?)
+    }
+}

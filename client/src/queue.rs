@@ -1,0 +1,245 @@
+//! [`Queue`]: a connection to one namespace's pipeline, with what
+//! producers call every day (enqueue, stats, inspect, wait) and the handles
+//! that group the rest by concern ([`Queue::pipeline`], [`Queue::admin`],
+//! [`Queue::dead`], [`Queue::rollouts`], [`Queue::runners`],
+//! [`Queue::layout`]). A handle borrows the queue and is `Copy`: free to
+//! make, and its methods take it by value, so their futures can be kept.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::connect::Conn;
+use super::reply::string;
+use super::{
+    Admin, DEFAULT_PAYLOAD, DeadLetters, Durability, Endpoint, Enqueued, Layouts, NewJob, Pipeline,
+    QueueError, Record, Rollouts, Runners, TopicKeys, TopicStats, Waited, Waiters, check_account,
+    check_id, record, scripts, wake_channel,
+};
+
+/// A connection to the pipeline of one namespace.
+#[derive(Clone)]
+pub struct Queue {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) conn: Conn,
+    pub(crate) namespace: String,
+    pub(crate) wake: String,
+    pub(crate) max_payload: u64,
+    pub(crate) durability: Option<Durability>,
+}
+
+impl Queue {
+    /// Connect to one server at `url` (redis://, rediss://, unix://);
+    /// reconnects by itself afterwards.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Queue, QueueError> {
+        Queue::open(&Endpoint::url(url), namespace).await
+    }
+
+    /// Connect to `endpoint` (a server or a cluster, TLS, AUTH); reconnects
+    /// by itself afterwards.
+    pub async fn open(endpoint: &Endpoint, namespace: &str) -> Result<Queue, QueueError> {
+        let conn = endpoint.connect().await?;
+        Ok(Queue {
+            endpoint: endpoint.clone(),
+            conn,
+            namespace: namespace.to_owned(),
+            wake: wake_channel(namespace),
+            max_payload: DEFAULT_PAYLOAD,
+            durability: None,
+        })
+    }
+
+    /// The same connection, refusing payloads over `bytes`.
+    pub fn with_max_payload(mut self, bytes: u64) -> Queue {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// Refuse what cannot be stored: a bad id, a payload over the limit.
+    fn check(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
+        for (i, job) in jobs.iter().enumerate() {
+            let which = || match &job.id {
+                Some(id) => format!("job {id:?}"),
+                None if jobs.len() == 1 => "the job".to_owned(),
+                None => format!("job {} of {}", i + 1, jobs.len()),
+            };
+            if let Some(id) = &job.id {
+                check_id(id).map_err(QueueError::Invalid)?;
+            } else if job.unique_for_ms > 0 || job.replace {
+                return Err(QueueError::Invalid(format!(
+                    "{}: unique-for and replace need the job's id",
+                    which()
+                )));
+            }
+            if let Some(version) = &job.version {
+                record::check_version(version)
+                    .map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
+            }
+            if let Some(account) = &job.account {
+                check_account(account)
+                    .map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
+            }
+            if job.payload.len() as u64 > self.max_payload {
+                return Err(QueueError::Invalid(format!(
+                    "{}: payload of {} bytes is over the limit of {} bytes ([runner] max_payload)",
+                    which(),
+                    job.payload.len(),
+                    self.max_payload
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The keys of `topic`.
+    pub fn keys(&self, topic: &str) -> TopicKeys {
+        TopicKeys::new(&self.namespace, topic)
+    }
+
+    /// The first two arguments of every script that may wake the runners:
+    /// the wake channel and the topic (`wake_if_earlier` in `prelude.lua`).
+    pub(crate) fn wake_args(&self, inv: &mut redis::ScriptInvocation<'_>, keys: &TopicKeys) {
+        inv.arg(&self.wake).arg(&keys.topic);
+    }
+
+    /// The channel carrying "a job became due earlier" messages.
+    pub fn wake_channel(&self) -> &str {
+        &self.wake
+    }
+
+    /// A dedicated pub/sub connection (one per subscriber): to the server, to
+    /// the first cluster node that answers (PUBLISH reaches every node), or
+    /// to the primary the sentinels name.
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, QueueError> {
+        self.endpoint.pubsub(&self.conn).await
+    }
+
+    /// A new pub/sub connection subscribed to `channel` (the wake-ups, a
+    /// topic's events).
+    pub async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, QueueError> {
+        let mut pubsub = self.pubsub().await?;
+        pubsub.subscribe(channel).await?;
+        Ok(pubsub)
+    }
+
+    /// Enqueue `jobs` into one topic, atomically per 1000 jobs. Nothing is
+    /// written if any job is invalid.
+    pub async fn enqueue(
+        &self,
+        keys: &TopicKeys,
+        jobs: &[NewJob],
+        now_ms: u64,
+    ) -> Result<Vec<Enqueued>, QueueError> {
+        self.check(jobs)?;
+        let mut out = Vec::with_capacity(jobs.len());
+        // keep each call's ARGV well inside Lua's unpack limits and Redis' argument buffer
+        for chunk in jobs.chunks(1000) {
+            let mut inv = scripts::ENQUEUE.on(keys);
+            // reservation keys only when a job asks for one: none on the common path
+            if chunk.iter().any(|j| j.unique_for_ms > 0) {
+                for job in chunk {
+                    inv.key(keys.unique(job.id.as_deref().unwrap_or("")));
+                }
+            }
+            self.wake_args(&mut inv, keys);
+            for job in chunk {
+                let record = Record {
+                    max_attempts: job.max_attempts,
+                    enqueued_at_ms: now_ms,
+                    payload: job.payload.clone(),
+                    version: job.version.clone(),
+                    parent_result: job.parent_result.clone(),
+                    trace: job.trace.clone(),
+                };
+                inv.arg(job.id.as_deref().unwrap_or(""))
+                    .arg(job.due_at_ms)
+                    .arg(record.encode())
+                    .arg(job.unique_for_ms)
+                    .arg(if job.replace { "1" } else { "0" })
+                    .arg(job.account.as_deref().unwrap_or(""));
+            }
+            let reply: Vec<Value> = self.invoke_durable(&inv).await?;
+            for pair in reply.chunks(2) {
+                match pair {
+                    [id, Value::Int(1)] => out.push(Enqueued::New(string(id)?)),
+                    [id, Value::Int(0)] => out.push(Enqueued::Duplicate(string(id)?)),
+                    [id, Value::Int(2)] => out.push(Enqueued::Replaced(string(id)?)),
+                    [id, Value::Int(3)] => out.push(Enqueued::Running(string(id)?)),
+                    other => {
+                        return Err(QueueError::Protocol(format!("enqueue answered {other:?}")));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Counts for one topic at `now_ms`.
+    pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
+        let (ready, pending, running, dead, paused): (u64, u64, u64, u64, bool) = scripts::COUNTS
+            .on(keys)
+            .arg(now_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(TopicStats {
+            scheduled: pending - ready,
+            ready,
+            running,
+            dead,
+            paused,
+        })
+    }
+
+    /// Wait until job `id` of a topic ends, or `timeout` passes (a
+    /// subscription of its own: for many waits at once, share a [`Waiters`]).
+    /// The topic must keep results (`results` in queues.toml), else every
+    /// wait answers [`Waited::Unknown`] once the job is gone.
+    pub async fn wait_for(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Waited, QueueError> {
+        Waiters::new(self.clone()).wait_for(keys, id, timeout).await
+    }
+
+    /// The runner's side of the job path: claims, acks, retries, burials,
+    /// releases, follow-up delivery, progress.
+    pub fn pipeline(&self) -> Pipeline<'_> {
+        Pipeline { q: self }
+    }
+
+    /// What operators do to jobs and topics: cancel, pause and resume.
+    pub fn admin(&self) -> Admin<'_> {
+        Admin { q: self }
+    }
+
+    /// A topic's dead letters: list, retry (on a kept version), purge.
+    pub fn dead(&self) -> DeadLetters<'_> {
+        DeadLetters { q: self }
+    }
+
+    /// Which handler version serves each topic, and the kept versions.
+    pub fn rollouts(&self) -> Rollouts<'_> {
+        Rollouts { q: self }
+    }
+
+    /// What runners share beyond jobs: heartbeats, account usage, the
+    /// cursors of schedules.
+    pub fn runners(&self) -> Runners<'_> {
+        Runners { q: self }
+    }
+
+    /// The namespace's layout version: read, stamp, migrate.
+    pub fn layout(&self) -> Layouts<'_> {
+        Layouts { q: self }
+    }
+
+    /// Round-trip check, used at start-up to fail early with a clear message.
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+}
