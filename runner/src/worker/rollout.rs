@@ -356,12 +356,6 @@ impl Task {
                 .map(|h| (h, c.share)),
             None => None,
         };
-        if state.canary.is_some() && canary.is_none() {
-            return Some(Route {
-                serve: None,
-                canary: None,
-            });
-        } // BREAK E
         Some(Route { serve, canary })
     }
 
