@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hourglass::clock::now_ms;
-use hourglass::events::EventKind;
+use hourglass::events::{Event, EventKind};
 use hourglass::redis::{Enqueued, NewJob, QueueError};
 use test_support::sentinel::{Passwords, Replicated};
+use tokio::sync::broadcast::error::TryRecvError;
 
-use crate::util::{Project, Running};
+use crate::util::{Project, Running, eventually};
 
 const TOPICS: &str = r#"
 [[topic]]
@@ -132,6 +133,30 @@ async fn left(queue: &hourglass::redis::Queue) -> Option<u64> {
     Some(s.ready + s.scheduled + s.running)
 }
 
+/// Take in one event of the run: the attempts started per id, and the time
+/// from the kill to the first ack of a job enqueued after it.
+fn record(
+    event: Event,
+    started: &mut HashMap<String, Vec<u32>>,
+    first_ack_after_kill: &mut Option<Duration>,
+    killed_at: Option<Instant>,
+    first_after_kill: usize,
+) {
+    match event.kind {
+        EventKind::Started { .. } => started.entry(event.id).or_default().push(event.attempt),
+        EventKind::Acked => {
+            let index: usize = event.id["job-".len()..].parse().unwrap();
+            if let Some(at) = killed_at
+                && first_ack_after_kill.is_none()
+                && index >= first_after_kill
+            {
+                *first_ack_after_kill = Some(at.elapsed());
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Produce JOBS jobs by id and run them; call `kill` halfway (it returns a
 /// thread that waits for the failover, and heals if it must).
 async fn failover(project: &Project, kill: impl FnOnce() -> std::thread::JoinHandle<()>) -> Count {
@@ -185,6 +210,8 @@ async fn failover(project: &Project, kill: impl FnOnce() -> std::thread::JoinHan
                                 eprintln!("producer: {e}");
                             }
                             errors += 1;
+                            // a producer's pause before it tries again, as a
+                            // real one would: part of the scenario, not a wait
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     }
@@ -202,7 +229,6 @@ async fn failover(project: &Project, kill: impl FnOnce() -> std::thread::JoinHan
     // ids from this one on were enqueued after the kill, so on the new primary
     let mut first_after_kill = usize::MAX;
     let deadline = Instant::now() + Duration::from_secs(240);
-    let mut last_progress = Instant::now();
     let mut producer = Some(producer);
     let mut outcome = None;
     loop {
@@ -220,43 +246,40 @@ async fn failover(project: &Project, kill: impl FnOnce() -> std::thread::JoinHan
         {
             outcome = Some(producer.take().unwrap().await.unwrap());
         }
-        // done when every answered id has run and nothing is left to run
-        if let Some((answered, _)) = &outcome
-            && answered.iter().all(|id| started.contains_key(id))
-            && first_ack_after_kill.is_some()
-            && left(&probe).await == Some(0)
-        {
-            break;
-        }
-        // done when nothing moved for 30 s after the producer finished
-        if outcome.is_some() && last_progress.elapsed() > Duration::from_secs(30) {
-            break;
-        }
         assert!(
             Instant::now() < deadline,
-            "the failover run took over 240 s"
+            "the failover run took over 240 s; left to run: {:?}",
+            left(&probe).await
         );
+        let mut take = |event| {
+            record(
+                event,
+                &mut started,
+                &mut first_ack_after_kill,
+                killed_at,
+                first_after_kill,
+            )
+        };
         match tokio::time::timeout(Duration::from_millis(50), runner.events.recv()).await {
-            Ok(Ok(event)) => {
-                last_progress = Instant::now();
-                match event.kind {
-                    EventKind::Started { .. } => {
-                        started.entry(event.id).or_default().push(event.attempt)
-                    }
-                    EventKind::Acked => {
-                        let index: usize = event.id["job-".len()..].parse().unwrap();
-                        if let Some(at) = killed_at
-                            && first_ack_after_kill.is_none()
-                            && index >= first_after_kill
-                        {
-                            first_ack_after_kill = Some(at.elapsed());
+            Ok(Ok(event)) => take(event),
+            Ok(Err(e)) => panic!("events: {e}"),
+            // no event for a moment: look at Redis (not once per event). Done
+            // once the producer finished and nothing is left there to run: no
+            // attempt starts after that, and each that started sent its
+            // Started before its end left Redis, so an id answered and not
+            // started once those are read never runs
+            Err(_) => {
+                if outcome.is_some() && left(&probe).await == Some(0) {
+                    loop {
+                        match runner.events.try_recv() {
+                            Ok(event) => take(event),
+                            Err(TryRecvError::Empty) => break,
+                            Err(e) => panic!("events: {e}"),
                         }
                     }
-                    _ => {}
+                    break;
                 }
             }
-            Ok(Err(e)) => panic!("events: {e}"),
-            Err(_) => {}
         }
     }
     let (answered, producer_errors) = outcome.expect("the producer finished");
@@ -442,22 +465,18 @@ async fn sentinel_over_tls_finds_the_primary_and_follows_a_failover() {
         redis.until_promoted(Duration::from_secs(60))
     });
     assert_ne!(promoted, redis.primary.port);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        match queue
-            .enqueue(&queue.keys("echo"), &[NewJob::default()], now_ms())
-            .await
-        {
-            Ok(answers) => break answers[0].id().to_owned(),
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "no enqueue after the failover: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let id = eventually(
+        Duration::from_secs(60),
+        "an enqueue after the failover",
+        || async {
+            queue
+                .enqueue(&queue.keys("echo"), &[NewJob::default()], now_ms())
+                .await
+                .map(|answers| answers[0].id().to_owned())
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
     runner
         .until_settled("echo", &id, Duration::from_secs(60))
         .await;

@@ -7,12 +7,13 @@
 
 use std::time::{Duration, Instant};
 
+use hourglass::redis::TopicKeys;
 use serde_json::{Value, json};
 use test_support::components::{JS_SDK_PROBE, PY_PROBE};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::util::{
-    Api, Project, RedisServer, RunnerProcess, Running, TOKEN, add_handler, eventually,
+    Api, Monitor, Project, RedisServer, RunnerProcess, Running, TOKEN, add_handler, eventually,
     hourglass_bin, hourglass_within,
 };
 
@@ -52,6 +53,19 @@ async fn keys(project: &Project, topic: &str, pattern: &str) -> Vec<String> {
 
 fn url_of(project: &Project) -> String {
     project.endpoint.urls()[0].clone()
+}
+
+/// Wait until a waiter has read where job `id` stands (`peek.lua`, after its
+/// subscription is up: `Waiters::watch`).
+async fn read_where_it_stands(monitor: &mut Monitor, keys: &TopicKeys, id: &str) {
+    let result = keys.result(id);
+    monitor
+        .call(WAIT, &format!("a waiter's read of {id}"), |args| {
+            // EVALSHA, its hash, 5 keys (the job's result key last), the id
+            matches!(args, [cmd, _, n, _, _, _, _, key, arg]
+                if cmd.eq_ignore_ascii_case("evalsha") && n == "5" && *key == result && arg == id)
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,6 +177,8 @@ async fn results_in_three_languages_by_cli_wait_api_wait_and_result_then_expire(
     assert!(String::from_utf8_lossy(&out.stderr).contains("keeps no results"));
     // what the others kept: one end per job, gone after `keep`
     assert_eq!(keys(&project, "rust", "result:*").await.len(), 2);
+    // `keep` is time the product measures (each end expires 4 s after it was
+    // kept): let it pass, then every end must be gone, not eventually gone
     tokio::time::sleep(Duration::from_secs(4)).await;
     for topic in ["rust", "py", "js"] {
         let gone = api
@@ -239,13 +255,17 @@ async fn dead_cancelled_and_timed_out_waits_say_so() {
         )
         .await;
     assert_eq!(later.status, 201);
+    let mut monitor = Monitor::start(&url_of(&project)).await;
     let waiter = tokio::process::Command::new(hourglass_bin())
         .args(["wait", "probe", "c-1", "--timeout", "60s", "--config"])
         .arg(project.config_path())
         .kill_on_drop(true)
         .output();
     let waiter = tokio::spawn(waiter);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // the cancel once the waiter has read the job live: it subscribed before
+    // that read, so it can learn of the cancel only by hearing of it
+    read_where_it_stands(&mut monitor, &project.queue().await.keys("probe"), "c-1").await;
+    drop(monitor);
     assert_eq!(api.delete("/api/topics/probe/jobs/c-1").await.status, 200);
     let out = tokio::time::timeout(WAIT, waiter)
         .await
@@ -327,11 +347,15 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
     let keys = queue.keys("probe");
     crate::util::enqueue(&queue, "probe", "{}", 0, 0).await;
     let waiters = Waiters::new(queue.clone());
+    let mut monitor = Monitor::start(&url_of(&project)).await;
     let waiting = {
         let (waiters, keys) = (waiters.clone(), keys.clone());
         tokio::spawn(async move { waiters.wait_for(&keys, "1", Duration::from_secs(20)).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // subscribed, then read the job live: from now on the end reaches it only
+    // as a message, or by the read again after its subscription is back
+    read_where_it_stands(&mut monitor, &keys, "1").await;
+    drop(monitor);
     // no runner: the test claims and acks the job itself, right after the kill
     let mut conn = redis::Client::open(url_of(&project))
         .unwrap()
@@ -347,7 +371,11 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
         .unwrap();
     assert_eq!(killed, 1, "the waiters' one subscription");
     let now = hourglass::clock::now_ms();
-    let claimed = queue.claim(&keys, now, now + 60_000, 1).await.unwrap();
+    let claimed = queue
+        .pipeline()
+        .claim(&keys, now, now + 60_000, 1)
+        .await
+        .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
     let done = Done {
         id: "1".into(),
@@ -363,6 +391,7 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
         }),
     };
     let refused = queue
+        .pipeline()
         .ack(&keys, &[done], now, Some(Duration::from_secs(3600)))
         .await
         .unwrap();
@@ -657,6 +686,8 @@ async fn a_follow_up_receives_its_parents_result_across_languages() {
 /// Tests that measure the runner's work: `scripts/test` runs them after the
 /// others, one at a time (they fill both cores for a minute).
 mod alone {
+    use std::collections::HashSet;
+
     use super::*;
 
     /// CPU the process `pid` has used, all its threads (ns, from schedstat).
@@ -767,8 +798,9 @@ mod alone {
         // one round: pause, enqueue JOBS, (waiters), resume, run them all; the
         // runner's CPU from resume to the last end, per job
         let pid = runner.id();
+        let url = redis.url();
         let round = |round: usize, waiters: bool| {
-            let (api, queue, keys, addr) = (&api, &queue, &keys, addr.clone());
+            let (api, queue, keys, addr, url) = (&api, &queue, &keys, addr.clone(), &url);
             async move {
                 assert_eq!(api.post("/api/topics/echo/pause", "").await.status, 200);
                 let jobs: Vec<Value> = (0..JOBS)
@@ -778,8 +810,10 @@ mod alone {
                     .post("/api/topics/echo/jobs", &Value::Array(jobs).to_string())
                     .await;
                 assert_eq!(bulk.json()["new"], JOBS, "{}", bulk.body);
+                let idle_until = tokio::time::Instant::now() + Duration::from_secs(3);
                 let mut handles = Vec::new();
                 if waiters {
+                    let mut monitor = Monitor::start(url).await;
                     for i in 0..JOBS {
                         let addr = addr.clone();
                         handles.push(tokio::spawn(async move {
@@ -793,11 +827,29 @@ mod alone {
                             .await
                         }));
                     }
+                    // every waiter is subscribed and has read its job waiting
+                    // (`peek.lua`) before the jobs run
+                    let (prefix, mut read) = (keys.result(&format!("{round}-")), HashSet::new());
+                    monitor
+                        .call(WAIT, "every waiter's read of its job", |args| {
+                            if let [cmd, _, n, _, _, _, _, key, id] = args
+                                && cmd.eq_ignore_ascii_case("evalsha")
+                                && n == "5"
+                                && key.starts_with(&prefix)
+                            {
+                                read.insert(id.clone());
+                            }
+                            read.len() == JOBS
+                        })
+                        .await;
+                    if tokio::time::Instant::now() > idle_until {
+                        eprintln!("round {round}: the waiters took over 3 s to read");
+                    }
                 }
-                // every waiter is subscribed and reading before the jobs run; a
-                // round without them waits as long (the runner idle as long
-                // before each round: 3 s idle first had cost up to a third more)
-                tokio::time::sleep(Duration::from_secs(3)).await;
+                // not a wait for anything: the runner idles as long before every
+                // round, with waiters or without (3 s idle first had cost up to
+                // a third more)
+                tokio::time::sleep_until(idle_until).await;
                 assert_eq!(api.post("/api/topics/echo/resume", "").await.status, 200);
                 // The API process answers its waiters after the run, not during
                 // it: stopped (in every round, so the rounds differ only by the

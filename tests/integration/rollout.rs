@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::events::{Event, EventKind};
-use hourglass::redis::{NewJob, Queue, Rollout};
+use hourglass::redis::{NewJob, Queue, Rollout, TopicKeys, TopicStats};
 use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
 
 use crate::util::{
-    Project, RedisServer, RunnerProcess, Running, deploy, enqueue, eventually, hash_of, hourglass,
+    Monitor, Project, RedisServer, RunnerProcess, Running, deploy, enqueue, eventually, hash_of,
+    hourglass,
 };
 
 /// Acked by echo and flaky; order_cancel fails it for good (not its JSON:
@@ -68,7 +69,8 @@ fn produce_until_stopped(
 async fn rollout_until(queue: &Queue, what: &str, wanted: impl Fn(&Rollout) -> bool) -> Rollout {
     eventually(WAIT, what, || async {
         let state = queue
-            .rollout(&queue.keys("pay"))
+            .rollouts()
+            .get(&queue.keys("pay"))
             .await
             .map_err(|e| e.to_string())?;
         if wanted(&state) {
@@ -78,6 +80,62 @@ async fn rollout_until(queue: &Queue, what: &str, wanted: impl Fn(&Rollout) -> b
         }
     })
     .await
+}
+
+/// Wait until each of `runners` runners has sent `pay`'s rollout report
+/// (`rollout_sync.lua`, every 250 ms while a rollout policy applies) `n`
+/// times since `monitor` started. The first may have been on its way
+/// already; the second was sent after the first was answered, so it counts
+/// every attempt that ended before the monitor started, and the route the
+/// first one asked for is in force by then.
+async fn reports(monitor: &mut Monitor, keys: &TopicKeys, runners: usize, n: usize) {
+    let mut by = HashMap::<String, usize>::new();
+    let what = format!("{n} rollout reports from each of {runners} runners");
+    monitor
+        .call(WAIT, &what, |args| {
+            // EVALSHA, its hash, 2 keys, then now, file, share, window, keep,
+            // who, counts... (a verdict or a pin, rollout_set.lua, has 5 arguments)
+            if let [cmd, _, nkeys, rollout, versions, _, _, _, _, _, who, ..] = args
+                && cmd.eq_ignore_ascii_case("evalsha")
+                && nkeys == "2"
+                && *rollout == keys.rollout
+                && *versions == keys.versions
+            {
+                *by.entry(who.clone()).or_default() += 1;
+            }
+            by.values().filter(|sent| **sent >= n).count() >= runners
+        })
+        .await;
+}
+
+/// Wait until `left` says nothing of `pay` is left (`what`), then until each
+/// of `runners` runners has reported what it ran ([`reports`]).
+async fn all_reported(
+    queue: &Queue,
+    url: &str,
+    runners: usize,
+    what: &str,
+    left: impl Fn(&TopicStats) -> u64,
+) {
+    let keys = queue.keys("pay");
+    eventually(WAIT, what, || async {
+        match queue
+            .stats(&keys, now_ms())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            s if left(&s) == 0 => Ok(()),
+            s => Err(format!("{s:?}")),
+        }
+    })
+    .await;
+    let mut monitor = Monitor::start(url).await;
+    reports(&mut monitor, &keys, runners, 2).await;
+}
+
+/// The URL of the (one) redis-server `project` uses.
+fn url_of(project: &Project) -> String {
+    project.endpoint.urls()[0].clone()
 }
 
 /// A project whose `pay` topic has `rollout` and serves echo, with a runner
@@ -122,7 +180,10 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
     // a load until the verdict: compiling the new file can take seconds on
     // a loaded machine, and a canary with nothing to run is never judged
     let (producer, stop) = produce_until_stopped(&queue, 5);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // the load runs on the stable version before the new file comes
+    let mut events = runner
+        .until(WAIT, |seen| seen.iter().any(|e| e.kind == EventKind::Acked))
+        .await;
     deploy(&pay, &std::fs::read(ORDER_CANCEL).unwrap());
     let started = rollout_until(&queue, "the bad version as a canary", |r| {
         r.canary.as_ref().is_some_and(|c| c.version == bad)
@@ -142,10 +203,17 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
     );
     assert_eq!(after.stable.as_deref(), Some(stable.as_str()));
     assert!(after.retired.contains(&bad), "{after:?}");
+    // a rolled-back version is not rolled out again while the file holds it:
+    // the runner's next report (of that file) leaves no canary
+    let mut monitor = Monitor::start(&url_of(&project)).await;
+    reports(&mut monitor, &queue.keys("pay"), 1, 1).await;
+    drop(monitor);
+    let later = queue.rollouts().get(&queue.keys("pay")).await.unwrap();
+    assert!(later.canary.is_none(), "{later:?}");
 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let ids = producer.await.unwrap();
-    let events = runner.after_drained(&queue, &["pay"], WAIT).await;
+    events.extend(runner.after_drained(&queue, &["pay"], WAIT).await);
     let lives = lives(&events);
     let mut on_canary = 0;
     let mut first_canary_start = u64::MAX;
@@ -196,10 +264,6 @@ async fn a_canary_failing_every_job_is_rolled_back_in_its_window_and_no_job_dies
         "first canary attempt to rollback verdict: {} ms ({on_canary} canary attempts)",
         verdict.at_ms - first_canary_start
     );
-    // a rolled-back version is not rolled out again while the file holds it
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let later = queue.rollout(&queue.keys("pay")).await.unwrap();
-    assert!(later.canary.is_none(), "{later:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,8 +335,8 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
         &format!("{}grants = {{ env = [\"PATH\"] }}\n", topic(policy)),
     );
     let (stable, canary) = (hash_of(ECHO), hash_of(PROBE));
-    let runner_a = RunnerProcess::start(&a);
-    let runner_b = RunnerProcess::start(&b);
+    let mut runner_a = RunnerProcess::start(&a);
+    let mut runner_b = RunnerProcess::start(&b);
     let queue = a.queue().await;
     rollout_until(&queue, "echo recorded as stable", |r| {
         r.stable.as_deref() == Some(&stable)
@@ -288,6 +352,7 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
             let mut after = 0;
             while after < 200 {
                 enqueue(&queue, "pay", probe_job, 0, 0).await;
+                // the load's pace, not a wait for anything
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 if verdict.load(std::sync::atomic::Ordering::Relaxed) {
                     after += 1;
@@ -296,7 +361,7 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
         })
     };
     let tally = |queue: Queue| async move {
-        let (_, versions) = queue.versions(&queue.keys("pay")).await.unwrap();
+        let (_, versions) = queue.rollouts().versions(&queue.keys("pay")).await.unwrap();
         versions
             .into_iter()
             .find(|v| v.version == hash_of(PROBE))
@@ -306,14 +371,13 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
     // b gets the canary first and acks with it before a gets it too: else a's
     // failures could reach the verdict before b's watcher saw the new file
     deploy(&b.handler("pay.wasm"), &std::fs::read(PROBE).unwrap());
-    let deadline = std::time::Instant::now() + WAIT;
-    while tally(queue.clone()).await.attempts == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "b never ran the canary"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(WAIT, "b ran the canary", || async {
+        match tally(queue.clone()).await {
+            t if t.attempts > 0 => Ok(()),
+            t => Err(format!("{t:?}")),
+        }
+    })
+    .await;
     deploy(&a.handler("pay.wasm"), &std::fs::read(PROBE).unwrap());
     let after = rollout_until(&queue, "the canary rolled back", |r| {
         r.last.as_ref().is_some_and(|v| v.result == "rolled_back")
@@ -322,17 +386,27 @@ async fn two_runner_processes_follow_one_verdict_reached_from_failures_on_one() 
     assert_eq!(after.last.as_ref().unwrap().version, canary);
     verdict.store(true, std::sync::atomic::Ordering::Relaxed);
     // both runners say so, and both stop routing to it: its count stops
-    runner_a.wait_for("rolled back", WAIT);
-    runner_b.wait_for("rolled back", WAIT);
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    runner_a.logged("rolled back", WAIT).await;
+    runner_b.logged("rolled back", WAIT).await;
+    // its count with every attempt begun by now in it: the topic paused
+    // until nothing runs, and each runner's reports since
+    let (keys, url) = (queue.keys("pay"), redis.url());
+    queue.admin().set_paused(&keys, true).await.unwrap();
+    all_reported(&queue, &url, 2, "nothing running", |s| s.running).await;
     let settled = tally(queue.clone()).await;
     assert!(settled.failures > 0, "the canary failed on a: {settled:?}");
     assert!(
         settled.attempts > settled.failures,
         "and acked on b: {settled:?}"
     );
+    queue.admin().set_paused(&keys, false).await.unwrap();
+    // the 200 jobs enqueued after the verdict have all run, and each runner
+    // has reported what it ran
     producer.await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    all_reported(&queue, &url, 2, "every job run", |s| {
+        s.ready + s.scheduled + s.running
+    })
+    .await;
     assert_eq!(
         tally(queue.clone()).await,
         settled,
@@ -374,7 +448,8 @@ async fn a_runner_killed_mid_rollout_resumes_it_after_a_restart() {
     .unwrap();
     runner.kill();
     let held = queue
-        .rollout(&queue.keys("pay"))
+        .rollouts()
+        .get(&queue.keys("pay"))
         .await
         .unwrap()
         .canary
@@ -384,7 +459,7 @@ async fn a_runner_killed_mid_rollout_resumes_it_after_a_restart() {
         (before.started_ms, before.ends_ms)
     );
     let restarted = RunnerProcess::start(&project);
-    let resumed = queue.rollout(&queue.keys("pay")).await.unwrap();
+    let resumed = queue.rollouts().get(&queue.keys("pay")).await.unwrap();
     let resumed_canary = resumed.canary.expect("resumed, not restarted");
     assert_eq!(
         resumed_canary.started_ms, before.started_ms,
@@ -407,18 +482,14 @@ async fn a_runner_killed_mid_rollout_resumes_it_after_a_restart() {
 
 /// Run `pay` jobs until one runs on `version` (a change reaching the runner).
 async fn until_ran_on(runner: &mut Running, queue: &Queue, version: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let ran = ran_on(runner, queue).await;
-        if ran == version {
-            return;
+    let runner = tokio::sync::Mutex::new(runner);
+    eventually(WAIT, &format!("a job run on {version}"), || async {
+        match ran_on(*runner.lock().await, queue).await {
+            ran if ran == version => Ok(()),
+            ran => Err(format!("run on {ran}")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never ran on {version}; last on {ran}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
 
 /// Run one `pay` job; the version that ran it.
@@ -614,7 +685,8 @@ async fn a_runner_without_the_canarys_file_serves_the_stable_version() {
     };
     let keys = queue.keys("pay");
     let state = queue
-        .rollout_sync(
+        .rollouts()
+        .sync(
             &keys,
             now_ms(),
             Some(elsewhere),
@@ -626,7 +698,10 @@ async fn a_runner_without_the_canarys_file_serves_the_stable_version() {
         .await
         .unwrap();
     assert_eq!(state.canary.map(|c| c.version).as_deref(), Some(elsewhere));
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // this runner has seen the canary in a report and routes by it
+    let mut monitor = Monitor::start(&url_of(&project)).await;
+    reports(&mut monitor, &keys, 1, 2).await;
+    drop(monitor);
     for _ in 0..20 {
         assert_eq!(ran_on(&mut runner, &queue).await, stable);
     }
@@ -666,6 +741,7 @@ async fn versions_beyond_keep_versions_are_forgotten_on_disk_and_in_redis() {
     let newest = vec![probe.clone(), flaky.clone()];
     eventually(WAIT, "the newest two versions in redis", || async {
         let (_, v) = queue
+            .rollouts()
             .versions(&queue.keys("pay"))
             .await
             .map_err(|e| e.to_string())?;

@@ -16,7 +16,7 @@ use test_support::components::{ECHO, FLAKY, ORDER_CANCEL, PROBE};
 use test_support::fantoccini::{Client, Locator};
 use test_support::http_client::{Answer, call};
 
-use crate::util::{Api, Project, Running, TOKEN, deploy, hash_of, settled};
+use crate::util::{Api, Project, Running, TOKEN, deploy, eventually, hash_of, settled};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// Acked by echo, flaky and probe; order_cancel fails it for good.
@@ -35,8 +35,7 @@ fn topics(lines: &str) -> String {
 /// `hourglass_rollouts_total` of `pay` by result, once the scrape
 /// (refreshed from Redis at most once a second) shows `wanted`.
 async fn rollouts_until(api: &Api, wanted: &[(&str, f64)]) -> HashMap<String, f64> {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    eventually(WAIT, &format!("rollouts {wanted:?} scraped"), || async {
         let answer = api.get("/metrics").await;
         assert_eq!(answer.status, 200, "{}", answer.body);
         let lines = answer.body.lines().map(|l| Ok(l.to_owned()));
@@ -58,15 +57,12 @@ async fn rollouts_until(api: &Api, wanted: &[(&str, f64)]) -> HashMap<String, f6
             })
             .collect();
         if wanted.iter().all(|(r, n)| counts.get(*r) == Some(n)) {
-            return counts;
+            Ok(counts)
+        } else {
+            Err(format!("{counts:?}:\n{}", answer.body))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "wanted {wanted:?}, scraped {counts:?}:\n{}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// A JSON error with `status`, naming `field` (or none), whose message has `text`.
@@ -456,23 +452,20 @@ async fn dead_letters_replay_on_a_chosen_version_over_the_api() {
 
 /// The text of the first element `css` finds, once `wanted` holds for it.
 async fn until_text(c: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut last = String::new();
-    loop {
-        if let Ok(e) = c.find(Locator::Css(css)).await
-            && let Ok(text) = e.text().await
-        {
-            if wanted(&text) {
-                return text;
+    eventually(WAIT, &format!("the text of {css}"), || async {
+        let text = match c.find(Locator::Css(css)).await {
+            Ok(e) => e.text().await.ok(),
+            Err(_) => None,
+        };
+        match text {
+            Some(text) if wanted(&text) => Ok(text),
+            text => {
+                let page = c.source().await.unwrap_or_default();
+                Err(format!("text {text:?}; page:\n{page}"))
             }
-            last = text;
         }
-        if tokio::time::Instant::now() > deadline {
-            let page = c.source().await.unwrap_or_default();
-            panic!("{css}: last text {last:?}; page:\n{page}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

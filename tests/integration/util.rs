@@ -263,17 +263,14 @@ impl Running {
     ) -> Vec<Event> {
         let deadline = tokio::time::Instant::now() + within;
         for topic in topics {
-            loop {
-                let s = queue.stats(&queue.keys(topic), now_ms()).await.unwrap();
-                if s.ready + s.scheduled + s.running == 0 {
-                    break;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            eventually(left, &format!("{topic} drained"), || async {
+                match queue.stats(&queue.keys(topic), now_ms()).await.unwrap() {
+                    s if s.ready + s.scheduled + s.running == 0 => Ok(()),
+                    s => Err(format!("{s:?}")),
                 }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{topic} never drained: {s:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            })
+            .await;
         }
         // Redis has every attempt's end; its event follows the commit at once
         let mut events = Vec::new();
@@ -606,6 +603,95 @@ where
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
+}
+
+/// Every command a Redis server runs, in the order it runs them (`MONITOR`),
+/// from the moment [`Monitor::start`] returns: the signal for a call that
+/// leaves nothing behind to read, such as a runner's rollout report that
+/// changes nothing or a waiter's read of where its job stands. MONITOR slows
+/// the server: drop it once the call is seen.
+pub struct Monitor {
+    lines: std::pin::Pin<Box<dyn futures::Stream<Item = String> + Send>>,
+}
+
+impl Monitor {
+    /// Monitor the server at `url`: every command it runs after this returns
+    /// is seen (a command seen ran after it; one that ran before is not seen).
+    pub async fn start(url: &str) -> Monitor {
+        let client = redis::Client::open(url).unwrap();
+        // answered once the server has taken the connection as a monitor
+        let monitor = client.get_async_monitor().await.expect("MONITOR");
+        Monitor {
+            lines: Box::pin(monitor.into_on_message::<String>()),
+        }
+    }
+
+    /// Wait for a command whose arguments `wanted` accepts, for at most
+    /// `within` (past that, fail naming `what`); its arguments. For a script
+    /// they are `EVALSHA`, its hash, the number of keys, the keys, then its
+    /// arguments; a command a script runs comes on a line of its own after.
+    pub async fn call(
+        &mut self,
+        within: Duration,
+        what: &str,
+        mut wanted: impl FnMut(&[String]) -> bool,
+    ) -> Vec<String> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + within;
+        let mut seen = 0;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.next()).await {
+                Ok(Some(line)) => {
+                    seen += 1;
+                    let args = monitor_args(&line);
+                    if wanted(&args) {
+                        return args;
+                    }
+                }
+                Ok(None) => panic!("{what}: the MONITOR connection closed"),
+                Err(_) => panic!("{what}: not within {within:?} ({seen} other commands seen)"),
+            }
+        }
+    }
+}
+
+/// The arguments of one MONITOR line (`1700000000.123456 [0 127.0.0.1:5555]
+/// "EVALSHA" "..."`), unquoted as Redis quotes them (`\"`, `\\`, `\n`,
+/// `\xhh`, ...).
+fn monitor_args(line: &str) -> Vec<String> {
+    let rest = line.split_once("] ").map_or("", |(_, rest)| rest);
+    let mut bytes = rest.bytes();
+    let mut args = Vec::new();
+    while let Some(b) = bytes.next() {
+        if b != b'"' {
+            continue;
+        }
+        let mut arg = Vec::new();
+        while let Some(c) = bytes.next() {
+            match c {
+                b'"' => break,
+                b'\\' => match bytes.next() {
+                    Some(b'n') => arg.push(b'\n'),
+                    Some(b'r') => arg.push(b'\r'),
+                    Some(b't') => arg.push(b'\t'),
+                    Some(b'a') => arg.push(7),
+                    Some(b'b') => arg.push(8),
+                    Some(b'x') => {
+                        let hex: Vec<u8> = bytes.by_ref().take(2).collect();
+                        let byte = std::str::from_utf8(&hex)
+                            .ok()
+                            .and_then(|h| u8::from_str_radix(h, 16).ok());
+                        arg.push(byte.unwrap_or(b'?'));
+                    }
+                    Some(other) => arg.push(other),
+                    None => break,
+                },
+                c => arg.push(c),
+            }
+        }
+        args.push(String::from_utf8_lossy(&arg).into_owned());
+    }
+    args
 }
 
 /// The API token the HTTP tests' queues.toml files set.

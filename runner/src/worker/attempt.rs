@@ -17,8 +17,9 @@ use super::decide::{self, Decision};
 use super::watch::{Attempt, Ending};
 use super::{Shared, Topic};
 use crate::clock::now_ms;
-use crate::redis::ClaimedJob;
-use crate::wasm::{Attempted, LoadedHandler};
+use crate::config::TopicConfig;
+use crate::redis::{AttemptCost, ClaimedJob, Usage};
+use crate::wasm::{Attempted, Finish, LoadedHandler};
 
 /// A finished attempt on its way to Redis.
 pub(super) struct Completion {
@@ -120,15 +121,9 @@ pub(super) async fn run(
     else {
         return flight;
     };
-    let decide::Ready {
-        mut input,
-        earlier,
-        account,
-        trace,
-        ..
-    } = ready;
+    let (mut input, earlier, account) = (ready.input, ready.earlier, ready.account);
     // the attempt's span, when spans are exported: a child of the producer's
-    let span = shared.telemetry.attempt(trace.as_ref());
+    let (span, trace) = (shared.telemetry.attempt(ready.trace.as_ref()), ready.trace);
     input.trace = span.clone();
     let (number, max_attempts) = (input.attempt, input.max_attempts);
     let attempt = Attempt {
@@ -144,24 +139,14 @@ pub(super) async fn run(
     let watchers = shared.watchers();
     watchers.started(&attempt);
     let Attempted { mut finish, usage } = shared.runtime.run(&handler, input, &topic.sandbox).await;
-    let costs = decide::costs(earlier, &finish, number, handler.hash(), usage);
-    let (on, at_ms) = (
-        decide::RanOn {
-            version: handler.hash(),
-            canary,
-        },
-        now_ms(),
-    );
-    let unit = rand::random::<f64>();
-    let mut decision = decide::after_run(
+    let (mut decision, at_ms) = decide(
         cfg,
-        on,
-        number,
+        &attempt,
+        canary,
         max_attempts,
         &mut finish,
-        at_ms,
-        unit,
-        costs,
+        usage,
+        earlier,
     );
     // follow-ups continue the trace: under this attempt's span, or the job's
     decision.continue_trace(|| span.as_ref().map(|s| s.span.trace_context()).or(trace));
@@ -174,6 +159,30 @@ pub(super) async fn run(
     watchers.ended(&attempt, &ending);
     flight.complete(decision, at_ms);
     flight
+}
+
+/// What `attempt` (on a canary's version if `canary`; number of
+/// `max_attempts`), which ended with `finish` using `usage`, asks for now,
+/// with a fresh jitter draw; `earlier` are the costs of the job's earlier
+/// attempts. Returns the decision and its time.
+fn decide(
+    cfg: &TopicConfig,
+    attempt: &Attempt<'_>,
+    canary: bool,
+    max_attempts: u32,
+    finish: &mut Finish,
+    usage: Usage,
+    earlier: Vec<AttemptCost>,
+) -> (Decision, u64) {
+    let number = attempt.number;
+    let costs = decide::costs(earlier, finish, number, attempt.version, usage);
+    let on = decide::RanOn {
+        version: attempt.version,
+        canary,
+    };
+    let (at_ms, unit) = (now_ms(), rand::random::<f64>());
+    let decision = decide::after_run(cfg, on, number, max_attempts, finish, at_ms, unit, costs);
+    (decision, at_ms)
 }
 
 /// Claimed a little ahead (scheduler.rs: CLAIM_AHEAD): never start early.
