@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::report::median;
 use crate::{bullmq, j, process, server};
 
 /// A build of hourglass to measure.
@@ -406,6 +405,19 @@ fn ratios(round: &Round) -> serde_json::Map<String, Value> {
         );
     }
     m
+}
+
+/// The median: the middle value, or the mean of the two middle ones (six
+/// rounds by default; `report::median` takes the upper one).
+fn median(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(s[n / 2]),
+        _ => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
+    }
 }
 
 fn medians(rounds: &[Round], who: usize, key: &str) -> Option<f64> {
