@@ -151,7 +151,7 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
     let process = Process::start(url, setup).await?;
     let q = Queue::connect(url, "bench").await?;
     let k = q.keys(TOPIC);
-    q.set_paused(&k, true).await?;
+    q.admin().set_paused(&k, true).await?;
     let mut all = jobs(n, |_| 0, b"{}");
     if let Some(tp) = &setup.traceparent {
         let trace = TraceContext::parse(tp, None).map_err(anyhow::Error::msg)?;
@@ -161,7 +161,7 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
     }
     enqueue_all(&q, &k, &all).await?;
     let (cpu0, t0) = (server::cpu_micros(process.pid()), Instant::now());
-    q.set_paused(&k, false).await?;
+    q.admin().set_paused(&k, false).await?;
     loop {
         let s = q.stats(&k, now_ms()).await?;
         if s.ready + s.scheduled + s.running == 0 {
