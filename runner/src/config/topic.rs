@@ -83,8 +83,7 @@ pub const MAX_RESULT: u64 = 16 << 20;
 
 /// `rollout = { canary, for, min_attempts, max_failure_rate, margin }`: a
 /// new handler version first serves a share of attempts (the canary), then
-/// is promoted or rolled back by the numbers (README "Roll out a handler
-/// safely").
+/// is promoted or rolled back by the numbers (`docs/src/rollouts.md`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RolloutPolicy {
     /// The canary's share of attempts (0..1, exclusive).

@@ -47,7 +47,7 @@ const WASM_PAGE: u64 = 64 << 10;
 
 /// Set to `1`, the engine writes `/tmp/perf-<pid>.map`, which names the
 /// handlers' compiled functions (`wasm[3]::function[1687]::dlmalloc`) in
-/// `perf report` (README: Profiling).
+/// `perf report` (`docs/src/performance/profiling.md`).
 pub const PERFMAP_ENV: &str = "HOURGLASS_PERFMAP";
 
 /// Linear memory kept resident per pool slot between instances, reset by
