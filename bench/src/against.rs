@@ -509,7 +509,7 @@ pub fn lscpu() -> Value {
     Value::Object(out)
 }
 
-/// Where the results go by default: bench/results/against-<short>-<date>.json,
+/// Where the results go by default: `bench/results/against-<short>-<date>.json`,
 /// with -2, -3... when a run of the same day is there.
 pub fn default_json(sha: &str, date: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("results");

@@ -39,15 +39,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// With --against REV (given to ./scripts/bench), the cost guard instead:
 /// this checkout's `hourglass run` against REV's and BullMQ in the process
-/// mode (each build at its defaults with [http] on, 100,000 no-op jobs put
+/// mode (each build at its defaults with `[http]` on, 100,000 no-op jobs put
 /// in through its API's bulk enqueue while the topic is paused, then
 /// resumed), 6 rounds in rotating order after one unrecorded; per round
 /// and as medians: jobs/s, each build's ratio to BullMQ, the runner's and
 /// Redis's CPU per job, this build's ratio to REV's; the CPU model (lscpu).
 /// scripts/bench builds REV first in its own git worktree and target
-/// directory, cached by commit under ~/.cache/hourglass/against/<sha>/
+/// directory, cached by commit under `~/.cache/hourglass/against/<sha>/`
 /// (cold: 15-40 minutes on 2 cores, niced; then about 5 minutes a run).
-/// Writes bench/results/against-<rev>-<date>.json (not latest.json).
+/// Writes `bench/results/against-<rev>-<date>.json` (not `latest.json`).
 #[derive(Debug, Parser)]
 struct Args {
     /// How many times each workload runs per contender (with --against:
@@ -83,7 +83,7 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON (with --against:
-    /// bench/results/against-<rev>-<date>.json unless given).
+    /// `bench/results/against-<rev>-<date>.json` unless given).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/latest.json"))]
     json: PathBuf,
     /// Only this language's no-op in the `languages` and `instance` sections
