@@ -343,10 +343,12 @@ async fn rolling_upgrade(commit: &'static str, old: u32) {
     let redis = crate::util::RedisServer::start();
     let topics = "[[topic]]\nname = \"slow\"\nhandler = \"slow.wasm\"\n";
     // a project of the one topic with the API on `port`
+    // (the old build compiles into its own cache: its wasmtime may carry
+    // another patch under the same version number)
     let with_api = |port: u16| {
         Project::with_redis(
             redis.url(),
-            "concurrency = 4",
+            "concurrency = 4\ncompile_cache = \".hourglass/cache\"",
             &format!(
                 "{topics}\n[http]\nlisten = \"127.0.0.1:{port}\"\ntoken = \"{}\"\n",
                 crate::util::TOKEN

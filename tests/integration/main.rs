@@ -52,6 +52,8 @@
 //!   waiters (in `results::alone`, run alone by `scripts/test`).
 //! - `traces`: OpenTelemetry spans from the producer through attempts, outbound
 //!   calls and follow-ups, exported to a real OTLP receiver.
+//! - `warm_up`: run first and alone by `scripts/test`: every test component
+//!   compiled once into the run's shared compile cache.
 
 mod api;
 mod cli;
@@ -83,3 +85,4 @@ mod scheduling;
 mod security;
 mod traces;
 mod util;
+mod warm_up;

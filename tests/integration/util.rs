@@ -119,8 +119,15 @@ impl Project {
                     .unwrap_or_default()
             ),
         };
+        // one compile cache for the run's projects unless the test names its
+        // own, on the line that was blank (the topics' line numbers stay)
+        let cache = if runner.contains("compile_cache") {
+            String::new()
+        } else {
+            format!("compile_cache = {:?}", shared_compile_cache())
+        };
         let text = format!(
-            "[redis]\n{target}\nnamespace = \"test\"\n{}\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n\n{topics}\n",
+            "[redis]\n{target}\nnamespace = \"test\"\n{}\n[runner]\nhandlers_dir = \"handlers\"\n{runner}\n{cache}\n{topics}\n",
             self.redis_lines
         );
         deploy(&self.config_path(), text.as_bytes());
@@ -145,6 +152,34 @@ impl Project {
 }
 
 /// Write `bytes` to `path` the safe way: a temporary file renamed over it.
+/// The compile cache the projects of one build of the tests share, so a
+/// component is compiled once per run rather than once per runner start (a
+/// Python component takes cranelift tens of seconds in a debug build). Keyed
+/// by the test binary's build time: a rebuilt (perhaps re-patched) wasmtime
+/// never reads an older build's code; older builds' folders are removed.
+/// The tests of the cache itself name their own folder.
+pub fn shared_compile_cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let built = std::fs::metadata(&exe)
+            .and_then(|m| m.modified())
+            .expect("the test binary's build time");
+        let stamp = built
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("a build time after 1970")
+            .as_nanos()
+            .to_string();
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache");
+        for old in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            if old.file_name().to_str() != Some(stamp.as_str()) {
+                let _ = std::fs::remove_dir_all(old.path());
+            }
+        }
+        root.join(stamp)
+    })
+}
+
 pub fn deploy(path: &Path, bytes: &[u8]) {
     let tmp = path.with_extension("tmp-deploy");
     std::fs::write(&tmp, bytes).unwrap();
