@@ -73,29 +73,24 @@ fn the_handlers_delay_wins_and_the_last_attempt_dead_letters() {
         delay: Some(Duration::from_millis(2500)),
         reason: "429".into(),
     };
-    match after_run(
-        &cfg,
-        RanOn::stable("h"),
-        1,
-        3,
-        &mut retry.clone(),
-        10,
-        0.9,
-        Vec::new(),
-    ) {
+    // attempt n of 3 ended in the handler's retry, at t = 10 ms
+    let ended = |attempt| {
+        after_run(
+            &cfg,
+            RanOn::stable("h"),
+            attempt,
+            3,
+            &mut retry.clone(),
+            10,
+            0.9,
+            Vec::new(),
+        )
+    };
+    match ended(1) {
         Decision::Retry { next_due_ms, .. } => assert_eq!(next_due_ms, 2510),
         other => panic!("{other:?}"),
     }
-    match after_run(
-        &cfg,
-        RanOn::stable("h"),
-        3,
-        3,
-        &mut retry.clone(),
-        10,
-        0.9,
-        Vec::new(),
-    ) {
+    match ended(3) {
         Decision::Dead(info) => {
             assert_eq!(info.attempts, 3);
             assert_eq!(info.failed_at_ms, 10);
