@@ -378,7 +378,9 @@ fn what_cannot_fit_an_instance_is_refused_at_load_and_by_check() {
         core_instances: 8,
         ..hourglass::wasm::PER_INSTANCE
     };
-    let runtime = hourglass::wasm::Runtime::with_limits(2, small, None).unwrap();
+    // (compiled once for the run: the limits are checked after compiling)
+    let cache = Some(crate::util::shared_compile_cache());
+    let runtime = hourglass::wasm::Runtime::with_limits(2, small, cache).unwrap();
     let error = runtime
         .load(std::path::Path::new(PY_PROBE))
         .err()
@@ -393,7 +395,7 @@ fn what_cannot_fit_an_instance_is_refused_at_load_and_by_check() {
         "{text}"
     );
     // the real pool holds it
-    let runtime = hourglass::wasm::Runtime::new(2, None).unwrap();
+    let runtime = hourglass::wasm::Runtime::new(2, cache).unwrap();
     runtime.load(std::path::Path::new(PY_PROBE)).unwrap();
 
     // a topic whose memory limit is below what the handler starts with
@@ -573,7 +575,21 @@ fn new_build_and_check_work_for_each_language_outside_the_repository() {
 fn the_demo_configuration_checks_with_every_example_handler() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let demo = std::fs::read_to_string(repo.join("queues.toml")).unwrap();
-    // the demo's own redis-server is not needed to check
+    // the demo's own redis-server is not needed to check; the run's compile
+    // cache is (the demo's is .hourglass/cache in the project folder, which
+    // would compile the Python and JavaScript examples again in each run)
+    let demo = demo.replacen(
+        "\n[runner]\n",
+        &format!(
+            "\n[runner]\ncompile_cache = {:?}\n",
+            crate::util::shared_compile_cache()
+        ),
+        1,
+    );
+    assert!(
+        demo.contains("compile_cache"),
+        "the demo has a [runner] table"
+    );
     let project = Project::new("", "");
     std::fs::write(project.config_path(), &demo).unwrap();
     add_handler(&project, "refund.wasm", REFUND);

@@ -201,7 +201,7 @@ const LAYOUT_2_COMMIT: &str = "20772beba4fd17e85543374d0ee4152afc5d04fc";
 /// crates get a version of their own (`0.1.0+<commit>`): with the same
 /// versions and dependencies cargo would give them this build's file names in
 /// the shared build-dir, and judge either build's files fresh by their times.
-/// Built once per test run; a rebuild after that is a no-op.
+/// Built once per test run; a rebuild after that is a no-op (a second or so).
 fn old_binary(commit: &'static str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(&str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
@@ -259,7 +259,20 @@ fn old_binary(commit: &'static str) -> PathBuf {
         std::fs::write(src.join(".complete"), commit).unwrap();
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let out = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    // without the variables cargo set for this test (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_NAME, ...): build scripts such as ring's rerun when those
+    // change, so with them this build and a `cargo build` from a shell would
+    // rebuild each other's files in the shared build-dir every time
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|n| n.starts_with("CARGO") && n != "CARGO_HOME")
+        {
+            build.env_remove(name);
+        }
+    }
+    let out = build
         .args([
             "build",
             "--offline",
@@ -270,7 +283,6 @@ fn old_binary(commit: &'static str) -> PathBuf {
             "--target-dir",
         ])
         .arg(home.join(format!("{short}-out")))
-        .env_remove("CARGO_TARGET_DIR")
         .env("CARGO_BUILD_BUILD_DIR", target)
         .current_dir(&src)
         .output()
