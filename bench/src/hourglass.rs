@@ -330,6 +330,7 @@ pub async fn instance(
     let input = |i: usize| JobInput {
         parent_result: None,
         trace: None,
+        pass_through: None,
         topic: TOPIC.into(),
         id: i.to_string(),
         attempt: 1,

@@ -2,7 +2,10 @@
 -- from it. Every runner calls it every few hundred ms: it adds the runner's attempt counts
 -- since its last report (per version, to the kept version's totals and to the running
 -- rollout's), records the version its handler file holds, and starts a canary when that
--- file is new and the topic has a rollout policy. Verdicts are not taken here (see
+-- file's version is new to the topic (never in its catalogue) and the topic has a rollout
+-- policy. A version the catalogue already knows (replaced, retired, or kept) starts
+-- nothing: a runner whose folder still holds an older file does not bring it back (an
+-- operator does, with `hourglass pin`). Verdicts are not taken here (see
 -- rollout_set.lua): the runner judges the counts this returns.
 -- KEYS[1]: rollout hash   KEYS[2]: versions hash
 -- ARGV[1]: now ms   ARGV[2]: the version of this runner's handler file ('' if none loaded)
@@ -39,7 +42,8 @@ end
 if file ~= '' then
   -- a version seen for the first time joins the kept ones; the oldest beyond `keep` that
   -- serves in no role is forgotten
-  if redis.call('HSETNX', KEYS[2], file, now) == 1 then
+  local new = redis.call('HSETNX', KEYS[2], file, now) == 1
+  if new then
     local seen = {}
     local all = redis.call('HGETALL', KEYS[2])
     for i = 1, #all, 2 do
@@ -68,7 +72,7 @@ if file ~= '' then
         'reason', 'the rollout policy was removed from queues.toml' })
     end
     if file ~= stable then changed({ 'stable', file }) end
-  elseif file ~= stable and file ~= canary and not retired(file) then
+  elseif new and file ~= stable and file ~= canary and not retired(file) then
     if canary then
       redis.call('HINCRBY', KEYS[1], 'aborted', 1)
       changed({ 'verdict', 'superseded', 'verdict_version', canary, 'verdict_at', now, 'verdict_by', who,

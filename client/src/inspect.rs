@@ -5,7 +5,9 @@ use redis::Value;
 
 use super::record::split_stored;
 use super::reply::{bytes, number, optional_string};
-use super::{CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, TopicKeys};
+use super::{
+    CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, Rollout, TopicKeys,
+};
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,10 +39,25 @@ pub struct JobView {
     pub progress: Option<Progress>,
 }
 
+/// What a job takes from its topic when it names nothing itself: the
+/// effective values [`JobView::to_json`] shows.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TopicDefaults<'a> {
+    /// The topic's `max_attempts` (unknown to a producer whose queues.toml
+    /// lacks the topic).
+    pub max_attempts: Option<u32>,
+    /// The topic's rollout state (stable, canary, pin), if read.
+    pub rollout: Option<&'a Rollout>,
+}
+
 impl JobView {
-    /// The view as JSON (`hourglass inspect --json`, the HTTP API); the
-    /// payload as text when it is UTF-8.
-    pub fn to_json(&self, topic: &str) -> serde_json::Value {
+    /// The view as JSON (`hourglass inspect --json`, the HTTP API), with
+    /// effective values: `max_attempts` the job's own or the topic's
+    /// (`max_attempts_source`), `version` the handler version its next
+    /// attempt runs on (`version_source`: `job` pinned by `--version`, `pin`
+    /// the topic's pin, `stable`, or `stable_or_canary` while a canary takes
+    /// a share). The payload as text when it is UTF-8.
+    pub fn to_json(&self, topic: &str, defaults: TopicDefaults<'_>) -> serde_json::Value {
         let v = self;
         let (state, at) = match &v.state {
             JobState::Scheduled(t) => ("scheduled", *t),
@@ -49,16 +66,38 @@ impl JobView {
             JobState::Dead(info) => ("dead", info.failed_at_ms),
         };
         let record = v.record.as_ref().and_then(|r| r.as_ref().ok());
+        let (max_attempts, max_source) = match record.map(|r| r.max_attempts) {
+            Some(n) if n > 0 => (Some(n), "job"),
+            _ => (defaults.max_attempts, "topic"),
+        };
+        let rollout = defaults.rollout;
+        let (version, version_source) = match (
+            record.and_then(|r| r.version.as_deref()),
+            rollout.and_then(|r| r.pinned.as_ref()),
+            rollout.and_then(|r| r.stable.as_deref()),
+        ) {
+            (Some(v), _, _) => (Some(v), Some("job")),
+            (None, Some(pin), _) => (Some(pin.version.as_str()), Some("pin")),
+            (None, None, Some(stable)) if rollout.is_some_and(|r| r.canary.is_some()) => {
+                (Some(stable), Some("stable_or_canary"))
+            }
+            (None, None, Some(stable)) => (Some(stable), Some("stable")),
+            _ => (None, None),
+        };
         serde_json::json!({
             "topic": topic,
             "id": v.id,
             "state": state,
             "at_ms": at,
             "attempts": v.attempts,
-            "max_attempts": record.map(|r| r.max_attempts),
+            "max_attempts": max_attempts,
+            "max_attempts_source": max_source,
             "enqueued_at_ms": record.map(|r| r.enqueued_at_ms),
             "payload_bytes": record.map(|r| r.payload.len()),
-            "version": record.and_then(|r| r.version.as_deref()),
+            "version": version,
+            "version_source": version_source,
+            "canary_version": rollout.and_then(|r| r.canary.as_ref()).map(|c| c.version.as_str()),
+            "pinned_version": record.and_then(|r| r.version.as_deref()),
             "payload": record.and_then(|r| std::str::from_utf8(&r.payload).ok()),
             "dead": match &v.state { JobState::Dead(info) => serde_json::to_value(info).ok(), _ => None },
             "last_failure": v.last_failure,

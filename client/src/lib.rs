@@ -88,7 +88,7 @@ pub use connect::{Endpoint, Servers, Tls, redact};
 pub use dead::{DEAD_BATCH, DeadLetters};
 pub use durable::Durability;
 pub use error::QueueError;
-pub use inspect::{JobState, JobView};
+pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
     AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,
     KEPT_ATTEMPTS, NewJob, Refusal, Refused, Retrying, TopicStats, Usage, check_account, check_id,
@@ -104,7 +104,7 @@ pub use results::{EndState, JobEnd, Progress, Report, Standing};
 pub use rollout::{
     Canary, Change, Pin, Policy, Role, Rollout, Rollouts, Tally, Verdict, VersionInfo,
 };
-pub use runners::{RunnerInfo, Runners, TopicMeter};
+pub use runners::{MissingVersion, RunnerInfo, Runners, TopicMeter};
 pub use sentinel::Sentinel;
 pub use trace::TraceContext;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};

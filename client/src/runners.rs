@@ -34,6 +34,23 @@ pub struct RunnerInfo {
     /// Topic → what this runner did for it since it started.
     #[serde(default)]
     pub meters: BTreeMap<String, TopicMeter>,
+    /// Versions it is told to serve (by the rollout or a pin) and does not
+    /// have: a `stable` or `pinned` one means it claims nothing of the topic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingVersion>,
+}
+
+/// A handler version a runner is told to serve for a topic and lacks (its
+/// handler folder never held that file, and it keeps no copy).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MissingVersion {
+    /// The topic.
+    pub topic: String,
+    /// The version's content hash.
+    pub version: String,
+    /// `stable` or `pinned` (the runner claims nothing of the topic), or
+    /// `canary` (the stable version serves all its attempts).
+    pub role: String,
 }
 
 /// One runner's work for one topic since it started.

@@ -71,9 +71,15 @@ impl TraceContext {
         &self.traceparent[36..52]
     }
 
+    /// The trace flags as the producer sent them (W3C Trace Context Level
+    /// 2: `01` sampled, `02` random trace id; the other bits are kept).
+    pub fn flags(&self) -> u8 {
+        u8::from_str_radix(&self.traceparent[53..55], 16).unwrap_or(0)
+    }
+
     /// Whether the producer sampled the trace (flag 01).
     pub fn sampled(&self) -> bool {
-        u8::from_str_radix(&self.traceparent[53..55], 16).is_ok_and(|f| f & 1 == 1)
+        self.flags() & 1 == 1
     }
 }
 
@@ -91,7 +97,14 @@ mod tests {
         assert_eq!(t.trace_id(), "0af7651916cd43dd8448eb211c80319c");
         assert_eq!(t.span_id(), "b7ad6b7169203331");
         assert!(t.sampled());
+        assert_eq!(t.flags(), 0x01);
         assert_eq!(t.tracestate, "congo=t61rcWkgMzE");
+        let random = TraceContext::parse(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03",
+            None,
+        )
+        .unwrap();
+        assert_eq!((random.flags(), random.sampled()), (0x03, true));
         for bad in [
             "",
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",

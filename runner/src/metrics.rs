@@ -72,6 +72,18 @@ pub struct VersionLabels {
     pub version: String,
 }
 
+/// `{topic, version, role}`: a version a runner is told to serve and lacks.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MissingLabels {
+    /// The topic.
+    pub topic: String,
+    /// The version's content hash.
+    pub version: String,
+    /// `stable`, `pinned` (nothing of the topic is claimed) or `canary`
+    /// (the stable version serves every attempt here).
+    pub role: &'static str,
+}
+
 /// `{result}` of a reload.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
@@ -164,6 +176,8 @@ pub struct Metrics {
     pub instance_slots: Gauge,
     /// 1 for the handler version serving each topic.
     pub handler_info: Family<VersionLabels, Gauge>,
+    /// `hourglass_version_missing`.
+    pub version_missing: Family<MissingLabels, Gauge>,
     /// 1 while Redis answers, 0 during an outage.
     pub redis_up: Gauge,
     /// Runners whose heartbeat is alive.
@@ -199,6 +213,7 @@ impl Metrics {
             instances_in_use: Gauge::default(),
             instance_slots: Gauge::default(),
             handler_info: Family::default(),
+            version_missing: Family::default(),
             redis_up: Gauge::default(),
             runners: Gauge::default(),
             registry: Registry::default(),
@@ -293,6 +308,11 @@ impl Metrics {
             "handler_info",
             "The handler version (content hash) serving each topic",
             m.handler_info.clone(),
+        );
+        r.register(
+            "version_missing",
+            "1 for each handler version this runner is told to serve for a topic and does not have (role stable or pinned: it claims nothing of the topic; canary: it serves the stable version only)",
+            m.version_missing.clone(),
         );
         r.register(
             "redis_up",

@@ -152,7 +152,7 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
     );
 
     let out = hourglass(&project, &["inspect", "echo", "nope"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3), "no such job: its own status");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no job \"nope\""));
     let too_long = "~".repeat(520);
     let out = hourglass(&project, &["inspect", "echo", &too_long]);

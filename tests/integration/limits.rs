@@ -121,6 +121,25 @@ async fn a_memory_bomb_is_stopped_at_the_limit() {
         reason.contains("memory limit of 16 MiB exceeded"),
         "{reason}"
     );
+    // its cost says what it asked for, not the little it held before
+    let view = queue
+        .inspect(&queue.keys("membomb"), &id, hourglass::clock::now_ms())
+        .await
+        .unwrap()
+        .expect("the dead letter");
+    let hourglass::redis::JobState::Dead(info) = &view.state else {
+        panic!("dead: {view:?}")
+    };
+    let peak = info
+        .costs
+        .last()
+        .expect("its attempt's cost")
+        .usage
+        .memory_peak;
+    assert!(
+        peak > 16 << 20,
+        "the recorded peak {peak} B is what the attempt asked for, past the 16 MiB limit"
+    );
     // the runner is unharmed: the next job runs
     let next = enqueue(&queue, "echo", "after", 0, 0).await;
     runner.until_settled("echo", &next, WAIT).await;
@@ -159,6 +178,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
     let input = |id: &str| JobInput {
         parent_result: None,
         trace: None,
+        pass_through: None,
         topic: "probe".into(),
         id: id.into(),
         attempt: 1,

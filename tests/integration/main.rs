@@ -50,6 +50,10 @@
 //! - `metering`: each attempt's CPU, memory and calls; `cpu` limits; accounts.
 //! - `results`: results, progress and waiting in three languages; 2,000 API
 //!   waiters (in `results::alone`, run alone by `scripts/test`).
+//! - `rollout_runners`: runners whose handler folders differ: no canary of a
+//!   replaced version, and a runner lacking the stable version says so.
+//! - `standards`: W3C Trace Context outbound, the OTLP variables, the CLI's
+//!   enqueue span, /metrics negotiated and checked by promtool, jobs' views.
 //! - `traces`: OpenTelemetry spans from the producer through attempts, outbound
 //!   calls and follow-ups, exported to a real OTLP receiver.
 //! - `warm_up`: run first and alone by `scripts/test`: every test component
@@ -80,9 +84,11 @@ mod results;
 mod reuse;
 mod rollout;
 mod rollout_api;
+mod rollout_runners;
 mod runners;
 mod scheduling;
 mod security;
+mod standards;
 mod traces;
 mod util;
 mod warm_up;

@@ -301,13 +301,18 @@ async fn dead_cancelled_and_timed_out_waits_say_so() {
     let live = api.get("/api/topics/probe/jobs/t-2/result").await;
     assert_eq!(live.status, 202, "{}", live.body);
     assert_eq!(live.json()["state"], "waiting");
-    // no such job: 404 and exit 1; a bad wait is named
+    // no such job: 404 and exit 3 (not 1, which is a dead or cancelled
+    // job's); a bad wait is named
     assert_eq!(
         api.get("/api/topics/probe/jobs/nope/result").await.status,
         404
     );
     let out = hourglass_within(&project, &["wait", "probe", "nope"], WAIT).await;
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("never enqueued"),
+        "{out:?}"
+    );
     let bad = api.get("/api/topics/probe/jobs/t-2/result?wait=soon").await;
     assert_eq!(bad.status, 400, "{}", bad.body);
     assert_eq!(bad.json()["field"], "wait");

@@ -134,7 +134,7 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
         let spans = spans(&receiver);
         let attempts = spans
             .iter()
-            .filter(|s| s.name == "hourglass.attempt")
+            .filter(|s| s.name.starts_with("process "))
             .count();
         match attempts {
             3.. => Ok(spans),
@@ -154,8 +154,22 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
     }
     let enqueue = all
         .iter()
-        .find(|s| s.name == "hourglass.enqueue")
-        .expect("the enqueue span");
+        .find(|s| s.name == "enqueue charge")
+        .expect("the enqueue span, named `{operation} {destination}`");
+    assert_eq!(enqueue.kind, 4, "a producer span (SPAN_KIND_PRODUCER)");
+    assert_eq!(
+        attribute(enqueue, "messaging.operation.type").as_deref(),
+        Some("send")
+    );
+    assert_eq!(
+        attribute(enqueue, "messaging.message.id").as_deref(),
+        Some("charge-1")
+    );
+    assert_eq!(
+        attribute(enqueue, "messaging.batch.message_count"),
+        None,
+        "one job is not a batch"
+    );
     assert_eq!(
         hex(&enqueue.parent_span_id),
         CALLER,
@@ -164,12 +178,21 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
     let attempts: Vec<&Span> = all
         .iter()
         .filter(|s| {
-            s.name == "hourglass.attempt"
+            s.name == "process charge"
                 && attribute(s, "messaging.message.id").as_deref() == Some("charge-1")
         })
         .collect();
     assert_eq!(attempts.len(), 2, "one retry: {attempts:#?}");
     for a in &attempts {
+        assert_eq!(a.kind, 5, "a consumer span (SPAN_KIND_CONSUMER)");
+        assert_eq!(
+            attribute(a, "messaging.operation.type").as_deref(),
+            Some("process")
+        );
+        assert_eq!(
+            attribute(a, "messaging.destination.name").as_deref(),
+            Some("charge")
+        );
         assert_eq!(
             a.parent_span_id, enqueue.span_id,
             "attempts under the enqueue"
@@ -201,13 +224,28 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
         assert_eq!(parts[1], TRACE);
         let client = by_id.get(parts[2]).expect("the client span was exported");
         assert_eq!(client.kind, 3, "a client span (SPAN_KIND_CLIENT)");
-        assert!(client.name.starts_with("GET 127.0.0.1:"), "{}", client.name);
+        assert_eq!(
+            client.name, "GET",
+            "an HTTP client span is named by its method"
+        );
+        assert_eq!(
+            attribute(client, "server.address").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            attribute(client, "server.port"),
+            service.url().rsplit(':').next().map(str::to_owned)
+        );
+        assert_eq!(
+            attribute(client, "url.full"),
+            Some(format!("{}/charge", service.url()))
+        );
         assert_eq!(
             attribute(client, "http.response.status_code").as_deref(),
             Some("200")
         );
         let attempt = by_id[&hex(&client.parent_span_id)];
-        assert_eq!(attempt.name, "hourglass.attempt");
+        assert_eq!(attempt.name, "process charge");
     }
 
     // the follow-up: delivered and run in the same trace, under the acked attempt
@@ -218,15 +256,16 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
     let receipt = all
         .iter()
         .find(|s| {
-            s.name == "hourglass.attempt"
+            s.name == "process receipt"
                 && attribute(s, "messaging.message.id").as_deref() == Some("receipt-1")
         })
         .expect("the follow-up's attempt");
     assert_eq!(receipt.parent_span_id, acked.span_id);
     let delivery = all
         .iter()
-        .find(|s| s.name == "hourglass.follow_up")
+        .find(|s| s.name == "send receipt")
         .expect("the delivery span");
+    assert_eq!(delivery.kind, 4, "a producer span");
     assert_eq!(delivery.parent_span_id, acked.span_id);
 
     // the exporter names the service
@@ -235,12 +274,13 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
         .into_iter()
         .find(|r| r.path == "/v1/traces")
         .unwrap();
-    let resource = ExportTraceServiceRequest::decode(&request.body[..])
-        .unwrap()
-        .resource_spans[0]
-        .resource
-        .clone()
-        .unwrap();
+    let decoded = ExportTraceServiceRequest::decode(&request.body[..]).unwrap();
+    assert_eq!(
+        decoded.resource_spans[0].scope_spans[0].schema_url,
+        "https://opentelemetry.io/schemas/1.37.0",
+        "the scope names the semantic conventions it follows"
+    );
+    let resource = decoded.resource_spans[0].resource.clone().unwrap();
     assert!(
         resource.attributes.iter().any(|a| a.key == "service.name"
             && format!("{:?}", a.value).contains("billing-worker")),
@@ -344,7 +384,7 @@ async fn a_graceful_stop_exports_the_last_spans_first() {
     let acked = 3_000 - (stats.ready + stats.scheduled + stats.running + stats.dead);
     let exported = spans(&receiver)
         .iter()
-        .filter(|s| s.name == "hourglass.attempt")
+        .filter(|s| s.name == "process work")
         .filter(|s| attribute(s, "hourglass.outcome").as_deref() == Some("acked"))
         .count() as u64;
     assert!(acked > 0 && acked < 3_000, "stopped mid-way: {acked} acked");

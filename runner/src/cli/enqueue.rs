@@ -10,6 +10,8 @@ use crate::clock::now_ms;
 use crate::job_options::JobOptions;
 use crate::redis::connect;
 use crate::redis::{Enqueued, Queue, QueueError};
+use crate::telemetry::{FLUSH_WITHIN, Telemetry, spans};
+use prometheus_client::metrics::counter::Counter;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -58,8 +60,8 @@ pub(super) struct Args {
     #[arg(long)]
     account: Option<String>,
     /// Wait until the job ends (default up to 30s) and print its result:
-    /// exit 0 acked, 1 dead or cancelled, 124 still running. The topic must
-    /// keep results (`results` in queues.toml).
+    /// exit 0 acked, 1 dead or cancelled, 3 its end no longer kept, 124
+    /// still running. The topic must keep results (`results` in queues.toml).
     #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "30s")]
     wait: Option<String>,
     /// With --wait: print the end as JSON.
@@ -99,7 +101,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         traceparent: args.traceparent,
         tracestate: args.tracestate,
     };
-    let job = options.into_job(payload, now).map_err(|e| {
+    let mut job = options.into_job(payload, now).map_err(|e| {
         let flag = format!("--{}", e.field.replace('_', "-"));
         Exit::input(anyhow!("{flag}: {}", e.why))
     })?;
@@ -108,13 +110,36 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     if let Some(v) = &job.version {
         kept(&queue, &args.topic, v).await?;
     }
+    // with spans exported ([telemetry] or the OTLP variables), the enqueue
+    // is a producer span, as the API's is; the job continues from it
+    let telemetry = match &config.telemetry {
+        Some(cfg) => Telemetry::start(cfg, Counter::default())?,
+        None => Telemetry::off(),
+    };
+    let span = telemetry.begin(job.trace.as_ref());
+    if let Some(span) = &span {
+        job.trace = Some(span.trace_context());
+    }
     let answer = queue
-        .enqueue(&queue.keys(&args.topic), &[job], now)
-        .await
-        .map_err(|e| match e {
-            QueueError::Invalid(_) => Exit::input(e),
-            e => e.into(),
-        })?;
+        .enqueue(&queue.keys(&args.topic), std::slice::from_ref(&job), now)
+        .await;
+    if let Some(span) = &span {
+        let one = answer
+            .as_deref()
+            .ok()
+            .and_then(|a| a.first())
+            .map(|a| a.id());
+        let new = match &answer {
+            Ok(a) => Ok(a.iter().filter(|a| matches!(a, Enqueued::New(_))).count()),
+            Err(e) => Err(e.to_string()),
+        };
+        telemetry.end(span, spans::enqueue(&args.topic, 1, one, new));
+        telemetry.flush(FLUSH_WITHIN).await;
+    }
+    let answer = answer.map_err(|e| match e {
+        QueueError::Invalid(_) => Exit::input(e),
+        e => e.into(),
+    })?;
     let due = jiff::Timestamp::from_millisecond(due_at_ms as i64)
         .map(|t| t.to_string())
         .unwrap_or_default();

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, check_id};
+use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, TopicDefaults, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -33,21 +33,30 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         // gone from the pipeline: its end may be kept (a topic with `results`)
         if let Standing::Ended(end) = queue.standing(&keys, &args.id).await? {
             if args.json {
-                println!("{}", end.to_json(&args.id));
+                let mut view = end.to_json(&args.id);
+                view["topic"] = args.topic.clone().into();
+                println!("{view}");
             } else {
                 print!("{}", end_text(&args.topic, &args.id, &end, now));
             }
             return Ok(());
         }
-        return Err(anyhow!(
-            "no job {:?} in topic {:?} (never enqueued, or acked and deleted)",
-            args.id,
-            args.topic
-        )
-        .into());
+        return Err(Exit {
+            code: super::wait::UNKNOWN,
+            error: anyhow!(
+                "no job {:?} in topic {:?} (never enqueued, or acked and deleted)",
+                args.id,
+                args.topic
+            ),
+        });
     };
     if args.json {
-        println!("{}", view.to_json(&args.topic));
+        let rollout = queue.rollouts().get(&keys).await?;
+        let defaults = TopicDefaults {
+            max_attempts: topic_max,
+            rollout: Some(&rollout),
+        };
+        println!("{}", view.to_json(&args.topic, defaults));
     } else {
         print!("{}", to_text(&args.topic, &view, topic_max, now));
     }

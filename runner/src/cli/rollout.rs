@@ -158,7 +158,11 @@ pub(super) async fn rollout(config: &Path, args: RolloutArgs) -> Result<(), Exit
             if args.json {
                 println!(
                     "{}",
-                    serde_json::json!({ "topic": args.topic, "rollout": state })
+                    serde_json::json!({
+                        "topic": args.topic,
+                        "rollout": state,
+                        "policy": policy.as_ref().map(RolloutPolicy::to_json),
+                    })
                 );
             } else {
                 print!("{}", status(&args.topic, &state, policy.as_ref(), now_ms()));
@@ -207,7 +211,7 @@ fn status(topic: &str, r: &Rollout, policy: Option<&RolloutPolicy>, now: u64) ->
     match &r.canary {
         Some(c) => {
             out.push_str(&format!(
-                "  canary   {} serving {:.0}% of attempts since {}\n           judged from {}\n",
+                "  canary   {} serving {:.0}% of attempts since {}\n           verdict due at {}\n",
                 c.version,
                 c.share * 100.0,
                 when(c.started_ms, now),

@@ -48,6 +48,17 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             let version = r.handlers.get(topic).map_or("(no handler)", String::as_str);
             println!("  topic {topic}: handler {version}");
         }
+        for m in &r.missing {
+            let effect = if m.role == "canary" {
+                "serves the stable version only"
+            } else {
+                "claims nothing of the topic"
+            };
+            println!(
+                "  topic {}: lacks its {} version {} ({effect})",
+                m.topic, m.role, m.version
+            );
+        }
     }
     Ok(())
 }

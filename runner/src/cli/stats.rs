@@ -197,6 +197,7 @@ mod tests {
                 },
             )]
             .into(),
+            missing: Vec::new(),
         }
     }
 

@@ -1,8 +1,9 @@
 //! `hourglass wait TOPIC ID`: wait until a job ends and print its result,
 //! or why it did not succeed; `enqueue --wait` ends the same way.
 //!
-//! Exit status: 0 acked, 1 dead, cancelled or unknown, 2 bad input, 124 the
-//! time ran out (the job is still live; its id is printed).
+//! Exit status: 0 acked, 1 dead or cancelled, 2 bad input, 3 no such job
+//! (never enqueued, or its end no longer kept), 124 the time ran out (the
+//! job is still live; its id is printed).
 
 use std::io::Write;
 use std::path::Path;
@@ -16,12 +17,15 @@ use crate::redis::{EndState, Queue, Waited, check_id, connect};
 
 /// The exit status of a wait that ran out of time (as `timeout(1)`'s).
 pub(super) const TIMED_OUT: u8 = 124;
+/// The exit status of a wait for a job the topic does not know (never
+/// enqueued, or its end no longer kept): a script tells it from a failure.
+pub(super) const UNKNOWN: u8 = 3;
 
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Exit status: 0 acked (the result, if any, on stdout), 1 dead or cancelled \
-    (the reason on stderr), 124 still running when the time ran out (the id on stdout), \
-    2 bad input.\n\nThe topic must keep results: `results = { keep = \"24h\" }` in its \
+    (the reason on stderr), 2 bad input, 3 no such job (never enqueued, or its end no \
+    longer kept), 124 still running when the time ran out (the id on stdout).\n\nThe topic must keep results: `results = { keep = \"24h\" }` in its \
     [[topic]].\n\nExamples:\n  \
     hourglass wait report daily-7\n  \
     hourglass wait report daily-7 --timeout 5m --json"
@@ -88,10 +92,12 @@ pub(super) async fn wait(
             });
         }
         Waited::Unknown => {
-            return Err(anyhow!(
-                "no job {id:?} in topic {topic:?}: never enqueued, or its end is no longer kept (results.keep)"
-            )
-            .into());
+            return Err(Exit {
+                code: UNKNOWN,
+                error: anyhow!(
+                    "no job {id:?} in topic {topic:?}: never enqueued, or its end is no longer kept (results.keep)"
+                ),
+            });
         }
     };
     if json {

@@ -35,8 +35,11 @@ pub enum SpanParent {
 /// Where spans go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TelemetryConfig {
-    /// The OTLP/HTTP endpoint (spans go to `<endpoint>/v1/traces`).
-    pub endpoint: String,
+    /// The full URL spans are POSTed to: `<endpoint>/v1/traces` for
+    /// `endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`, and
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is (the OpenTelemetry
+    /// specification's rule for a signal's own endpoint).
+    pub traces_url: String,
     /// The `service.name` of this process's spans.
     pub service_name: String,
     /// Attempt spans as children of the producer's span, or linked to it.
@@ -57,11 +60,12 @@ impl RawTelemetry {
         if env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
+        let traces = |base: &str| format!("{}/v1/traces", base.trim().trim_end_matches('/'));
         let from_env = || {
-            env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                .map(|e| e.trim_end_matches("/v1/traces").to_owned())
-                .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-                .filter(|e| !e.trim().is_empty())
+            let set = |name| env(name).filter(|e| !e.trim().is_empty());
+            set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                .map(|e| e.trim().to_owned())
+                .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT").map(|e| traces(&e)))
         };
         let raw = match raw {
             Some(r) => r.into_inner(),
@@ -85,9 +89,9 @@ impl RawTelemetry {
                         ),
                     ));
                 }
-                value
+                traces(&value)
             }
-            None => from_env().unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
+            None => from_env().unwrap_or_else(|| traces(DEFAULT_ENDPOINT)),
         };
         let parent = match &raw.parent {
             None => SpanParent::Child,
@@ -103,7 +107,7 @@ impl RawTelemetry {
             },
         };
         Ok(Some(TelemetryConfig {
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            traces_url: endpoint,
             service_name: raw
                 .service_name
                 .or_else(|| env("OTEL_SERVICE_NAME"))
@@ -111,5 +115,56 @@ impl RawTelemetry {
             parent,
             queue: raw.queue.map_or(4096, |q| q.0),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(file: Option<&str>, vars: &[(&str, &str)]) -> Option<String> {
+        let raw = file.map(|e| {
+            let text = format!("endpoint = {e:?}");
+            toml::from_str::<Spanned<RawTelemetry>>(&text).unwrap()
+        });
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        };
+        RawTelemetry::resolve(raw, env)
+            .unwrap()
+            .map(|c| c.traces_url)
+    }
+
+    #[test]
+    fn a_signals_own_endpoint_is_used_as_it_is_and_a_base_gets_v1_traces() {
+        let traces = (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://h:4318/custom/traces",
+        );
+        let base = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318/otlp/");
+        assert_eq!(url(None, &[traces]).unwrap(), "http://h:4318/custom/traces");
+        assert_eq!(url(None, &[base]).unwrap(), "http://h:4318/otlp/v1/traces");
+        // the signal's own wins over the base, as the specification says
+        assert_eq!(
+            url(None, &[base, traces]).unwrap(),
+            "http://h:4318/custom/traces"
+        );
+        // the file's endpoint is a base, and wins over both variables
+        assert_eq!(
+            url(Some("http://c:4318"), &[base, traces]).unwrap(),
+            "http://c:4318/v1/traces"
+        );
+        assert_eq!(
+            url(Some("http://c:4318"), &[("OTEL_SDK_DISABLED", "true")]),
+            None
+        );
+        assert_eq!(url(None, &[]), None);
+        assert_eq!(
+            url(None, &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", " ")]),
+            None,
+            "an empty variable is not set"
+        );
     }
 }

@@ -100,6 +100,19 @@ pub struct RolloutPolicy {
     pub margin: f64,
 }
 
+impl RolloutPolicy {
+    /// As the API and `hourglass rollout --json` show it, defaults filled in.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "canary": self.canary,
+            "window_ms": self.window.as_millis() as u64,
+            "min_attempts": self.min_attempts,
+            "max_failure_rate": self.max_failure_rate,
+            "margin": self.margin,
+        })
+    }
+}
+
 /// `rate = { limit, per, burst }`: at most `limit` starts per `per` on
 /// average across all runners, `burst` more at once after a quiet spell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

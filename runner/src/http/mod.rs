@@ -14,6 +14,7 @@ mod change;
 mod dashboard;
 mod dead;
 mod error;
+mod exposition;
 mod rollout;
 mod scrape;
 mod wait;

@@ -40,19 +40,8 @@ pub(super) async fn rollout(State(app): AppState, Path(name): Path<String>) -> A
     Ok(Json(json!({
         "topic": name,
         "rollout": rollout,
-        "policy": policy.as_ref().map(policy_json),
+        "policy": policy.as_ref().map(RolloutPolicy::to_json),
     })))
-}
-
-/// A topic's `rollout = { ... }` with its defaults filled in.
-fn policy_json(p: &RolloutPolicy) -> Value {
-    json!({
-        "canary": p.canary,
-        "window_ms": p.window.as_millis() as u64,
-        "min_attempts": p.min_attempts,
-        "max_failure_rate": p.max_failure_rate,
-        "margin": p.margin,
-    })
 }
 
 /// A refused rollout change (no canary, not pinned, a version the topic does

@@ -6,10 +6,10 @@
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 
-use super::{App, AppState};
+use super::{App, AppState, exposition};
 use crate::metrics::{RolloutLabels, StateLabels, StatusLabels, TopicLabel, VersionLabels};
 use crate::redis::Rollout;
 
@@ -22,10 +22,9 @@ pub(super) struct Cache {
     read_at: tokio::sync::Mutex<Option<Instant>>,
 }
 
-/// The exposition format prometheus-client writes.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-pub(super) async fn metrics(State(app): AppState) -> impl IntoResponse {
+/// The metrics in the format the `Accept` header prefers: OpenMetrics, or the
+/// classic text format (no header, `*/*`, `text/plain`; [`exposition`]).
+pub(super) async fn metrics(State(app): AppState, headers: HeaderMap) -> impl IntoResponse {
     // one scrape at a time: a refresh clears and refills families
     let mut read_at = app.scrape.read_at.lock().await;
     if read_at.is_none_or(|t| t.elapsed() >= FRESH) {
@@ -51,7 +50,15 @@ pub(super) async fn metrics(State(app): AppState) -> impl IntoResponse {
     }
     let text = m.encode();
     drop(read_at);
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if exposition::wants_openmetrics(accept) {
+        ([(header::CONTENT_TYPE, exposition::OPENMETRICS)], text)
+    } else {
+        (
+            [(header::CONTENT_TYPE, exposition::CLASSIC)],
+            exposition::classic(&text),
+        )
+    }
 }
 
 /// Each count a topic's rollout keeps in Redis, and the `result` label it is

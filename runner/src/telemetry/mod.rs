@@ -148,11 +148,8 @@ impl std::fmt::Debug for AttemptTrace {
 pub fn remote(trace: &TraceContext) -> Option<SpanContext> {
     let trace_id = TraceId::from_hex(trace.trace_id()).ok()?;
     let span_id = SpanId::from_hex(trace.span_id()).ok()?;
-    let flags = if trace.sampled() {
-        TraceFlags::SAMPLED
-    } else {
-        TraceFlags::default()
-    };
+    // every bit the producer set (Level 2's random-trace-id bit too)
+    let flags = TraceFlags::new(trace.flags());
     let state = trace.tracestate.parse::<TraceState>().unwrap_or_default();
     Some(SpanContext::new(trace_id, span_id, flags, true, state))
 }
@@ -168,11 +165,11 @@ impl Telemetry {
     pub fn start(cfg: &TelemetryConfig, dropped: Counter) -> anyhow::Result<Arc<Telemetry>> {
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_endpoint(format!("{}/v1/traces", cfg.endpoint))
+            .with_endpoint(cfg.traces_url.clone())
             .with_timeout(EXPORT_TIMEOUT)
             .with_retry_policy(opentelemetry_otlp::RetryPolicy::disabled())
             .build()
-            .map_err(|e| anyhow::anyhow!("[telemetry] cannot export to {}: {e}", cfg.endpoint))?;
+            .map_err(|e| anyhow::anyhow!("[telemetry] cannot export to {}: {e}", cfg.traces_url))?;
         exporter.set_resource(
             &Resource::builder()
                 .with_service_name(cfg.service_name.clone())
@@ -184,11 +181,11 @@ impl Telemetry {
             exporter,
             rx,
             dropped.clone(),
-            cfg.endpoint.clone(),
+            cfg.traces_url.clone(),
             progress.clone(),
         ));
         tracing::info!(
-            endpoint = %cfg.endpoint,
+            url = %cfg.traces_url,
             service = %cfg.service_name,
             "exporting spans (OTLP over HTTP)"
         );
@@ -199,6 +196,10 @@ impl Telemetry {
                 dropped,
                 scope: InstrumentationScope::builder("hourglass")
                     .with_version(env!("CARGO_PKG_VERSION"))
+                    .with_schema_url(format!(
+                        "https://opentelemetry.io/schemas/{}",
+                        spans::SEMCONV
+                    ))
                     .build(),
                 parent: cfg.parent,
             }),

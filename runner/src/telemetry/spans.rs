@@ -3,6 +3,12 @@
 //! other module names an OpenTelemetry type. One function per span: an
 //! attempt ([`attempt`]), an outbound request ([`request`]), a follow-up's
 //! delivery ([`follow_up`]) and an API enqueue ([`enqueue`]).
+//!
+//! Names, kinds and attributes follow the OpenTelemetry semantic conventions
+//! [`SEMCONV`] (the scope's schema URL says so): messaging spans are named
+//! `{messaging.operation.name} {destination}` and carry
+//! `messaging.operation.type`; an outbound request is an HTTP client span
+//! named by its method, with `server.address`, `server.port` and `url.full`.
 
 use std::borrow::Cow;
 use std::time::SystemTime;
@@ -11,6 +17,21 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::{Event, SpanKind, Status};
 
 use crate::redis::Usage;
+
+/// The version of the OpenTelemetry semantic conventions the spans follow.
+pub const SEMCONV: &str = "1.37.0";
+
+/// The messaging attributes every job span carries: the system, the
+/// operation (`type`: create, send, process, settle; `name`: ours) and the
+/// destination (the topic).
+fn messaging(kind: &'static str, name: &'static str, topic: &str) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("messaging.system", "hourglass"),
+        KeyValue::new("messaging.operation.type", kind),
+        KeyValue::new("messaging.operation.name", name),
+        KeyValue::new("messaging.destination.name", topic.to_owned()),
+    ]
+}
 
 /// What a span says when it ends ([`super::Telemetry::end`]).
 pub struct Ended {
@@ -91,48 +112,67 @@ pub fn attempt(attempt: &AttemptFacts<'_>, end: AttemptEnd<'_>) -> Ended {
         ),
     };
     let u = attempt.usage;
+    let mut attributes = messaging("process", "process", attempt.topic);
+    attributes.extend([
+        KeyValue::new("messaging.message.id", attempt.id.to_owned()),
+        KeyValue::new("hourglass.attempt", i64::from(attempt.number)),
+        KeyValue::new("hourglass.handler.version", attempt.version.to_owned()),
+        KeyValue::new("hourglass.outcome", outcome),
+        KeyValue::new("hourglass.lateness_ms", attempt.late_ms as i64),
+        KeyValue::new("hourglass.cpu_us", u.cpu_us as i64),
+        KeyValue::new("hourglass.wall_us", u.wall_us as i64),
+        KeyValue::new("hourglass.memory_peak_bytes", u.memory_peak as i64),
+        KeyValue::new("hourglass.start_us", u.start_us as i64),
+        KeyValue::new("hourglass.http.requests", i64::from(u.requests)),
+    ]);
     Ended {
-        name: "hourglass.attempt".into(),
+        name: format!("process {}", attempt.topic).into(),
         kind: SpanKind::Consumer,
-        attributes: vec![
-            KeyValue::new("messaging.system", "hourglass"),
-            KeyValue::new("messaging.destination.name", attempt.topic.to_owned()),
-            KeyValue::new("messaging.message.id", attempt.id.to_owned()),
-            KeyValue::new("hourglass.attempt", i64::from(attempt.number)),
-            KeyValue::new("hourglass.handler.version", attempt.version.to_owned()),
-            KeyValue::new("hourglass.outcome", outcome),
-            KeyValue::new("hourglass.lateness_ms", attempt.late_ms as i64),
-            KeyValue::new("hourglass.cpu_us", u.cpu_us as i64),
-            KeyValue::new("hourglass.wall_us", u.wall_us as i64),
-            KeyValue::new("hourglass.memory_peak_bytes", u.memory_peak as i64),
-            KeyValue::new("hourglass.start_us", u.start_us as i64),
-            KeyValue::new("hourglass.http.requests", i64::from(u.requests)),
-        ],
+        attributes,
         events: event.into_iter().collect(),
         status,
     }
 }
 
-/// The client span of an outbound `method` request to `authority`: its
-/// answer's status code, or why it failed.
-pub fn request(method: &str, authority: &str, answer: Result<u16, String>) -> Ended {
+/// Where an outbound request went, as its client span tells it.
+pub struct Destination {
+    /// The host (a name, or an IP address without brackets).
+    pub host: String,
+    /// The port (the scheme's when the request named none).
+    pub port: u16,
+    /// The URL, without credentials and with signature values redacted
+    /// ([`url_full`]).
+    pub url: String,
+}
+
+/// The client span of an outbound `method` request to `to`: its answer's
+/// status code, or why it failed.
+pub fn request(method: &str, to: &Destination, answer: Result<u16, String>) -> Ended {
     let mut attributes = vec![
         KeyValue::new("http.request.method", method.to_owned()),
-        KeyValue::new("server.address", authority.to_owned()),
+        KeyValue::new("server.address", to.host.clone()),
+        KeyValue::new("server.port", i64::from(to.port)),
+        KeyValue::new("url.full", to.url.clone()),
     ];
     let status = match answer {
         Ok(code) => {
             attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
             if code >= 500 {
+                attributes.push(KeyValue::new("error.type", code.to_string()));
                 Status::error(format!("status {code}"))
             } else {
                 Status::Unset
             }
         }
-        Err(e) => Status::error(e),
+        Err(e) => {
+            attributes.push(KeyValue::new("error.type", "_OTHER"));
+            Status::error(e)
+        }
     };
     Ended {
-        name: format!("{method} {authority}").into(),
+        // HTTP client spans are named by the method alone when there is no
+        // URL template (semantic conventions: `{method} {target}`)
+        name: method.to_owned().into(),
         kind: SpanKind::Client,
         attributes,
         events: Vec::new(),
@@ -140,17 +180,16 @@ pub fn request(method: &str, authority: &str, answer: Result<u16, String>) -> En
     }
 }
 
-/// The `hourglass.follow_up` span of follow-up `id` to `topic`, delivered
-/// right after its parent's ack, or deferred to the sweep because of `deferred`.
+/// The producer span (`send {topic}`) of follow-up `id` to `topic`,
+/// delivered right after its parent's ack, or deferred to the sweep because
+/// of `deferred`.
 pub fn follow_up(topic: &str, id: &str, deferred: Option<&str>) -> Ended {
+    let mut attributes = messaging("send", "send", topic);
+    attributes.push(KeyValue::new("messaging.message.id", id.to_owned()));
     Ended {
-        name: "hourglass.follow_up".into(),
+        name: format!("send {topic}").into(),
         kind: SpanKind::Producer,
-        attributes: vec![
-            KeyValue::new("messaging.system", "hourglass"),
-            KeyValue::new("messaging.destination.name", topic.to_owned()),
-            KeyValue::new("messaging.message.id", id.to_owned()),
-        ],
+        attributes,
         events: Vec::new(),
         status: match deferred {
             None => Status::Unset,
@@ -159,17 +198,17 @@ pub fn follow_up(topic: &str, id: &str, deferred: Option<&str>) -> Ended {
     }
 }
 
-/// The `hourglass.enqueue` span of an API call that put `count` jobs into
-/// `topic`: the one job's id when there was one, and how many were new, or
-/// why it failed.
+/// The producer span (`enqueue {topic}`) of an API call that put `count`
+/// jobs into `topic`: the one job's id when there was one (a batch carries
+/// its size instead), and how many were new, or why it failed.
 pub fn enqueue(topic: &str, count: usize, one: Option<&str>, new: Result<usize, String>) -> Ended {
-    let mut attributes = vec![
-        KeyValue::new("messaging.system", "hourglass"),
-        KeyValue::new("messaging.destination.name", topic.to_owned()),
-        KeyValue::new("messaging.batch.message_count", count as i64),
-    ];
-    if let Some(id) = one {
-        attributes.push(KeyValue::new("messaging.message.id", id.to_owned()));
+    let mut attributes = messaging("send", "enqueue", topic);
+    if count == 1 {
+        if let Some(id) = one {
+            attributes.push(KeyValue::new("messaging.message.id", id.to_owned()));
+        }
+    } else {
+        attributes.push(KeyValue::new("messaging.batch.message_count", count as i64));
     }
     let status = match new {
         Ok(new) => {
@@ -179,7 +218,7 @@ pub fn enqueue(topic: &str, count: usize, one: Option<&str>, new: Result<usize, 
         Err(e) => Status::error(e),
     };
     Ended {
-        name: "hourglass.enqueue".into(),
+        name: format!("enqueue {topic}").into(),
         kind: SpanKind::Producer,
         attributes,
         events: Vec::new(),
@@ -190,4 +229,66 @@ pub fn enqueue(topic: &str, count: usize, one: Option<&str>, new: Result<usize, 
 /// An event at `now` with `attributes`.
 fn event(name: &'static str, attributes: Vec<KeyValue>) -> Event {
     Event::new(name, SystemTime::now(), attributes, 0)
+}
+
+/// Query parameters whose values the semantic conventions say to redact in
+/// `url.full` (signatures and keys of presigned URLs).
+const REDACTED_QUERY: [&str; 4] = ["AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"];
+
+/// `url.full` of a request to `scheme://authority` with `path_and_query`:
+/// without user and password, and with the values of [`REDACTED_QUERY`]
+/// parameters replaced by `REDACTED`, as the semantic conventions ask.
+pub fn url_full(scheme: &str, authority: &str, path_and_query: &str) -> String {
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path_and_query, None),
+    };
+    let mut url = format!("{scheme}://{host}{path}");
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if REDACTED_QUERY.contains(&k) => format!("{k}=REDACTED"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        url.push('?');
+        url.push_str(&pairs.join("&"));
+    }
+    url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_full_drops_credentials_and_redacts_signatures() {
+        assert_eq!(
+            url_full(
+                "https",
+                "user:secret@api.example.com:8443",
+                "/v1/x?a=1&sig=abc&b"
+            ),
+            "https://api.example.com:8443/v1/x?a=1&sig=REDACTED&b"
+        );
+        assert_eq!(url_full("http", "h", "/"), "http://h/");
+    }
+
+    #[test]
+    fn a_single_enqueue_names_its_job_and_a_batch_its_size() {
+        let one = enqueue("refund", 1, Some("r-1"), Ok(1));
+        let keys = |e: &Ended| {
+            e.attributes
+                .iter()
+                .map(|a| a.key.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(one.name, "enqueue refund");
+        assert!(keys(&one).contains(&"messaging.message.id".to_owned()));
+        assert!(!keys(&one).contains(&"messaging.batch.message_count".to_owned()));
+        let batch = enqueue("refund", 3, None, Ok(3));
+        assert!(keys(&batch).contains(&"messaging.batch.message_count".to_owned()));
+    }
 }

@@ -17,4 +17,7 @@ pub struct JobContext {
     pub handler: Arc<str>,
     /// The attempt's span, when spans are exported.
     pub trace: Option<Arc<crate::telemetry::AttemptTrace>>,
+    /// The producer's trace context when the attempt has no span (export
+    /// off): outbound requests pass it on as is, as a proxy would.
+    pub pass_through: Option<crate::redis::TraceContext>,
 }

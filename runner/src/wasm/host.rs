@@ -262,7 +262,8 @@ pub struct MemoryLimit {
     pub(super) exceeded: Option<usize>,
     /// Linear memory the instance holds now, all its memories together.
     held: u64,
-    /// The most it held at once.
+    /// The most it held at once, or asked to hold when the limit refused a
+    /// growth (so an attempt the limit stopped shows what it wanted).
     pub(super) peak: u64,
 }
 
@@ -275,6 +276,8 @@ impl ResourceLimiter for MemoryLimit {
     ) -> wasmtime::Result<bool> {
         if desired as u64 > self.limit {
             self.exceeded = Some(desired);
+            let asked = self.held + desired.saturating_sub(current) as u64;
+            self.peak = self.peak.max(asked);
             wasmtime::bail!("memory limit of {} bytes exceeded", self.limit);
         }
         // every memory of the instance, together (a new one grows from 0)

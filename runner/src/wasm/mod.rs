@@ -146,6 +146,9 @@ pub struct JobInput {
     pub parent_result: Option<Vec<u8>>,
     /// The attempt's span, when spans are exported.
     pub trace: Option<Arc<crate::telemetry::AttemptTrace>>,
+    /// The producer's trace context, for an attempt without a span (export
+    /// off): its outbound requests carry it on unchanged.
+    pub pass_through: Option<crate::redis::TraceContext>,
 }
 
 /// `16 MiB` for whole mebibytes (how limits are written), else `16.1 MiB`.

@@ -184,6 +184,7 @@ mod tests {
                 attempt: 1,
                 handler: "h".into(),
                 trace: None,
+                pass_through: None,
             }
             .into(),
             "stderr",

@@ -39,6 +39,7 @@ impl Runtime {
             attempt: job.attempt,
             handler: handler.hash.clone(),
             trace: job.trace,
+            pass_through: job.pass_through,
         };
         // a topic that reuses takes an idle instance of this version first
         let warm = sandbox

@@ -124,6 +124,9 @@ pub(super) async fn run(
     let (mut input, earlier, account) = (ready.input, ready.earlier, ready.account);
     // the attempt's span, when spans are exported: a child of the producer's
     let (span, trace) = (shared.telemetry.attempt(ready.trace.as_ref()), ready.trace);
+    if span.is_none() {
+        input.pass_through.clone_from(&trace);
+    }
     input.trace = span.clone();
     let (number, max_attempts) = (input.attempt, input.max_attempts);
     let attempt = Attempt {

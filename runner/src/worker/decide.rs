@@ -99,6 +99,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         due_at_ms,
         parent_result: record.parent_result,
         trace: None,
+        pass_through: None,
     };
     Ok(Ready {
         input,

@@ -55,6 +55,7 @@ impl Heartbeat {
                 in_flight: 0,
                 handlers: Default::default(),
                 meters: Default::default(),
+                missing: Vec::new(),
             },
             next_ms: 0,
         }
@@ -75,6 +76,7 @@ impl Heartbeat {
         self.info.seen_at_ms = now;
         self.info.in_flight = in_flight as u64;
         self.info.meters = shared.meter.snapshot();
+        self.info.missing = shared.missing.lock().expect("missing lock").clone();
         self.info.topics = topics.iter().map(|t| t.cfg.name.clone()).collect();
         self.info.handlers = topics
             .iter()

@@ -91,6 +91,9 @@ pub(crate) struct Shared {
     pub accounts: watch::accounts::Accounts,
     /// Where spans go (or not).
     pub telemetry: Arc<crate::telemetry::Telemetry>,
+    /// Versions the rollout task was told to serve and this runner lacks
+    /// (for the heartbeat; `hourglass_version_missing` counts them too).
+    pub missing: Mutex<Vec<crate::redis::MissingVersion>>,
 }
 
 impl Shared {

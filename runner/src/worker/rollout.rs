@@ -22,7 +22,8 @@ use super::Shared;
 use super::verdict::judge;
 use crate::clock::{millis, now_ms};
 use crate::config::TopicConfig;
-use crate::redis::{Policy, Rollout, Tally};
+use crate::metrics::MissingLabels;
+use crate::redis::{MissingVersion, Policy, Rollout, Tally};
 use crate::reload::{Snapshot, Versions};
 use crate::wasm::LoadedHandler;
 
@@ -137,6 +138,9 @@ impl Task {
     /// One round over the topics that are due (all of them when `all`).
     async fn round(&mut self, serving: &Snapshot, all: bool) {
         let now = now_ms();
+        // versions this runner is told to serve and lacks, per topic looked at
+        let mut lacking: Vec<MissingVersion> = Vec::new();
+        let mut looked: HashSet<&str> = HashSet::new();
         let mut routes: Routes = (**self.routes.borrow()).clone();
         routes.retain(|topic, _| serving.config.topic(topic).is_some());
         for cfg in &serving.config.topics {
@@ -150,8 +154,9 @@ impl Task {
                 continue;
             }
             self.next.insert(cfg.name.clone(), now + millis(SLOW));
+            looked.insert(&cfg.name);
             match self.sync(cfg, file, now).await {
-                Some(state) => match self.route(cfg, file, &state).await {
+                Some(state) => match self.route(cfg, file, &state, &mut lacking).await {
                     Some(route) => {
                         routes.insert(cfg.name.clone(), Arc::new(route));
                     }
@@ -160,9 +165,13 @@ impl Task {
                     }
                 },
                 // Redis away: keep routing as before
-                None => continue,
+                None => {
+                    looked.remove(cfg.name.as_str());
+                    continue;
+                }
             }
         }
+        self.note_missing(serving, &looked, lacking);
         let mut used: HashSet<&str> = serving.handlers.values().map(|h| h.hash()).collect();
         for route in routes.values() {
             used.extend(route.serve.iter().map(|h| h.hash()));
@@ -306,7 +315,7 @@ impl Task {
             tracing::info!(
                 topic,
                 version = %c.version,
-                "rollout: canary {} serves {:.0}% of attempts, stable {} the rest; judged from {until} (rolled back sooner if clearly worse)",
+                "rollout: canary {} serves {:.0}% of attempts, stable {} the rest; verdict due at {until} (rolled back sooner if clearly worse)",
                 c.version,
                 c.share * 100.0,
                 state.stable.as_deref().unwrap_or("-"),
@@ -327,18 +336,28 @@ impl Task {
     }
 
     /// The route `state` asks of this runner for `cfg`, `None` to serve the
-    /// file's version.
+    /// file's version; a version it asks for and this runner lacks goes to
+    /// `lacking`.
     async fn route(
         &mut self,
         cfg: &TopicConfig,
         file: Option<&LoadedHandler>,
         state: &Rollout,
+        lacking: &mut Vec<MissingVersion>,
     ) -> Option<Route> {
         let topic = cfg.name.as_str();
+        let mut lacks = |version: &str, role: &str| {
+            lacking.push(MissingVersion {
+                topic: topic.to_owned(),
+                version: version.to_owned(),
+                role: role.to_owned(),
+            })
+        };
         if let Some(pin) = &state.pinned {
-            let serve = self
-                .handler(topic, file, &pin.version, "it is pinned to")
-                .await;
+            let serve = self.handler(topic, file, &pin.version, "pinned").await;
+            if serve.is_none() {
+                lacks(&pin.version, "pinned");
+            }
             return Some(Route {
                 serve,
                 canary: None,
@@ -346,21 +365,62 @@ impl Task {
         }
         cfg.rollout.as_ref()?;
         let stable = state.stable.as_deref()?;
-        let serve = self
-            .handler(topic, file, stable, "its stable version is")
-            .await;
+        let serve = self.handler(topic, file, stable, "stable").await;
+        if serve.is_none() {
+            lacks(stable, "stable");
+        }
         let canary = match &state.canary {
-            Some(c) => self
-                .handler(topic, file, &c.version, "its canary is")
-                .await
-                .map(|h| (h, c.share)),
+            Some(c) => {
+                let canary = self.handler(topic, file, &c.version, "canary").await;
+                if canary.is_none() {
+                    lacks(&c.version, "canary");
+                }
+                canary.map(|h| (h, c.share))
+            }
             None => None,
         };
         Some(Route { serve, canary })
     }
 
-    /// The handler of `version` for `topic`: the file's, or a kept one; if
-    /// this runner has neither, `None`, said once.
+    /// Publish what this runner lacks for the topics looked at this round
+    /// (the others keep what they had): `hourglass_version_missing` and the
+    /// heartbeat's `missing`. A version found again is forgotten, so it is
+    /// said again if it goes missing later.
+    fn note_missing(
+        &mut self,
+        serving: &Snapshot,
+        looked: &HashSet<&str>,
+        lacking: Vec<MissingVersion>,
+    ) {
+        let mut all = self.shared.missing.lock().expect("missing lock");
+        let gone: Vec<MissingVersion> = all
+            .iter()
+            .filter(|m| {
+                (looked.contains(m.topic.as_str()) || serving.config.topic(&m.topic).is_none())
+                    && !lacking.contains(m)
+            })
+            .cloned()
+            .collect();
+        for m in &gone {
+            self.shared.metrics.version_missing.remove(&labels(m));
+            self.said.remove(&format!("{} {}", m.topic, m.version));
+        }
+        all.retain(|m| !gone.contains(m));
+        for m in lacking {
+            if !all.contains(&m) {
+                self.shared
+                    .metrics
+                    .version_missing
+                    .get_or_create(&labels(&m))
+                    .set(1);
+                all.push(m);
+            }
+        }
+    }
+
+    /// The handler of `version` (in `role`: stable, pinned, canary) for
+    /// `topic`: the file's, or a kept one; if this runner has neither,
+    /// `None`, with a warning once.
     async fn handler(
         &mut self,
         topic: &str,
@@ -375,22 +435,38 @@ impl Task {
             Ok(h) => Some(h),
             Err(why) => {
                 if self.said.insert(format!("{topic} {version}")) {
-                    if role == "its canary is" {
-                        tracing::info!(
+                    let has = file.map_or("no handler file".to_owned(), |h| {
+                        format!("its file holds {}", h.hash())
+                    });
+                    if role == "canary" {
+                        tracing::warn!(
                             topic,
                             version,
-                            "{role} {version}, which this runner does not have ({why}): it serves the stable version only"
+                            "its canary is {version}, which this runner does not have ({has}; {why}): it serves the stable version only"
                         );
                     } else {
-                        tracing::error!(
+                        tracing::warn!(
                             topic,
                             version,
-                            "{role} {version}, which this runner does not have ({why}): it claims nothing of this topic"
+                            "its {role} version is {version}, which this runner does not have ({has}; {why}): it claims nothing of this topic until it has it (put that file in its handlers_dir, or pin a version it has: docs, Rollouts, runners with different files)"
                         );
                     }
                 }
                 None
             }
         }
+    }
+}
+
+/// The gauge labels of `m`.
+fn labels(m: &MissingVersion) -> MissingLabels {
+    MissingLabels {
+        topic: m.topic.clone(),
+        version: m.version.clone(),
+        role: match m.role.as_str() {
+            "stable" => "stable",
+            "pinned" => "pinned",
+            _ => "canary",
+        },
     }
 }

@@ -66,6 +66,7 @@ impl Runner {
             runner_id: heartbeat::runner_id(),
             accounts: Default::default(),
             telemetry,
+            missing: Mutex::default(),
         });
         Ok(Runner {
             shared,

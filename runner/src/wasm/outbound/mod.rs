@@ -18,7 +18,9 @@
 //! Each request's method, authority, status and time are logged at debug
 //! level and counted per topic and status in [`OutboundCounts`]. When spans
 //! are exported, each request that leaves is a client span under the
-//! attempt's, and carries its `traceparent` unless the guest set one.
+//! attempt's, and carries its `traceparent` and the received `tracestate`
+//! unless the guest set a `traceparent` (with export off, the producer's
+//! context passes through unchanged).
 
 mod dial;
 
@@ -33,7 +35,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::context::JobContext;
 use super::usage::Traffic;
-use crate::config::{Access, Grants, HttpLimits, Target};
+use crate::config::{Access, Grants, HttpLimits, RemoteHost, Target};
 use crate::telemetry::{Ended, spans};
 pub use dial::is_public;
 use dial::{client_config, send};
@@ -214,13 +216,39 @@ impl WasiHttpHooks for Outbound {
         let mut request = request;
         let span = self.ctx.trace.as_ref().and_then(|t| {
             let child = t.telemetry.child(&t.span)?;
-            if !request.headers().contains_key("traceparent")
-                && let Ok(value) = http::HeaderValue::from_str(&child.traceparent())
-            {
-                request.headers_mut().insert("traceparent", value);
-            }
-            Some((t.clone(), child))
+            let to = spans::Destination {
+                host: match &target.host {
+                    RemoteHost::Ip(ip) => ip.to_string(),
+                    name => name.to_string(),
+                },
+                port: target.port,
+                url: spans::url_full(
+                    request.uri().scheme_str().unwrap_or("http"),
+                    &call.authority,
+                    request.uri().path_and_query().map_or("/", |p| p.as_str()),
+                ),
+            };
+            Some((t.clone(), child, to))
         });
+        // W3C Trace Context: the request's client span as the parent (without
+        // spans, the producer's context as received, as a proxy passes it on)
+        // and the tracestate received, unless the guest set a traceparent
+        let carried = match &span {
+            Some((_, child, _)) => Some(child.trace_context()),
+            None => self.ctx.pass_through.clone(),
+        };
+        if let Some(carried) = carried
+            && !request.headers().contains_key("traceparent")
+            && let Ok(parent) = http::HeaderValue::from_str(&carried.traceparent)
+        {
+            let headers = request.headers_mut();
+            headers.insert("traceparent", parent);
+            if !carried.tracestate.is_empty()
+                && let Ok(state) = http::HeaderValue::from_str(&carried.tracestate)
+            {
+                headers.insert("tracestate", state);
+            }
+        }
         let Ok(permit) = requests.open.clone().try_acquire_owned() else {
             call.finish(Err(&format!(
                 "more than {} requests open at once (http.max_concurrent)",
@@ -248,8 +276,8 @@ impl WasiHttpHooks for Outbound {
                 Err(Error::HttpRequestDenied) => {}
                 Err(e) => call.finish(Err(&e.to_string())),
             }
-            if let Some((trace, span)) = span {
-                trace.telemetry.end(&span, call.ended(&sent));
+            if let Some((trace, span, to)) = span {
+                trace.telemetry.end(&span, call.ended(&sent, &to));
             }
             sent
         })
@@ -283,12 +311,12 @@ struct Call {
 
 impl Call {
     /// The client span of this request, as it ended.
-    fn ended(&self, sent: &Sent) -> Ended {
+    fn ended(&self, sent: &Sent, to: &spans::Destination) -> Ended {
         let answer = match sent {
             Ok((response, _)) => Ok(response.status().as_u16()),
             Err(e) => Err(e.to_string()),
         };
-        spans::request(self.method.as_str(), &self.authority, answer)
+        spans::request(self.method.as_str(), to, answer)
     }
 
     /// A request the grants refuse: warn once per authority and attempt.
