@@ -344,6 +344,16 @@ impl Rollouts<'_> {
         parse(&flat)
     }
 
+    /// The versions the topic keeps (its catalogue, as `versions` lists
+    /// them), in no order: what a runner may run a job pinned to.
+    pub async fn kept_versions(self, keys: &TopicKeys) -> Result<Vec<String>, QueueError> {
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(&keys.versions)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        Ok(fields.into_iter().filter(|f| !f.contains(':')).collect())
+    }
+
     /// The topic's kept versions, newest first, with their roles and totals.
     pub async fn versions(
         self,

@@ -3,11 +3,13 @@
 //! topic between their files every window; a runner told to serve a version
 //! it lacks claims nothing of the topic and says so (a warning once, the
 //! `hourglass_version_missing` gauge, its entry in `hourglass runners`)
-//! until it has the file.
+//! until it has the file. And `keep_versions` has one meaning: a job pinned
+//! to a version its topic no longer keeps does not run on it, even where
+//! another topic keeps the file.
 
 use std::time::Duration;
 
-use test_support::components::{ECHO, NOOP};
+use test_support::components::{ECHO, NOOP, PROBE};
 
 use crate::util::{
     Api, Project, RedisServer, RunnerProcess, TOKEN, deploy, eventually, hash_of, hourglass,
@@ -134,4 +136,81 @@ async fn a_runner_with_an_older_file_starts_no_canary_and_says_it_lacks_the_stab
     let settled = state().await;
     assert!(settled.canary.is_none(), "{settled:?}");
     assert_eq!(settled.stable.as_deref(), Some(v2.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_pinned_to_a_version_its_topic_no_longer_keeps_does_not_run_on_it() {
+    // `keep_versions` has one meaning: the versions a topic's catalogue
+    // lists. Topic `other` still keeps echo's file on this runner; `pay`
+    // has moved two versions past it.
+    let project = Project::new(
+        "concurrency = 2\nkeep_versions = 2",
+        "[[topic]]\nname = \"pay\"\nhandler = \"pay.wasm\"\nmax_attempts = 1\n\n\
+         [[topic]]\nname = \"other\"\nhandler = \"other.wasm\"\n",
+    );
+    let (pay, other) = (project.handler("pay.wasm"), project.handler("other.wasm"));
+    deploy(&pay, &std::fs::read(ECHO).unwrap());
+    deploy(&other, &std::fs::read(ECHO).unwrap());
+    let echo = hash_of(ECHO);
+    let mut runner = crate::util::Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let keys = queue.keys("pay");
+    let listed = |keys: hourglass::redis::TopicKeys| {
+        let queue = queue.clone();
+        async move { queue.rollouts().kept_versions(&keys).await.unwrap() }
+    };
+    eventually(WAIT, "echo kept by pay", || async {
+        let l = listed(keys.clone()).await;
+        if l.contains(&echo) {
+            Ok(())
+        } else {
+            Err(format!("{l:?}"))
+        }
+    })
+    .await;
+    // a job pinned to echo, held back while pay moves on
+    queue.admin().set_paused(&keys, true).await.unwrap();
+    let job = hourglass::redis::NewJob {
+        id: Some("pinned".into()),
+        payload: b"{}".to_vec(),
+        version: Some(echo.clone()),
+        ..Default::default()
+    };
+    queue
+        .enqueue(&keys, &[job], hourglass::clock::now_ms())
+        .await
+        .unwrap();
+    for (component, version) in [(NOOP, hash_of(NOOP)), (PROBE, hash_of(PROBE))] {
+        deploy(&pay, &std::fs::read(component).unwrap());
+        eventually(WAIT, "the new version kept", || async {
+            let l = listed(keys.clone()).await;
+            if l.contains(&version) {
+                Ok(())
+            } else {
+                Err(format!("{l:?}"))
+            }
+        })
+        .await;
+    }
+    let now_listed = listed(keys.clone()).await;
+    assert!(
+        !now_listed.contains(&echo),
+        "pay no longer keeps echo: {now_listed:?}"
+    );
+    assert!(
+        listed(queue.keys("other")).await.contains(&echo),
+        "other still does"
+    );
+    // `enqueue --version` says the same
+    let refused = hourglass(&project, &["enqueue", "pay", "{}", "--version", &echo]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    queue.admin().set_paused(&keys, false).await.unwrap();
+    let events = runner.until_settled("pay", "pinned", WAIT).await;
+    let dead = events.iter().find_map(|e| match &e.kind {
+        hourglass::events::EventKind::Dead { reason } if e.id == "pinned" => Some(reason.clone()),
+        _ => None,
+    });
+    let reason = dead.unwrap_or_else(|| panic!("not run on echo, dead-lettered: {events:?}"));
+    assert!(reason.contains("no longer keeps version"), "{reason}");
+    runner.stop().await;
 }

@@ -210,7 +210,7 @@ async fn pick_version(
     ready: &decide::Ready,
 ) -> Option<(LoadedHandler, bool)> {
     match &ready.pin {
-        Some(version) if version != handler.hash() => match shared.versions.load(version).await {
+        Some(version) if version != handler.hash() => match pinned(shared, flight, version).await {
             Ok(pinned) => {
                 flight.version = pinned.version().clone();
                 Some((pinned, false))
@@ -224,5 +224,28 @@ async fn pick_version(
         },
         Some(_) => Some((handler, false)),
         None => Some((handler, canary)),
+    }
+}
+
+/// The handler of `version` for a job of `flight`'s topic pinned to it, if
+/// the topic keeps it; the catalogue is read again before a refusal (the
+/// rollout task's copy may predate a version just kept).
+async fn pinned(
+    shared: &Shared,
+    flight: &InFlight,
+    version: &str,
+) -> Result<LoadedHandler, String> {
+    let topic = &flight.topic.cfg.name;
+    let first = shared.versions.load_for(topic, version).await;
+    if first.is_ok() {
+        return first;
+    }
+    let keys = shared.queue.keys(topic);
+    match shared.queue.rollouts().kept_versions(&keys).await {
+        Ok(listed) => {
+            shared.versions.listed(topic, listed);
+            shared.versions.load_for(topic, version).await
+        }
+        Err(_) => first,
     }
 }

@@ -234,6 +234,11 @@ impl Task {
                 return None;
             }
         };
+        // the catalogue a pinned job's version is checked against
+        match shared.queue.rollouts().kept_versions(&keys).await {
+            Ok(listed) => self.versions.listed(topic, listed),
+            Err(e) => tracing::debug!(topic, "kept versions not read: {e}"),
+        }
         let kept = self.versions.kept(topic);
         shared
             .meter
