@@ -64,10 +64,7 @@ pub(super) fn classic(openmetrics: &str) -> String {
             continue;
         } else {
             let sample = without_exemplar(line);
-            let name = sample
-                .split(|c: char| c == '{' || c == ' ')
-                .next()
-                .unwrap_or("");
+            let name = sample.split(['{', ' ']).next().unwrap_or("");
             if name
                 .strip_suffix("_created")
                 .is_some_and(|family| counters.contains(family))

@@ -236,7 +236,7 @@ fn event(name: &'static str, attributes: Vec<KeyValue>) -> Event {
 const REDACTED_QUERY: [&str; 4] = ["AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"];
 
 /// `url.full` of a request to `scheme://authority` with `path_and_query`:
-/// without user and password, and with the values of [`REDACTED_QUERY`]
+/// without user and password, and with the values of `REDACTED_QUERY`
 /// parameters replaced by `REDACTED`, as the semantic conventions ask.
 pub fn url_full(scheme: &str, authority: &str, path_and_query: &str) -> String {
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
