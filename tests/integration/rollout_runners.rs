@@ -63,6 +63,15 @@ async fn a_runner_with_an_older_file_starts_no_canary_and_says_it_lacks_the_stab
         }
     })
     .await;
+    // the status names the window's end for what it is, and --json carries
+    // the policy, as the API does
+    let status = hourglass(&b, &["rollout", "pay"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("verdict due at"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&hourglass(&b, &["rollout", "pay", "--json"]).stdout).unwrap();
+    assert_eq!(json["policy"]["canary"], 0.5, "{json}");
+    assert_eq!(json["policy"]["window_ms"], 1000, "{json}");
     let promoted = hourglass(&b, &["rollout", "pay", "promote"]);
     assert!(promoted.status.success(), "{promoted:?}");
     // c still holds v1, a version the topic knows as replaced: over several
