@@ -6,7 +6,8 @@ use redis::Value;
 use super::record::split_stored;
 use super::reply::{bytes, number, optional_string};
 use super::{
-    CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, Rollout, TopicKeys,
+    CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, Rollout, Standing,
+    TopicKeys,
 };
 
 /// Where a job is in its life.
@@ -109,6 +110,37 @@ impl JobView {
 }
 
 impl Queue {
+    /// Job `id` of `topic` as `inspect --json` and the API's job view show
+    /// it: its view with the effective values (`max_attempts` the topic's
+    /// when the job names none, the version from the topic's rollout), or,
+    /// once it has left the pipeline, its kept end (a topic with `results`);
+    /// `None` if neither.
+    pub async fn job_json(
+        &self,
+        keys: &TopicKeys,
+        topic: &str,
+        id: &str,
+        max_attempts: Option<u32>,
+        now_ms: u64,
+    ) -> Result<Option<serde_json::Value>, QueueError> {
+        if let Some(view) = self.inspect(keys, id, now_ms).await? {
+            let rollout = self.rollouts().get(keys).await?;
+            let defaults = TopicDefaults {
+                max_attempts,
+                rollout: Some(&rollout),
+            };
+            return Ok(Some(view.to_json(topic, defaults)));
+        }
+        Ok(match self.standing(keys, id).await? {
+            Standing::Ended(end) => {
+                let mut view = end.to_json(id);
+                view["topic"] = topic.into();
+                Some(view)
+            }
+            _ => None,
+        })
+    }
+
     /// The job `id` of a topic as of `now_ms`, or `None` if there is none.
     pub async fn inspect(
         &self,

@@ -351,6 +351,7 @@ impl Rollouts<'_> {
             .arg(&keys.versions)
             .query_async(&mut self.q.conn.clone())
             .await?;
+        // the other fields are each version's `version:n/f/c` counts
         Ok(fields.into_iter().filter(|f| !f.contains(':')).collect())
     }
 

@@ -168,15 +168,22 @@ async fn a_job_pinned_to_a_version_its_topic_no_longer_keeps_does_not_run_on_it(
         let queue = queue.clone();
         async move { queue.rollouts().kept_versions(&keys).await.unwrap() }
     };
-    eventually(WAIT, "echo kept by pay", || async {
-        let l = listed(keys.clone()).await;
-        if l.contains(&echo) {
-            Ok(())
-        } else {
-            Err(format!("{l:?}"))
+    // until pay's catalogue keeps `version`
+    let kept = |version: String| {
+        let (listed, keys) = (&listed, keys.clone());
+        async move {
+            eventually(WAIT, "the version kept by pay", || async {
+                let l = listed(keys.clone()).await;
+                if l.contains(&version) {
+                    Ok(())
+                } else {
+                    Err(format!("{version} not in {l:?}"))
+                }
+            })
+            .await
         }
-    })
-    .await;
+    };
+    kept(echo.clone()).await;
     // a job pinned to echo, held back while pay moves on
     queue.admin().set_paused(&keys, true).await.unwrap();
     let job = hourglass::redis::NewJob {
@@ -189,17 +196,9 @@ async fn a_job_pinned_to_a_version_its_topic_no_longer_keeps_does_not_run_on_it(
         .enqueue(&keys, &[job], hourglass::clock::now_ms())
         .await
         .unwrap();
-    for (component, version) in [(NOOP, hash_of(NOOP)), (PROBE, hash_of(PROBE))] {
+    for component in [NOOP, PROBE] {
         deploy(&pay, &std::fs::read(component).unwrap());
-        eventually(WAIT, "the new version kept", || async {
-            let l = listed(keys.clone()).await;
-            if l.contains(&version) {
-                Ok(())
-            } else {
-                Err(format!("{l:?}"))
-            }
-        })
-        .await;
+        kept(hash_of(component)).await;
     }
     let now_listed = listed(keys.clone()).await;
     assert!(

@@ -124,16 +124,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         .enqueue(&queue.keys(&args.topic), std::slice::from_ref(&job), now)
         .await;
     if let Some(span) = &span {
-        let one = answer
-            .as_deref()
-            .ok()
-            .and_then(|a| a.first())
-            .map(|a| a.id());
-        let new = match &answer {
-            Ok(a) => Ok(a.iter().filter(|a| matches!(a, Enqueued::New(_))).count()),
-            Err(e) => Err(e.to_string()),
-        };
-        telemetry.end(span, spans::enqueue(&args.topic, 1, one, new));
+        telemetry.end(span, spans::enqueue(&args.topic, 1, &answer));
         telemetry.flush(FLUSH_WITHIN).await;
     }
     let answer = answer.map_err(|e| match e {

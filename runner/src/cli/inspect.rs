@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, TopicDefaults, check_id};
+use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -29,36 +29,28 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let (queue, _embedded) = connect(&config).await?;
     let now = now_ms();
     let keys = queue.keys(&args.topic);
-    let Some(view) = queue.inspect(&keys, &args.id, now).await? else {
-        // gone from the pipeline: its end may be kept (a topic with `results`)
-        if let Standing::Ended(end) = queue.standing(&keys, &args.id).await? {
-            if args.json {
-                let mut view = end.to_json(&args.id);
-                view["topic"] = args.topic.clone().into();
-                println!("{view}");
-            } else {
-                print!("{}", end_text(&args.topic, &args.id, &end, now));
-            }
-            return Ok(());
-        }
-        return Err(Exit {
-            code: super::wait::UNKNOWN,
-            error: anyhow!(
-                "no job {:?} in topic {:?} (never enqueued, or acked and deleted)",
-                args.id,
-                args.topic
-            ),
-        });
+    let unknown = || Exit {
+        code: super::wait::UNKNOWN,
+        error: anyhow!(
+            "no job {:?} in topic {:?} (never enqueued, or acked and deleted)",
+            args.id,
+            args.topic
+        ),
     };
     if args.json {
-        let rollout = queue.rollouts().get(&keys).await?;
-        let defaults = TopicDefaults {
-            max_attempts: topic_max,
-            rollout: Some(&rollout),
-        };
-        println!("{}", view.to_json(&args.topic, defaults));
-    } else {
-        print!("{}", to_text(&args.topic, &view, topic_max, now));
+        let view = queue
+            .job_json(&keys, &args.topic, &args.id, topic_max, now)
+            .await?;
+        println!("{}", view.ok_or_else(unknown)?);
+        return Ok(());
+    }
+    match queue.inspect(&keys, &args.id, now).await? {
+        Some(view) => print!("{}", to_text(&args.topic, &view, topic_max, now)),
+        // gone from the pipeline: its end may be kept (a topic with `results`)
+        None => match queue.standing(&keys, &args.id).await? {
+            Standing::Ended(end) => print!("{}", end_text(&args.topic, &args.id, &end, now)),
+            _ => return Err(unknown()),
+        },
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
-use crate::redis::{RunnerInfo, Standing, TopicDefaults, TopicStats, check_id};
+use crate::redis::{RunnerInfo, TopicStats, check_id};
 use crate::reload::Serving;
 
 type Answer = Result<Json<Value>, ApiError>;
@@ -92,24 +92,19 @@ pub(super) async fn job(State(app): AppState, Path((name, id)): Path<(String, St
     let topic = topic_named(&app.ops.serving(), &name)?;
     check_id(&id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
     let q = &app.ops.queue;
-    let keys = q.keys(&name);
-    if let Some(view) = q.inspect(&keys, &id, now_ms()).await? {
-        let rollout = q.rollouts().get(&keys).await?;
-        let defaults = TopicDefaults {
-            max_attempts: topic.map(|t| t.max_attempts),
-            rollout: Some(&rollout),
-        };
-        return Ok(Json(view.to_json(&name, defaults)));
+    let max_attempts = topic.map(|t| t.max_attempts);
+    match q
+        .job_json(&q.keys(&name), &name, &id, max_attempts, now_ms())
+        .await?
+    {
+        Some(view) => Ok(Json(view)),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no job {id:?} in {name} (never enqueued, done and not kept, cancelled or purged)"
+            ),
+        )),
     }
-    if let Standing::Ended(end) = q.standing(&keys, &id).await? {
-        let mut view = end.to_json(&id);
-        view["topic"] = name.into();
-        return Ok(Json(view));
-    }
-    Err(ApiError::new(
-        StatusCode::NOT_FOUND,
-        format!("no job {id:?} in {name} (never enqueued, done and not kept, cancelled or purged)"),
-    ))
 }
 
 /// `?offset=&limit=` of a listing.

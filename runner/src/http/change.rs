@@ -14,7 +14,7 @@ use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::job_options::JobOptions;
 use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, TraceContext, VersionInfo, check_id};
-use crate::telemetry::{Ended, spans};
+use crate::telemetry::spans;
 use axum::http::HeaderMap;
 
 pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
@@ -210,7 +210,7 @@ pub(super) async fn enqueue(
     if let Some(span) = &span {
         app.ops
             .telemetry
-            .end(span, enqueue_span(&name, &jobs, &answers));
+            .end(span, spans::enqueue(&name, jobs.len(), &answers));
     }
     let answers = answers?;
     let new = answers
@@ -251,26 +251,6 @@ fn trace_of(headers: &HeaderMap) -> Option<TraceContext> {
     let parent = headers.get("traceparent")?.to_str().ok()?;
     let state = headers.get("tracestate").and_then(|s| s.to_str().ok());
     TraceContext::parse(parent, state).ok()
-}
-
-/// The API enqueue's span as it ended.
-fn enqueue_span(
-    topic: &str,
-    jobs: &[NewJob],
-    answers: &Result<Vec<Enqueued>, crate::redis::QueueError>,
-) -> Ended {
-    let one = match answers.as_deref() {
-        Ok([answer]) => Some(answer.id()),
-        _ => None,
-    };
-    let new = match answers {
-        Ok(answers) => Ok(answers
-            .iter()
-            .filter(|a| matches!(a, Enqueued::New(_)))
-            .count()),
-        Err(e) => Err(e.to_string()),
-    };
-    spans::enqueue(topic, jobs.len(), one, new)
 }
 
 /// Refuse `version` (given at `field`) unless `topic` keeps it: a job pinned

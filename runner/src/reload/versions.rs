@@ -47,9 +47,6 @@ struct State {
     loaded: HashMap<String, (LoadedHandler, Instant)>,
     /// Version → its bytes, when there is no folder to keep them in.
     bytes: HashMap<String, Arc<[u8]>>,
-    /// Topic → the versions its catalogue in Redis keeps (`hourglass
-    /// versions`), as the rollout task last read it.
-    listed: HashMap<String, HashSet<String>>,
 }
 
 impl Versions {
@@ -161,41 +158,6 @@ impl Versions {
     /// The versions `topic` keeps, newest first.
     pub fn kept(&self, topic: &str) -> Vec<Kept> {
         self.state().topics.get(topic).cloned().unwrap_or_default()
-    }
-
-    /// `versions` is what `topic`'s catalogue in Redis keeps now: the one
-    /// list a job pinned to a version of the topic is checked against.
-    pub fn listed(&self, topic: &str, versions: Vec<String>) {
-        self.state()
-            .listed
-            .insert(topic.to_owned(), versions.into_iter().collect());
-    }
-
-    /// The handler of `version` for a job of `topic` pinned to it: only a
-    /// version the topic keeps (its catalogue, `keep_versions` newest plus
-    /// any serving as stable, canary or pin), whatever other topics keep.
-    pub async fn load_for(
-        self: &Arc<Self>,
-        topic: &str,
-        version: &str,
-    ) -> Result<LoadedHandler, String> {
-        let kept = {
-            let state = self.state();
-            match state.listed.get(topic) {
-                Some(listed) => listed.contains(version),
-                // not read from Redis yet: this runner's own list of the topic
-                None => state
-                    .topics
-                    .get(topic)
-                    .is_some_and(|l| l.iter().any(|k| k.version == version)),
-            }
-        };
-        if !kept {
-            return Err(format!(
-                "topic {topic:?} no longer keeps version {version} (`hourglass versions {topic}` lists what it keeps: the newest [runner] keep_versions and any serving)"
-            ));
-        }
-        self.load(version).await
     }
 
     /// Whether `version` is kept for any topic.

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Event, SpanKind, Status};
 
-use crate::redis::Usage;
+use crate::redis::{Enqueued, QueueError, Usage};
 
 /// The version of the OpenTelemetry semantic conventions the spans follow.
 pub const SEMCONV: &str = "1.37.0";
@@ -198,18 +198,26 @@ pub fn follow_up(topic: &str, id: &str, deferred: Option<&str>) -> Ended {
     }
 }
 
-/// The producer span (`enqueue {topic}`) of an API call that put `count`
-/// jobs into `topic`: the one job's id when there was one (a batch carries
-/// its size instead), and how many were new, or why it failed.
-pub fn enqueue(topic: &str, count: usize, one: Option<&str>, new: Result<usize, String>) -> Ended {
+/// The producer span (`enqueue {topic}`) of an enqueue (the API's or the
+/// CLI's) of `count` jobs into `topic` that `answers` ended: the one job's id
+/// for a single job (a batch carries its size instead), and how many were
+/// new, or why it failed.
+pub fn enqueue(topic: &str, count: usize, answers: &Result<Vec<Enqueued>, QueueError>) -> Ended {
     let mut attributes = messaging("send", "enqueue", topic);
-    if count == 1 {
-        if let Some(id) = one {
-            attributes.push(KeyValue::new("messaging.message.id", id.to_owned()));
+    match answers.as_deref() {
+        Ok([one]) if count == 1 => {
+            attributes.push(KeyValue::new("messaging.message.id", one.id().to_owned()));
         }
-    } else {
-        attributes.push(KeyValue::new("messaging.batch.message_count", count as i64));
+        _ if count == 1 => {}
+        _ => attributes.push(KeyValue::new("messaging.batch.message_count", count as i64)),
     }
+    let new = match answers {
+        Ok(answers) => Ok(answers
+            .iter()
+            .filter(|a| matches!(a, Enqueued::New(_)))
+            .count()),
+        Err(e) => Err(e.to_string()),
+    };
     let status = match new {
         Ok(new) => {
             attributes.push(KeyValue::new("hourglass.enqueued.new", new as i64));
@@ -278,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_single_enqueue_names_its_job_and_a_batch_its_size() {
-        let one = enqueue("refund", 1, Some("r-1"), Ok(1));
+        let one = enqueue("refund", 1, &Ok(vec![Enqueued::New("r-1".into())]));
         let keys = |e: &Ended| {
             e.attributes
                 .iter()
@@ -288,7 +296,8 @@ mod tests {
         assert_eq!(one.name, "enqueue refund");
         assert!(keys(&one).contains(&"messaging.message.id".to_owned()));
         assert!(!keys(&one).contains(&"messaging.batch.message_count".to_owned()));
-        let batch = enqueue("refund", 3, None, Ok(3));
+        let new = |id: &str| Enqueued::New(id.into());
+        let batch = enqueue("refund", 3, &Ok(vec![new("a"), new("b"), new("c")]));
         assert!(keys(&batch).contains(&"messaging.batch.message_count".to_owned()));
     }
 }

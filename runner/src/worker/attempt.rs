@@ -227,25 +227,27 @@ async fn pick_version(
     }
 }
 
-/// The handler of `version` for a job of `flight`'s topic pinned to it, if
-/// the topic keeps it; the catalogue is read again before a refusal (the
-/// rollout task's copy may predate a version just kept).
+/// The handler of `version` for a job of `flight`'s topic pinned to it: only
+/// a version the topic keeps, as `hourglass versions` lists it (its newest
+/// `keep_versions` and any serving), whatever other topics keep. Read from
+/// Redis each time: pinned jobs are few, and a copy would go stale.
 async fn pinned(
     shared: &Shared,
     flight: &InFlight,
     version: &str,
 ) -> Result<LoadedHandler, String> {
     let topic = &flight.topic.cfg.name;
-    let first = shared.versions.load_for(topic, version).await;
-    if first.is_ok() {
-        return first;
-    }
     let keys = shared.queue.keys(topic);
     match shared.queue.rollouts().kept_versions(&keys).await {
-        Ok(listed) => {
-            shared.versions.listed(topic, listed);
-            shared.versions.load_for(topic, version).await
+        Ok(kept) if !kept.iter().any(|v| v == version) => {
+            return Err(format!(
+                "topic {topic:?} no longer keeps version {version} (`hourglass versions {topic}` lists what it keeps: the newest [runner] keep_versions and any serving)"
+            ));
         }
-        Err(_) => first,
+        Ok(_) => {}
+        // Redis away: the attempt's own commit will wait for it; the version
+        // is loaded if this runner keeps it, as before the check
+        Err(e) => tracing::debug!(topic, "kept versions not read: {e}"),
     }
+    shared.versions.load(version).await
 }

@@ -20,8 +20,6 @@ use tokio::sync::watch;
 
 use super::Shared;
 use super::verdict::judge;
-
-mod describe;
 use crate::clock::{millis, now_ms};
 use crate::config::TopicConfig;
 use crate::metrics::MissingLabels;
@@ -29,6 +27,8 @@ use crate::redis::{MissingVersion, Policy, Rollout, Tally};
 use crate::reload::{Snapshot, Versions};
 use crate::wasm::LoadedHandler;
 use describe::Seen;
+
+mod describe;
 
 /// How often a topic under a rollout policy (or with a canary) reports and
 /// is judged: what bounds the time from a bad canary's failures to its
@@ -228,11 +228,6 @@ impl Task {
                 return None;
             }
         };
-        // the catalogue a pinned job's version is checked against
-        match shared.queue.rollouts().kept_versions(&keys).await {
-            Ok(listed) => self.versions.listed(topic, listed),
-            Err(e) => tracing::debug!(topic, "kept versions not read: {e}"),
-        }
         let kept = self.versions.kept(topic);
         shared
             .meter
@@ -334,7 +329,7 @@ impl Task {
             .collect();
         for m in &gone {
             self.shared.metrics.version_missing.remove(&labels(m));
-            self.said.remove(&format!("{} {}", m.topic, m.version));
+            self.said.remove(&said(&m.topic, &m.version));
         }
         all.retain(|m| !gone.contains(m));
         for m in lacking {
@@ -365,7 +360,7 @@ impl Task {
         match self.versions.load(version).await {
             Ok(h) => Some(h),
             Err(why) => {
-                if self.said.insert(format!("{topic} {version}")) {
+                if self.said.insert(said(topic, version)) {
                     let has = file.map_or("no handler file".to_owned(), |h| {
                         format!("its file holds {}", h.hash())
                     });
@@ -387,6 +382,11 @@ impl Task {
             }
         }
     }
+}
+
+/// The key of "`topic` lacks `version`" in the things said once.
+fn said(topic: &str, version: &str) -> String {
+    format!("{topic} {version}")
 }
 
 /// The gauge labels of `m`.
