@@ -331,6 +331,7 @@ pub async fn instance(
         parent_result: None,
         trace: None,
         pass_through: None,
+        journal: None,
         topic: TOPIC.into(),
         id: i.to_string(),
         attempt: 1,

@@ -2,7 +2,8 @@
 -- The record (and the job's account) stays stored so `hourglass dead retry` can requeue it.
 -- KEYS[1]: lease zset   KEYS[2]: job hash   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- KEYS[5]: dead zset   KEYS[6]: dead_info hash   KEYS[7]: account hash   KEYS[8]: progress hash
--- KEYS[8 + j]: the result key of job j (only when the topic keeps results; a leased job
+-- KEYS[9]: journal hash (step.lua: a dead letter keeps its journal for a replay)
+-- KEYS[9 + j]: the result key of job j (only when the topic keeps results; a leased job
 -- is not on the time index)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
@@ -20,7 +21,7 @@ for i = 6, #ARGV, 4 do
     redis.call('HSET', KEYS[6], id, ARGV[i + 2])
     redis.call('HDEL', KEYS[8], id)
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[8 + (i - 2) / 4], ARGV[i + 3], ARGV[4], ARGV[5], id)
+      ended(KEYS[9 + (i - 2) / 4], ARGV[i + 3], ARGV[4], ARGV[5], id)
     end
   else
     refuse(stale, id, current)
@@ -34,6 +35,7 @@ local function drop(ids)
     redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[7], id)
   end
+  forget_journals(KEYS[9], ids)
 end
 drop(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000))
 local excess = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[2])

@@ -3,7 +3,8 @@
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- KEYS[9]: progress hash   KEYS[10]: layout 2's zset of waiting jobs
--- KEYS[10 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[11]: journal hash (step.lua)   KEYS[12]: suspended hash (suspend.lua)
+-- KEYS[12 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[2]: the topic's events channel
 -- ARGV[3]: the encoded end of a cancelled job   ARGV[4..]: ids
 -- Returns: per id, where it was: 'pending', 'running', 'dead' or '' (no such job)
@@ -29,8 +30,10 @@ for i = 4, #ARGV do
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[8], id)
     redis.call('HDEL', KEYS[9], id)
+    redis.call('HDEL', KEYS[12], id)
+    forget_journals(KEYS[11], { id })
     if ARGV[1] ~= '0' then
-      ended(KEYS[10 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
+      ended(KEYS[12 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
     end
   end
   out[i - 3] = was

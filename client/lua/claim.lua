@@ -3,6 +3,7 @@
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
 -- KEYS[8]: account hash   KEYS[9]: layout 2's zset of waiting jobs (absorbed while it has any)
+-- KEYS[10]: journal hash (step.lua)   KEYS[11]: suspended hash (suspend.lua)
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
 -- ARGV[4]: the rate's interval between starts in ms (0: no rate limit)   ARGV[5]: burst (extra starts at once)
 -- ARGV[6] (optional): take jobs due by this ms, a little after now: the runner holds each until
@@ -11,7 +12,7 @@
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
 --            then per job: id, due ms, attempt (the lease's fencing token), record, last failure
---            or false, account or false }
+--            or false, account or false, journal (HGETALL) or false }
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
@@ -41,6 +42,9 @@ if #ids > 0 then
   local attempts = hmget_all(KEYS[4], ids)
   local failures = hmget_if(KEYS[5], ids)
   local accounts = hmget_if(KEYS[8], ids)
+  local journaled = hmget_if(KEYS[10], ids)
+  -- a suspended job runs again: it waits for nothing now
+  hdel_if(KEYS[11], ids)
   local leased, counted = {}, {}
   local deadline, n, o = ARGV[2], 0, 1 -- counters: `#t` searches the table each time
   for i, id in ipairs(ids) do
@@ -58,7 +62,8 @@ if #ids > 0 then
       out[o + 4] = record_of(records[i])
       out[o + 5] = failures[i] or false
       out[o + 6] = accounts[i] or false
-      o = o + 6
+      out[o + 7] = journaled[i] and redis.call('HGETALL', KEYS[10] .. ':' .. id) or false
+      o = o + 7
     end
   end
   keep_hashed(KEYS[4])
@@ -69,7 +74,7 @@ if #ids > 0 then
 end
 local head = head_due(KEYS[1])
 if interval > 0 then
-  local started = (#out - 1) / 6
+  local started = (#out - 1) / 7
   if started > 0 then
     tat = tat + started * interval
     redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)

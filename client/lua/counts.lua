@@ -1,8 +1,9 @@
 -- How many jobs of one topic wait (due by now, and later), run and are dead.
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: lease zset   KEYS[4]: dead zset
--- KEYS[5]: paused flag   KEYS[6]: layout 2's zset of waiting jobs
+-- KEYS[5]: paused flag   KEYS[6]: layout 2's zset of waiting jobs   KEYS[7]: suspended hash
 -- ARGV[1]: now ms
--- Returns: { ready, waiting (ready and scheduled), running, dead, paused (0/1) }
+-- Returns: { ready, waiting (ready and scheduled), running, dead, paused (0/1), suspended (of the
+--   waiting: sleeping or waiting for a signal) }
 -- Every stored job is waiting, running or dead: the waiting ones are counted without
 -- reading the index. The ready ones are summed over the buckets whose range has begun
 -- (a bucket over a hundred jobs), all of each but the last, which is counted by score.
@@ -21,4 +22,4 @@ for i, name in ipairs(begun) do
   end
 end
 ready = ready + redis.call('ZCOUNT', KEYS[6], '-inf', now)
-return { ready, math.max(waiting, ready), running, dead, redis.call('EXISTS', KEYS[5]) }
+return { ready, math.max(waiting, ready), running, dead, redis.call('EXISTS', KEYS[5]), redis.call('HLEN', KEYS[7]) }

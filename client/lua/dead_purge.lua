@@ -1,5 +1,6 @@
 -- Delete dead letters and their payloads for good.
 -- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash   KEYS[4]: account hash
+-- KEYS[5]: journal hash (step.lua)
 -- ARGV[1]: most jobs when no ids are given   ARGV[2..]: ids; none means the oldest ARGV[1]
 -- Returns: the ids deleted
 local ids = {}
@@ -17,4 +18,5 @@ for _, id in ipairs(ids) do
     out[#out + 1] = id
   end
 end
+forget_journals(KEYS[5], out)
 return out

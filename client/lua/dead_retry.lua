@@ -1,7 +1,8 @@
 -- Give dead letters another life: back to pending, due now, with their attempts reset;
 -- optionally with a new record (the job pinned to a handler version: replay on it).
 -- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: time index (prelude.lua)   KEYS[4]: job hash
--- KEYS[5]: attempt hash   KEYS[6]: error hash
+-- KEYS[5]: attempt hash   KEYS[6]: error hash   KEYS[7]: journal hash (step.lua): kept, unless the
+--   job is given a new record (a replay on another version starts a fresh journal)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most jobs when no ids are given
 -- ARGV[5]: 1 (ids follow) or 2 (pairs of id and the record to store follow; '' keeps the record)
 -- ARGV[6..]: ids (or pairs); none means the oldest ARGV[4] dead letters, records unchanged
@@ -23,7 +24,10 @@ for j, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[2], id)
     if redis.call('HEXISTS', KEYS[4], id) == 1 then
-      if records[j] and records[j] ~= '' then redis.call('HSET', KEYS[4], id, records[j]) end
+      if records[j] and records[j] ~= '' then
+        redis.call('HSET', KEYS[4], id, records[j])
+        forget_journals(KEYS[7], { id })
+      end
       redis.call('HDEL', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
       out[#out + 1] = id

@@ -295,3 +295,19 @@ local function absorb(idx, legacy, job, most)
   wait_again(idx, job, ids, dues)
   return redis.call('ZCARD', legacy)
 end
+
+-- Delete the journals of jobs `ids` (acked, cancelled, dropped dead letters): `marks` is the
+-- topic's journal hash, id -> '1' for each job that has one at `<marks>:<id>` (step.lua).
+-- A topic that never journals pays one EXISTS.
+local function forget_journals(marks, ids)
+  if #ids == 0 or redis.call('EXISTS', marks) == 0 then return end
+  local has = hmget_all(marks, ids)
+  local gone = {}
+  for j, id in ipairs(ids) do
+    if has[j] then
+      redis.call('DEL', marks .. ':' .. id)
+      gone[#gone + 1] = id
+    end
+  end
+  each_chunk('HDEL', marks, gone)
+end

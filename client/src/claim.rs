@@ -4,7 +4,9 @@
 use redis::Value;
 
 use super::reply::{bytes, number, optional_string, string};
-use super::{Claimed, ClaimedJob, Failure, Held, Pipeline, QueueError, Record, TopicKeys, scripts};
+use super::{
+    Claimed, ClaimedJob, Failure, Held, Journal, Pipeline, QueueError, Record, TopicKeys, scripts,
+};
 
 /// A topic's rate, as the claim script enforces it (GCRA) across runners.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,9 +80,9 @@ impl Pipeline<'_> {
             Value::Int(_) => (None, false),
             v => (Some(number(v)?), false),
         };
-        let mut jobs = Vec::with_capacity(rest.len() / 6);
-        for job in rest.chunks(6) {
-            let [id, due, attempt, record, error, account] = job else {
+        let mut jobs = Vec::with_capacity(rest.len() / 7);
+        for job in rest.chunks(7) {
+            let [id, due, attempt, record, error, account, journal] = job else {
                 return Err(QueueError::Protocol(format!("claim answered {job:?}")));
             };
             jobs.push(ClaimedJob {
@@ -90,6 +92,10 @@ impl Pipeline<'_> {
                 record: Record::decode(&bytes(record)?),
                 last_failure: optional_string(error)?.map(Failure::parse),
                 account: optional_string(account)?,
+                journal: match journal {
+                    Value::Nil => None,
+                    j => Some(Journal::from_reply(j).map_err(|e| e.to_string())),
+                },
             });
         }
         if let Err(e) = confirmed {

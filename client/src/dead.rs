@@ -89,12 +89,16 @@ impl DeadLetters<'_> {
     /// [`DeadLetters::retry`] pinning each job to handler `version` (replay on
     /// a chosen version): these ids, or when `ids` is empty the oldest
     /// [`DEAD_BATCH`]. A dead letter whose record cannot be read is requeued
-    /// unchanged, as [`DeadLetters::retry`] does. Returns the ids requeued.
+    /// unchanged, as [`DeadLetters::retry`] does. A job with a journal (a
+    /// durable handler's) is refused unless `reset_journal`: its steps were
+    /// recorded by the version it is pinned to; reset, it starts afresh.
+    /// Returns the ids requeued.
     pub async fn retry_on(
         self,
         keys: &TopicKeys,
         ids: &[String],
         version: &str,
+        reset_journal: bool,
         now_ms: u64,
     ) -> Result<Vec<String>, QueueError> {
         crate::record::check_version(version).map_err(QueueError::Invalid)?;
@@ -110,6 +114,29 @@ impl DeadLetters<'_> {
         };
         if ids.is_empty() {
             return Ok(Vec::new());
+        }
+        if !reset_journal {
+            let journaled: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(&keys.journal)
+                .arg(&ids)
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            let with: Vec<&str> = ids
+                .iter()
+                .zip(&journaled)
+                .filter(|(_, j)| j.is_some())
+                .map(|(id, _)| id.as_str())
+                .collect();
+            if !with.is_empty() {
+                return Err(QueueError::Invalid(format!(
+                    "{} {} a journal of steps recorded by the version {} ran on: replayed on another \
+                     version they would be handed to different code. Replay on the job's own version \
+                     (without --version), or start afresh with --reset-journal (its steps run again)",
+                    if with.len() == 1 { "job" } else { "jobs" },
+                    with.join(", "),
+                    if with.len() == 1 { "has" } else { "have" },
+                )));
+            }
         }
         let stored: Vec<Value> = redis::cmd("HMGET")
             .arg(&keys.job)

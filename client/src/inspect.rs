@@ -6,8 +6,8 @@ use redis::Value;
 use super::record::split_stored;
 use super::reply::{bytes, number, optional_string};
 use super::{
-    CorruptRecord, DeadInfo, Failure, Progress, Queue, QueueError, Record, Rollout, Standing,
-    TopicKeys,
+    CorruptRecord, DeadInfo, Failure, Journal, Progress, Queue, QueueError, Record, Rollout,
+    Standing, Suspension, TopicKeys,
 };
 
 /// Where a job is in its life.
@@ -38,6 +38,10 @@ pub struct JobView {
     pub last_failure: Option<Failure>,
     /// The latest progress an attempt reported, if any did.
     pub progress: Option<Progress>,
+    /// A durable handler's journal, if it has one.
+    pub journal: Option<Journal>,
+    /// What it waits for, if it is suspended (a durable sleep or wait).
+    pub suspension: Option<Suspension>,
 }
 
 /// What a job takes from its topic when it names nothing itself: the
@@ -55,7 +59,8 @@ impl JobView {
     /// The view as JSON (`hourglass inspect --json`, the HTTP API), with
     /// effective values: `max_attempts` the job's own or the topic's
     /// (`max_attempts_source`), `version` the handler version its next
-    /// attempt runs on (`version_source`: `job` pinned by `--version`, `pin`
+    /// attempt runs on (`version_source`: `journal` the version that wrote a
+    /// durable handler's journal, `job` pinned by `--version`, `pin`
     /// the topic's pin, `stable`, or `stable_or_canary` while a canary takes
     /// a share). The payload as text when it is UTF-8.
     pub fn to_json(&self, topic: &str, defaults: TopicDefaults<'_>) -> serde_json::Value {
@@ -72,11 +77,13 @@ impl JobView {
             _ => (defaults.max_attempts, "topic"),
         };
         let rollout = defaults.rollout;
+        let journal_version = v.journal.as_ref().and_then(|j| j.version.as_deref());
         let (version, version_source) = match (
-            record.and_then(|r| r.version.as_deref()),
+            journal_version.or(record.and_then(|r| r.version.as_deref())),
             rollout.and_then(|r| r.pinned.as_ref()),
             rollout.and_then(|r| r.stable.as_deref()),
         ) {
+            (Some(v), _, _) if journal_version.is_some() => (Some(v), Some("journal")),
             (Some(v), _, _) => (Some(v), Some("job")),
             (None, Some(pin), _) => (Some(pin.version.as_str()), Some("pin")),
             (None, None, Some(stable)) if rollout.is_some_and(|r| r.canary.is_some()) => {
@@ -105,6 +112,8 @@ impl JobView {
             "progress": v.progress,
             "parent_result_bytes": record.and_then(|r| r.parent_result.as_ref().map(Vec::len)),
             "traceparent": record.and_then(|r| r.trace.as_ref().map(|t| t.traceparent.as_str())),
+            "journal": v.journal.as_ref().map(Journal::to_json),
+            "suspended": v.suspension,
         })
     }
 }
@@ -156,6 +165,8 @@ impl Queue {
             .hget(&keys.attempt, id)
             .hget(&keys.error, id)
             .hget(&keys.progress, id)
+            .hgetall(keys.journal_of(id))
+            .hget(&keys.suspended, id)
             .query_async(&mut self.conn.clone())
             .await?;
         let [
@@ -166,6 +177,8 @@ impl Queue {
             attempts,
             failure,
             progress,
+            journal,
+            suspension,
         ] = &reply[..]
         else {
             return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
@@ -212,6 +225,8 @@ impl Queue {
             record: record.map(Record::decode),
             last_failure: optional_string(failure)?.map(Failure::parse),
             progress: optional_string(progress)?.and_then(|p| serde_json::from_str(&p).ok()),
+            journal: Some(Journal::from_reply(journal)?).filter(|j| *j != Journal::default()),
+            suspension: optional_string(suspension)?.and_then(|s| serde_json::from_str(&s).ok()),
         }))
     }
 }

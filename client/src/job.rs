@@ -103,6 +103,9 @@ pub struct ClaimedJob {
     pub last_failure: Option<Failure>,
     /// The account the job is tagged with, if any.
     pub account: Option<String>,
+    /// Its journal, if it is a durable handler's job that has one (or why
+    /// it could not be read).
+    pub journal: Option<Result<super::Journal, String>>,
 }
 
 impl ClaimedJob {
@@ -140,6 +143,8 @@ pub struct TopicStats {
     pub dead: u64,
     /// Claims nothing until resumed.
     pub paused: bool,
+    /// Of the scheduled: durable handlers' jobs that sleep or wait for a signal.
+    pub suspended: u64,
 }
 
 /// A dead-lettered job's record of why, stored as JSON.

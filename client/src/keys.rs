@@ -53,6 +53,12 @@ pub struct TopicKeys {
     /// The pub/sub channel of the topic's job events (`"<id>\n<json>"`):
     /// progress, failed attempts and ends, for waiters.
     pub events: String,
+    /// hash id → '1' for each job of a durable handler that has a journal,
+    /// kept at `<journal>:<id>` (see `lua/step.lua`, `journal.rs`).
+    pub journal: String,
+    /// hash id → what a suspended job waits for (JSON, `journal.rs`:
+    /// `Suspension`), until it is claimed again.
+    pub suspended: String,
 }
 
 impl TopicKeys {
@@ -70,6 +76,11 @@ impl TopicKeys {
     /// keeps results (same hash tag as the topic).
     pub fn result(&self, id: &str) -> String {
         format!("{}:result:{id}", self.prefix())
+    }
+
+    /// The journal of job `id` (same hash tag as the topic).
+    pub fn journal_of(&self, id: &str) -> String {
+        format!("{}:{id}", self.journal)
     }
 
     /// The unique-for reservation of job `id` (same hash tag as the topic).
@@ -101,6 +112,8 @@ impl TopicKeys {
             account: key("account"),
             progress: key("progress"),
             events: key("events"),
+            journal: key("journal"),
+            suspended: key("suspended"),
         }
     }
 }
@@ -171,6 +184,8 @@ mod tests {
             account,
             progress,
             events,
+            journal,
+            suspended,
         } = &k;
         for key in [
             pending,
@@ -192,6 +207,9 @@ mod tests {
             account,
             progress,
             events,
+            journal,
+            suspended,
+            &k.journal_of("order-1"),
             &k.schedule("nightly"),
             &k.result("order-1"),
             &k.unique("order-1"),

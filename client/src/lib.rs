@@ -63,6 +63,7 @@ mod durable;
 mod error;
 mod inspect;
 mod job;
+pub mod journal;
 pub mod keys;
 pub mod layout;
 pub mod outbox;
@@ -94,6 +95,7 @@ pub use job::{
     KEPT_ATTEMPTS, NewJob, Refusal, Refused, Retrying, TopicStats, Usage, check_account, check_id,
     with_attempt,
 };
+pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use layout::Layouts;
 pub use outbox::{Parked, outbox_token};

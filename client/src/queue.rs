@@ -176,7 +176,8 @@ impl Queue {
 
     /// Counts for one topic at `now_ms`.
     pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
-        let (ready, pending, running, dead, paused): (u64, u64, u64, u64, bool) = scripts::COUNTS
+        let (ready, pending, running, dead, paused, suspended): (u64, u64, u64, u64, bool, u64) =
+            scripts::COUNTS
             .on(keys)
             .arg(now_ms)
             .invoke_async(&mut self.conn.clone())
@@ -187,6 +188,7 @@ impl Queue {
             running,
             dead,
             paused,
+            suspended,
         })
     }
 

@@ -80,14 +80,16 @@ script!(
         paused,
         rate,
         account,
-        legacy_pending
+        legacy_pending,
+        journal,
+        suspended
     ]
 );
 script!(
     ACK,
     "ack.lua",
     [
-        lease, job, attempt, error, outbox, outbox_due, account, progress
+        lease, job, attempt, error, outbox, outbox_due, account, progress, journal
     ]
 );
 script!(RETRY, "retry.lua", [lease, pending, attempt, error, job]);
@@ -95,7 +97,7 @@ script!(
     BURY,
     "bury.lua",
     [
-        lease, job, attempt, error, dead, dead_info, account, progress
+        lease, job, attempt, error, dead, dead_info, account, progress, journal
     ]
 );
 script!(REQUEUE, "requeue.lua", [lease, pending, error, job]);
@@ -115,19 +117,29 @@ script!(
         dead_info,
         account,
         progress,
-        legacy_pending
+        legacy_pending,
+        journal,
+        suspended
     ]
 );
 script!(
     DEAD_RETRY,
     "dead_retry.lua",
-    [dead, dead_info, pending, job, attempt, error]
+    [dead, dead_info, pending, job, attempt, error, journal]
 );
 script!(
     DEAD_PURGE,
     "dead_purge.lua",
-    [dead, dead_info, job, account]
+    [dead, dead_info, job, account, journal]
 );
+script!(STEP, "step.lua", [attempt, journal]);
+script!(
+    SUSPEND,
+    "suspend.lua",
+    [lease, pending, attempt, job, journal, suspended]
+);
+script!(SIGNAL, "signal.lua", [job, dead, journal, suspended, pending]);
+script!(WAKE, "wake.lua", [job, journal, suspended, pending]);
 script!(PAUSE, "pause.lua", [paused, pending]);
 script!(HEARTBEAT, "heartbeat.lua", []);
 script!(SCHEDULE_ADVANCE, "schedule_advance.lua", []);
@@ -138,7 +150,7 @@ script!(PEEK, "peek.lua", [job, dead, lease, progress]);
 script!(
     COUNTS,
     "counts.lua",
-    [pending, job, lease, dead, paused, legacy_pending]
+    [pending, job, lease, dead, paused, legacy_pending, suspended]
 );
 script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
 
@@ -185,6 +197,10 @@ mod tests {
             (&PEEK, 1),
             (&COUNTS, 0),
             (&MIGRATE, 0),
+            (&STEP, 0),
+            (&SUSPEND, 0),
+            (&SIGNAL, 0),
+            (&WAKE, 0),
         ];
         for (lua, added) in all {
             assert_eq!(

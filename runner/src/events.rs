@@ -53,6 +53,14 @@ pub enum EventKind {
     },
     /// Given back without counting the attempt (shutdown, no free instance).
     Released,
+    /// A durable handler sleeps or waits for a signal: put back until
+    /// `until_ms` (or the signal), the attempt not counted.
+    Suspended {
+        /// When it wakes if nothing wakes it earlier (ms).
+        until_ms: u64,
+        /// The signal it waits for, if it waits for one.
+        signal: Option<String>,
+    },
 }
 
 /// The sending side; cheap to clone, free when nobody listens.

@@ -45,6 +45,16 @@ pub struct RolloutLabels {
     pub result: &'static str,
 }
 
+/// `{topic, how}`: a durable handler's step, `recorded` (run, then written
+/// to the journal) or `replayed` (returned from it without running).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    /// The topic.
+    pub topic: String,
+    /// `recorded` or `replayed`.
+    pub how: &'static str,
+}
+
 /// `{topic, state}`: where a topic's jobs are.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
@@ -142,6 +152,8 @@ pub struct Metrics {
     pub attempts: Family<OutcomeLabels, Counter>,
     /// Jobs this process enqueued (API, follow-ups, schedules), by topic.
     pub enqueued: Family<TopicLabel, Counter>,
+    /// Durable handlers' steps, by topic, recorded or replayed.
+    pub steps: Family<StepLabels, Counter>,
     /// Live reloads, by result.
     pub reloads: Family<ResultLabel, Counter>,
     /// Redis calls that failed (each retry counts).
@@ -197,6 +209,7 @@ impl Metrics {
         let m = Metrics {
             attempts: Family::default(),
             enqueued: Family::default(),
+            steps: Family::default(),
             reloads: Family::default(),
             redis_errors: Counter::default(),
             spans_dropped: Counter::default(),
@@ -221,13 +234,18 @@ impl Metrics {
         let r = &mut registry;
         r.register(
             "attempts",
-            "Attempts that ended, by handler version and outcome (ack, retry, dead, released, cancelled)",
+            "Attempts that ended, by handler version and outcome (ack, retry, dead, released, cancelled, suspended)",
             m.attempts.clone(),
         );
         r.register(
             "enqueued",
             "Jobs enqueued by this process (HTTP API, follow-ups, schedules)",
             m.enqueued.clone(),
+        );
+        r.register(
+            "steps",
+            "Durable handlers' steps: recorded (run, then written to the job's journal) or replayed (returned from it)",
+            m.steps.clone(),
         );
         r.register(
             "reloads",
@@ -286,7 +304,7 @@ impl Metrics {
         );
         r.register(
             "jobs",
-            "Jobs per topic and state (scheduled, ready, running, dead)",
+            "Jobs per topic and state (scheduled, ready, running, dead; suspended: of the scheduled, durable jobs that sleep or wait for a signal)",
             m.jobs.clone(),
         );
         r.register(

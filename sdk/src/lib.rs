@@ -42,6 +42,10 @@
 //! (topics with `results` in queues.toml) and can be handed to follow-ups
 //! ([`FollowUp::with_parent_result`], read with [`Job::parent_result`]).
 //!
+//! A handler can be a process of steps with [`durable`]: each step's result
+//! survives retries, [`durable::sleep`] holds no slot, and
+//! [`durable::wait_for_signal`] waits for `hourglass signal`.
+//!
 //! A handler can call the hosts its topic is granted with [`http`]:
 //! `http::post_json(url, &body)?` returns the status and body.
 //!
@@ -54,6 +58,7 @@ extern crate alloc;
 // and the wit-bindgen runtime through these paths.
 extern crate self as hourglass_sdk;
 
+pub mod durable;
 mod follow_up;
 pub mod http;
 mod job;

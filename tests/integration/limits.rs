@@ -179,6 +179,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         parent_result: None,
         trace: None,
         pass_through: None,
+        journal: None,
         topic: "probe".into(),
         id: id.into(),
         attempt: 1,

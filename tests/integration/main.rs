@@ -14,6 +14,8 @@
 //!   unreachable at start and for 15 s mid-run, SIGTERM with jobs in flight.
 //! - `deploy`: deploy/queues.toml passes `check`, the systemd unit passes
 //!   `systemd-analyze verify`, the Dockerfile's health check against a runner.
+//! - `durable`: durable handlers: steps replayed after a failure and a SIGKILL,
+//!   durable sleeps (no slot held, `wake`), signals, limits, pins, cancel.
 //! - `failover`: a Redis primary SIGKILLed under a producer and a runner, a
 //!   replica promoted by three sentinels: jobs lost with and without
 //!   `durability`, jobs run twice, time to recover; Sentinel with AUTH.
@@ -65,6 +67,7 @@ mod cluster;
 mod crash;
 mod dashboard;
 mod deploy;
+mod durable;
 mod failover;
 mod faults;
 mod follow_ups;

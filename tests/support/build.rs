@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HANDLERS: [&str; 9] = [
+const HANDLERS: [&str; 10] = [
     "echo",
+    "checkout",
     "noop",
     "flaky",
     "order_cancel",

@@ -8,6 +8,8 @@
 //! `chatty_ms` (report in a tight loop), `sleep_ms`, and a `result` to ack
 //! with (`result_bytes` for a big one, `echo_parent` for the parent's).
 //! For instance reuse: `served` acks with how many jobs this instance ran.
+//! For durable handlers: `steps`, each recorded (a result of `bytes` bytes)
+//! under its `name`, first of all.
 
 use hourglass_sdk::{Error, FollowUp, Job, Outcome, http, info};
 
@@ -62,6 +64,16 @@ struct Plan {
     /// (1 in a fresh instance; more only where the topic reuses instances).
     #[serde(default)]
     served: bool,
+    /// Durable steps to record, in order.
+    #[serde(default)]
+    steps: Vec<Recorded>,
+}
+
+#[derive(serde::Deserialize)]
+struct Recorded {
+    name: String,
+    #[serde(default)]
+    bytes: usize,
 }
 
 /// Jobs this instance ran: state a job leaves behind in the instance.
@@ -94,6 +106,10 @@ struct Next {
 fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     let served = SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let plan: Plan = job.json()?;
+    for s in &plan.steps {
+        let value = hourglass_sdk::durable::step_bytes(&s.name, || Ok(vec![b'x'; s.bytes]))?;
+        info!("step {} holds {} bytes", s.name, value.len());
+    }
     for step in &plan.progress {
         match &step.detail {
             Some(detail) => hourglass_sdk::progress_detail(step.percent, detail)?,

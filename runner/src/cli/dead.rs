@@ -41,6 +41,11 @@ pub(super) enum Command {
         /// lists them), whatever the topic serves: each job is pinned to it.
         #[arg(long)]
         version: Option<String>,
+        /// With --version: drop the journal of a durable handler's job (its
+        /// steps run again on the new version). Without it, a job with a
+        /// journal is refused: its steps were recorded by another version.
+        #[arg(long, requires = "version")]
+        reset_journal: bool,
     },
     /// Delete dead letters and their payloads for good.
     Purge(Selection),
@@ -79,12 +84,16 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Exit> {
             json,
             ..
         } => list(&queue, &keys, offset, limit, json).await,
-        Command::Retry { which: s, version } => {
+        Command::Retry {
+            which: s,
+            version,
+            reset_journal,
+        } => {
             if let Some(v) = &version {
                 check_version(v).map_err(|e| Exit::input(anyhow!("--version: {e}")))?;
                 super::enqueue::kept(&queue, &s.topic, v).await?;
             }
-            let done = apply(&queue, &keys, &s, Verb::Requeue(version.as_deref())).await?;
+            let done = apply(&queue, &keys, &s, Verb::Requeue(version.as_deref(), reset_journal)).await?;
             match version {
                 Some(v) => println!(
                     "requeued {} of {} on version {v}",
@@ -137,8 +146,9 @@ async fn list(
 /// What to do with dead letters.
 #[derive(Clone, Copy)]
 enum Verb<'a> {
-    /// Run again (on this version, if one is given).
-    Requeue(Option<&'a str>),
+    /// Run again (on this version, if one is given; then with a durable
+    /// job's journal dropped, if asked).
+    Requeue(Option<&'a str>, bool),
     Purge,
 }
 
@@ -151,8 +161,13 @@ async fn apply(
 ) -> Result<usize, Exit> {
     let run = |ids: Vec<String>| async move {
         match verb {
-            Verb::Requeue(None) => queue.dead().retry(keys, &ids, now_ms()).await,
-            Verb::Requeue(Some(v)) => queue.dead().retry_on(keys, &ids, v, now_ms()).await,
+            Verb::Requeue(None, _) => queue.dead().retry(keys, &ids, now_ms()).await,
+            Verb::Requeue(Some(v), reset) => {
+                queue
+                    .dead()
+                    .retry_on(keys, &ids, v, reset, now_ms())
+                    .await
+            }
             Verb::Purge => queue.dead().purge(keys, &ids).await,
         }
     };

@@ -86,7 +86,11 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         }
         None => None,
     };
-    let payload = read_payload(&args.payload, config.runner.max_payload)?;
+    let payload = read_payload(
+        &args.payload,
+        config.runner.max_payload,
+        "[runner] max_payload in queues.toml",
+    )?;
     let now = now_ms();
     let options = JobOptions {
         id: args.id,
@@ -173,7 +177,9 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     }
 }
 
-fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Exit> {
+/// The payload `arg` names (text, @FILE or - for stdin), at most `max`
+/// bytes (`limit` says which limit that is).
+pub(super) fn read_payload(arg: &str, max: u64, limit: &str) -> Result<Vec<u8>, Exit> {
     let bytes = if arg == "-" {
         let mut buf = Vec::new();
         std::io::stdin()
@@ -192,7 +198,7 @@ fn read_payload(arg: &str, max: u64) -> Result<Vec<u8>, Exit> {
     };
     if bytes.len() as u64 > max {
         return Err(Exit::input(anyhow!(
-            "the payload is larger than the limit of {max} bytes ([runner] max_payload in queues.toml)"
+            "the payload is larger than the limit of {max} bytes ({limit})"
         )));
     }
     Ok(bytes)

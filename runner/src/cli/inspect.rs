@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, check_id};
+use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Journal, Standing, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -83,6 +83,13 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
         JobState::Dead(info) => format!("dead since {}", when(info.failed_at_ms, now)),
     };
     line(&mut out, "state", state);
+    if let Some(s) = &v.suspension {
+        let what = match &s.signal {
+            Some(name) => format!("signal {name:?}, or until {}", when(s.until_ms, now)),
+            None => format!("a durable sleep, until {}", when(s.until_ms, now)),
+        };
+        line(&mut out, "suspended", format!("waits for {what}; since {}", when(s.since_ms, now)));
+    }
     let max = match &v.record {
         Some(Ok(r)) if r.max_attempts > 0 => format!(" of {}", r.max_attempts),
         _ => match topic_max {
@@ -128,6 +135,9 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
     if !costs.is_empty() {
         out.push_str(&costs_table(costs));
     }
+    if let Some(j) = &v.journal {
+        out.push_str(&journal_text(j, now));
+    }
     match &v.record {
         Some(Ok(r)) => {
             line(&mut out, "enqueued", when(r.enqueued_at_ms, now));
@@ -141,6 +151,37 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
         }
         Some(Err(e)) => line(&mut out, "payload", format!("unreadable: {e}")),
         None => line(&mut out, "payload", "deleted".into()),
+    }
+    out
+}
+
+/// A durable handler's journal: its version, each step (name, size, which
+/// attempt recorded it, when) in the order they completed, the signals.
+fn journal_text(j: &Journal, now: u64) -> String {
+    let mut out = format!(
+        "  {:<10} {} step{}, on handler version {}\n",
+        "journal",
+        j.steps.len(),
+        if j.steps.len() == 1 { "" } else { "s" },
+        j.version.as_deref().unwrap_or("-")
+    );
+    let mut steps: Vec<_> = j.steps.iter().collect();
+    steps.sort_by_key(|(name, s)| (s.at_ms, s.attempt, *name));
+    for (name, s) in steps {
+        out.push_str(&format!(
+            "  {:<10} {name:<20} {:>9}  attempt {:<3} {}\n",
+            "",
+            bytesize::ByteSize(s.value.len() as u64).display().iec().to_string(),
+            s.attempt,
+            when(s.at_ms, now)
+        ));
+    }
+    for (name, payload) in &j.signals {
+        out.push_str(&format!(
+            "  {:<10} signal {name:?} received ({} bytes)\n",
+            "",
+            payload.len()
+        ));
     }
     out
 }

@@ -16,6 +16,7 @@ mod rollout;
 mod run;
 mod runners;
 mod schedules;
+mod signal;
 mod stats;
 mod usage;
 mod wait;
@@ -60,7 +61,7 @@ enum Command {
     Serve,
     /// Add a job to a topic.
     Enqueue(enqueue::Args),
-    /// Show per-topic counts: scheduled, ready, running, dead.
+    /// Show per-topic counts: scheduled (of them suspended), ready, running, dead.
     Stats(stats::Args),
     /// Show one job: state, attempts, due time, last error, handler version,
     /// progress (or its kept end, once it is gone).
@@ -69,6 +70,10 @@ enum Command {
     Wait(wait::Args),
     /// Delete jobs wherever they are (waiting, running or dead).
     Cancel(cancel::Args),
+    /// Send a signal to a durable handler's job (it may be waiting for it).
+    Signal(signal::SignalArgs),
+    /// Wake a suspended job now: its durable sleep ends (a wait times out).
+    Wake(signal::WakeArgs),
     /// The dead-letter set: list, retry or purge.
     #[command(subcommand)]
     Dead(dead::Command),
@@ -161,6 +166,8 @@ pub fn main() -> ExitCode {
             Command::Inspect(args) => inspect::run(&cli.config, args).await,
             Command::Wait(args) => wait::run(&cli.config, args).await,
             Command::Cancel(args) => cancel::run(&cli.config, args).await,
+            Command::Signal(args) => signal::signal(&cli.config, args).await,
+            Command::Wake(args) => signal::wake(&cli.config, args).await,
             Command::Dead(command) => dead::run(&cli.config, command).await,
             Command::Pause(args) => pause::run(&cli.config, args, true).await,
             Command::Resume(args) => pause::run(&cli.config, args, false).await,

@@ -137,8 +137,16 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             out.push_str("\x1b[2J\x1b[H");
         }
         out.push_str(&format!(
-            "{:<24} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>13}\n",
-            "TOPIC", "SCHEDULED", "READY", "RUNNING", "DEAD", "DONE/s", "FAILED/s", "LATE p50/p99"
+            "{:<24} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>13}\n",
+            "TOPIC",
+            "SCHEDULED",
+            "READY",
+            "RUNNING",
+            "DEAD",
+            "SUSPENDED",
+            "DONE/s",
+            "FAILED/s",
+            "LATE p50/p99"
         ));
         for (name, s) in rows {
             let paused = if s.paused { "  (paused)" } else { "" };
@@ -151,8 +159,8 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
                 _ => "-".into(),
             };
             out.push_str(&format!(
-                "{name:<24} {:>10} {:>10} {:>10} {:>10} {done:>9} {failed:>9} {late:>13}{paused}\n",
-                s.scheduled, s.ready, s.running, s.dead
+                "{name:<24} {:>10} {:>10} {:>10} {:>10} {:>10} {done:>9} {failed:>9} {late:>13}{paused}\n",
+                s.scheduled, s.ready, s.running, s.dead, s.suspended
             ));
         }
         match runners.len() {

@@ -17,8 +17,9 @@ use crate::redis::{DEAD_BATCH, Queue, QueueError, TopicKeys, check_version};
 /// What to do with dead letters.
 #[derive(Clone, Copy)]
 enum Verb<'a> {
-    /// Run again, on this handler version if one is given.
-    Retry(Option<&'a str>),
+    /// Run again, on this handler version if one is given (and then with
+    /// a durable job's journal dropped, if asked).
+    Retry(Option<&'a str>, bool),
     /// Delete for good.
     Purge,
 }
@@ -27,7 +28,7 @@ impl Verb<'_> {
     /// The answer's word for what was done.
     fn done(self) -> &'static str {
         match self {
-            Verb::Retry(_) => "requeued",
+            Verb::Retry(..) => "requeued",
             Verb::Purge => "purged",
         }
     }
@@ -47,8 +48,12 @@ async fn dead_apply(
         verb: Verb<'_>,
     ) -> Result<Vec<String>, QueueError> {
         match verb {
-            Verb::Retry(None) => q.dead().retry(keys, ids, now_ms()).await,
-            Verb::Retry(Some(version)) => q.dead().retry_on(keys, ids, version, now_ms()).await,
+            Verb::Retry(None, _) => q.dead().retry(keys, ids, now_ms()).await,
+            Verb::Retry(Some(version), reset) => {
+                q.dead()
+                    .retry_on(keys, ids, version, reset, now_ms())
+                    .await
+            }
             Verb::Purge => q.dead().purge(keys, ids).await,
         }
     }
@@ -73,31 +78,39 @@ struct RetryIn {
     /// Run them on this handler version (one the topic keeps): each job is
     /// pinned to it.
     version: Option<String>,
+    /// With `version`: drop a durable job's journal (its steps run again).
+    #[serde(default)]
+    reset_journal: bool,
 }
 
 /// The version a retry's body names, checked and kept by `topic`; `None`
 /// for an empty body (today's retry, on what the topic serves).
-async fn retry_version(q: &Queue, topic: &str, body: &Bytes) -> Result<Option<String>, ApiError> {
+async fn retry_version(
+    q: &Queue,
+    topic: &str,
+    body: &Bytes,
+) -> Result<(Option<String>, bool), ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
+        return Ok((None, false));
     }
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
-    let Some(version) = parse::<RetryIn>(value, "")?.version else {
-        return Ok(None);
+    let asked = parse::<RetryIn>(value, "")?;
+    let Some(version) = asked.version else {
+        return Ok((None, false));
     };
     check_version(&version)
         .map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "version", why))?;
     let (_, kept) = q.rollouts().versions(&q.keys(topic)).await?;
     check_kept(topic, &version, &kept, "version")?;
-    Ok(Some(version))
+    Ok((Some(version), asked.reset_journal))
 }
 
 /// What a change of dead letters answers: `{verb: what}`, with the version
 /// they were requeued on.
 fn dead_answer(verb: Verb<'_>, what: Value) -> Value {
     let mut answer = json!({ verb.done(): what });
-    if let Verb::Retry(Some(version)) = verb {
+    if let Verb::Retry(Some(version), _) = verb {
         answer["version"] = version.into();
     }
     answer
@@ -105,7 +118,7 @@ fn dead_answer(verb: Verb<'_>, what: Value) -> Value {
 
 /// Log a replay on a chosen version: it changes what runs those jobs.
 fn log_replay(topic: &str, verb: Verb<'_>, requeued: usize) {
-    if let Verb::Retry(Some(version)) = verb {
+    if let Verb::Retry(Some(version), _) = verb {
         tracing::info!(
             topic,
             version,
@@ -151,8 +164,8 @@ pub(super) async fn retry(
     body: Bytes,
 ) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
-    let version = retry_version(&app.ops.queue, &name, &body).await?;
-    dead_one(&app, &name, &keys, id, Verb::Retry(version.as_deref())).await
+    let (version, reset) = retry_version(&app.ops.queue, &name, &body).await?;
+    dead_one(&app, &name, &keys, id, Verb::Retry(version.as_deref(), reset)).await
 }
 
 /// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
@@ -172,8 +185,8 @@ pub(super) async fn retry_all(
     body: Bytes,
 ) -> Answer {
     let keys = checked(&app, &name, None)?;
-    let version = retry_version(&app.ops.queue, &name, &body).await?;
-    dead_all(&app, &name, &keys, Verb::Retry(version.as_deref())).await
+    let (version, reset) = retry_version(&app.ops.queue, &name, &body).await?;
+    dead_all(&app, &name, &keys, Verb::Retry(version.as_deref(), reset)).await
 }
 
 /// `DELETE /api/topics/{topic}/dead`: delete every dead letter.

@@ -17,6 +17,7 @@ mod error;
 mod exposition;
 mod rollout;
 mod scrape;
+mod signal;
 mod wait;
 
 use std::net::SocketAddr;
@@ -110,6 +111,11 @@ fn router(ops: Ops) -> Router {
         )
         .route("/topics/{topic}/jobs/{id}/result", get(wait::result))
         .route("/topics/{topic}/jobs/{id}/events", get(wait::events))
+        .route(
+            "/topics/{topic}/jobs/{id}/signals/{name}",
+            post(signal::signal),
+        )
+        .route("/topics/{topic}/jobs/{id}/wake", post(signal::wake))
         .route(
             "/topics/{topic}/dead",
             get(api::dead).delete(dead::purge_all),

@@ -102,6 +102,7 @@ async fn refresh(app: &App) {
             ("ready", s.ready),
             ("running", s.running),
             ("dead", s.dead),
+            ("suspended", s.suspended),
         ] {
             m.jobs
                 .get_or_create(&StateLabels {

@@ -61,6 +61,11 @@ pub enum AttemptEnd<'a> {
     },
     /// Given back uncounted.
     Released,
+    /// Suspended (a durable handler's sleep or wait) until `until_ms`.
+    Suspended {
+        /// When it wakes at the latest (ms).
+        until_ms: u64,
+    },
 }
 
 /// The facts of one attempt its span carries.
@@ -108,6 +113,14 @@ pub fn attempt(attempt: &AttemptFacts<'_>, end: AttemptEnd<'_>) -> Ended {
         AttemptEnd::Released => (
             "released",
             Some(event("release", Vec::new())),
+            Status::Unset,
+        ),
+        AttemptEnd::Suspended { until_ms } => (
+            "suspended",
+            Some(event(
+                "suspend",
+                vec![KeyValue::new("hourglass.until_ms", until_ms as i64)],
+            )),
             Status::Unset,
         ),
     };

@@ -1,9 +1,10 @@
 //! What a guest sees of the host: the per-job store data, the `log` and
 //! `follow-up` imports, the memory limiter, and WASI with only what
 //! `queues.toml` grants (by default no files, no network, no environment).
-//! The `follow-up` import is in `host/follow_up.rs`; what a trapped guest
-//! said on stderr, in `host/said.rs`.
+//! The `follow-up` import is in `host/follow_up.rs`, the `durable` import in
+//! `host/durable.rs`; what a trapped guest said on stderr, in `host/said.rs`.
 
+mod durable;
 mod follow_up;
 mod said;
 
@@ -24,6 +25,8 @@ use super::output::GuestOutput;
 use super::report::{ProgressBoard, Reported, check_detail};
 use super::usage::{CpuMeter, Traffic};
 
+pub(super) use durable::DurableState;
+pub use durable::{JournalStore, NoStore, StepCounts, StoreFuture};
 pub use follow_up::FollowUp;
 pub(super) use said::Said;
 use said::summarise_stderr;
@@ -55,6 +58,8 @@ pub struct Host {
     /// The CPU the attempt's polls used, and its limit.
     pub(super) cpu: Arc<CpuMeter>,
     pub(super) cpu_limit: Option<Duration>,
+    /// The job's journal, for a durable handler's steps, sleeps and waits.
+    pub(super) durable: DurableState,
 }
 
 impl Host {
@@ -68,6 +73,7 @@ impl Host {
         counts: Arc<OutboundCounts>,
         progress: Arc<ProgressBoard>,
         parent_result: Option<Vec<u8>>,
+        durable: DurableState,
     ) -> Result<Host, String> {
         // one copy of the job's names for every log line of the attempt
         let ctx = Arc::new(ctx);
@@ -119,6 +125,7 @@ impl Host {
             deadline,
             cpu: CpuMeter::new(),
             cpu_limit: sandbox.cpu,
+            durable,
         })
     }
 
@@ -131,6 +138,7 @@ impl Host {
         sandbox: &Sandbox,
         deadline: Instant,
         parent_result: Option<Vec<u8>>,
+        durable: DurableState,
     ) {
         let ctx = Arc::new(ctx);
         self.stdout.rearm(ctx.clone());
@@ -153,6 +161,7 @@ impl Host {
         self.deadline = deadline;
         self.cpu = CpuMeter::new();
         self.cpu_limit = sandbox.cpu;
+        self.durable = durable;
     }
 
     /// The follow-ups of an attempt that acked.

@@ -32,7 +32,7 @@ use crate::config::{Grants, Reuse, TopicConfig};
 pub use cache::CacheError;
 pub use context::JobContext;
 pub use handler::{LoadError, LoadedHandler, Needs, content_hash};
-pub use host::FollowUp;
+pub use host::{FollowUp, JournalStore, StepCounts, StoreFuture};
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
 pub use report::{MAX_DETAIL, ProgressBoard, Reported, check_detail};
 pub use run::Attempted;
@@ -46,6 +46,9 @@ pub mod bindings {
         path: "../wit",
         world: "handler",
         exports: { default: async },
+        // a step is written to Redis before it returns; a sleep or a wait
+        // ends the attempt (a trap the run reads as "suspended")
+        imports: { "hourglass:handler/durable": async | trappable },
     });
 }
 
@@ -66,6 +69,9 @@ pub enum Finish {
     /// The attempt failed without an answer: trap, time limit or memory
     /// limit; the reason says which.
     Crashed(String),
+    /// A durable handler sleeps or waits for a signal: the job is put back
+    /// until then, the attempt not counted.
+    Suspended(crate::redis::Suspension),
     /// The attempt could not start for a reason that is not the job's fault
     /// (no instance slot free): release it without counting the attempt.
     NotStarted(String),
@@ -149,6 +155,8 @@ pub struct JobInput {
     /// The producer's trace context, for an attempt without a span (export
     /// off): its outbound requests carry it on unchanged.
     pub pass_through: Option<crate::redis::TraceContext>,
+    /// The job's journal, if a durable handler has written one.
+    pub journal: Option<crate::redis::Journal>,
 }
 
 /// `16 MiB` for whole mebibytes (how limits are written), else `16.1 MiB`.

@@ -9,7 +9,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::Handler;
 use super::bindings::hourglass::handler::types as wit;
-use super::host::{Host, Said};
+use super::host::{DurableState, Host, Said, StepCounts};
 use super::usage::{Metered, Usage};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
@@ -20,6 +20,8 @@ pub struct Attempted {
     pub finish: Finish,
     /// What it used.
     pub usage: Usage,
+    /// A durable handler's steps: recorded and replayed.
+    pub steps: StepCounts,
 }
 
 impl Runtime {
@@ -41,6 +43,7 @@ impl Runtime {
             trace: job.trace,
             pass_through: job.pass_through,
         };
+        let durable = DurableState::new(job.journal, self.journal_store());
         // a topic that reuses takes an idle instance of this version first
         let warm = sandbox
             .reuse
@@ -49,16 +52,17 @@ impl Runtime {
             Some(mut w) => {
                 w.store
                     .data_mut()
-                    .rearm(ctx, sandbox, deadline, job.parent_result);
+                    .rearm(ctx, sandbox, deadline, job.parent_result, durable);
                 w.store.set_epoch_deadline(1);
                 (w.store, Some(w.instance), w.served)
             }
-            None => match self.store(ctx, sandbox, deadline, job.parent_result) {
+            None => match self.store(ctx, sandbox, deadline, job.parent_result, durable) {
                 Ok(store) => (store, None, 0),
                 Err(why) => {
                     return Attempted {
                         finish: Finish::Crashed(why),
                         usage: Usage::default(),
+                        steps: StepCounts::default(),
                     };
                 }
             },
@@ -143,6 +147,10 @@ impl Runtime {
             },
             Ok(Ok(wit::Outcome::Fail(reason))) => Finish::Fail(reason),
             Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
+            // a sleep or a wait ended it (the trap is the host's own)
+            Ok(Err(Stop::Trap(_))) if host.durable.suspend.is_some() => {
+                Finish::Suspended(host.durable.suspend.take().expect("checked"))
+            }
             Err(_elapsed) => Finish::Crashed(format!(
                 "time limit of {} exceeded",
                 humantime::format_duration(sandbox.timeout)
@@ -168,6 +176,7 @@ impl Runtime {
                 None => format!("trapped: {}", root_cause(&e)),
             }),
         };
+        let steps = store.data().durable.counts;
         if let Some(instance) = answered
             && sandbox.reuse.is_some()
         {
@@ -175,7 +184,11 @@ impl Runtime {
             self.warm
                 .put(&ctx.topic, handler, sandbox, store, instance, served + 1);
         }
-        Attempted { finish, usage }
+        Attempted {
+            finish,
+            usage,
+            steps,
+        }
     }
 
     /// A fresh store for one job in `sandbox`, its epoch callback enforcing
@@ -187,6 +200,7 @@ impl Runtime {
         sandbox: &Sandbox,
         deadline: Instant,
         parent_result: Option<Vec<u8>>,
+        durable: DurableState,
     ) -> Result<Store<Host>, String> {
         let host = Host::new(
             ctx,
@@ -195,6 +209,7 @@ impl Runtime {
             self.outbound.clone(),
             self.progress.clone(),
             parent_result,
+            durable,
         )?;
         let mut store = Store::new(&self.engine, host);
         store.limiter(|h| &mut h.limits);

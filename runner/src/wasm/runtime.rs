@@ -11,7 +11,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Cache, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::handler::{LoadError, LoadedHandler, Needs, content_hash};
-use super::host::Host;
+use super::host::{Host, JournalStore, NoStore};
 use super::outbound::OutboundCounts;
 use super::report::ProgressBoard;
 use super::{bindings, cache, epoch, warm};
@@ -92,6 +92,8 @@ pub struct Runtime {
     cache: Option<Cache>,
     pub(super) outbound: Arc<OutboundCounts>,
     pub(super) progress: Arc<ProgressBoard>,
+    /// Where durable handlers' steps are written (set once connected).
+    pub(super) journal: std::sync::OnceLock<Arc<dyn JournalStore>>,
     pub(super) in_use: InUse,
     _ticker: epoch::EpochTicker,
 }
@@ -167,9 +169,24 @@ impl Runtime {
             cache,
             outbound: Arc::default(),
             progress: Arc::default(),
+            journal: std::sync::OnceLock::new(),
             in_use: InUse::default(),
             _ticker: ticker,
         })
+    }
+
+    /// Write durable handlers' journals to `store` (once: the first store
+    /// set stays). Until then every step is refused, saying why.
+    pub fn set_journal_store(&self, store: Arc<dyn JournalStore>) {
+        let _ = self.journal.set(store);
+    }
+
+    /// The journal store attempts write to.
+    pub(super) fn journal_store(&self) -> Arc<dyn JournalStore> {
+        match self.journal.get() {
+            Some(store) => store.clone(),
+            None => Arc::new(NoStore),
+        }
     }
 
     /// Outbound HTTP requests so far, per (topic, status).

@@ -141,7 +141,12 @@ pub(super) async fn run(
     };
     let watchers = shared.watchers();
     watchers.started(&attempt);
-    let Attempted { mut finish, usage } = shared.runtime.run(&handler, input, &topic.sandbox).await;
+    let Attempted {
+        mut finish,
+        usage,
+        steps,
+    } = shared.runtime.run(&handler, input, &topic.sandbox).await;
+    shared.meter.steps(&cfg.name, steps);
     let (mut decision, at_ms) = decide(
         cfg,
         &attempt,

@@ -19,6 +19,7 @@ use super::{Shared, Topic};
 use crate::events::EventKind;
 use crate::redis::{
     Burial, Done, EndState, Held, JobEnd, Parked, QueueError, Refusal, Refused, Retrying,
+    Suspending,
 };
 use crate::telemetry::{Begun, Ended, Telemetry, spans};
 
@@ -37,6 +38,7 @@ struct Batch {
     retries: Pending<Retrying>,
     dead: Pending<Burial>,
     releases: Pending<Held>,
+    suspends: Pending<Suspending>,
     /// The latest decision time in the batch: the `now` of its scripts.
     at_ms: u64,
 }
@@ -128,6 +130,15 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         attempt: c.attempt,
                     };
                     b.releases.push(held, c.version);
+                }
+                Decision::Suspend(suspension) => {
+                    let suspending = Suspending {
+                        id: c.id,
+                        attempt: c.attempt,
+                        version: c.version.to_string(),
+                        suspension,
+                    };
+                    b.suspends.push(suspending, c.version);
                 }
             }
         }
@@ -247,6 +258,9 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             );
         }
     }
+    if !b.suspends.items.is_empty() {
+        suspend(shared, name, keys, &b.suspends, now).await;
+    }
     let mut released = 0;
     if !b.releases.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "release", name, || {
@@ -274,6 +288,34 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     released
+}
+
+/// Suspend durable handlers' jobs that sleep or wait for a signal.
+async fn suspend(
+    shared: &Shared,
+    name: &str,
+    keys: &crate::redis::TopicKeys,
+    suspends: &Pending<Suspending>,
+    now: u64,
+) {
+    let q = &shared.queue;
+    let Some(refused) = persist(&shared.meter, "suspend", name, || {
+        q.pipeline().suspend(keys, &suspends.items, now)
+    })
+    .await
+    else {
+        return;
+    };
+    count(shared, name, suspends, &refused, |s| &s.id, Outcome::Suspended);
+    for s in suspends.items.iter().filter(|s| !is_refused(&refused, &s.id)) {
+        let w = &s.suspension;
+        tracing::debug!(topic = %name, job_id = %s.id, attempt = s.attempt, until_ms = w.until_ms, signal = w.signal.as_deref().unwrap_or("-"), "suspended");
+        let kind = EventKind::Suspended {
+            until_ms: w.until_ms,
+            signal: w.signal.clone(),
+        };
+        shared.emit(name, &s.id, s.attempt, kind);
+    }
 }
 
 type Delivered = Result<std::collections::BTreeMap<String, usize>, QueueError>;

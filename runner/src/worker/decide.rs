@@ -8,7 +8,8 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{
-    AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked, TraceContext, with_attempt,
+    AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked, Suspension, TraceContext,
+    with_attempt,
 };
 use crate::wasm::{Acked, Finish, FollowUp, JobInput};
 
@@ -35,6 +36,9 @@ pub(super) enum Decision {
     /// Give the job back without counting the attempt (not started, or
     /// stopped at shutdown).
     Release,
+    /// A durable handler sleeps or waits for a signal: put the job back
+    /// until then, the attempt not counted.
+    Suspend(Suspension),
 }
 
 /// A claimed job that can run.
@@ -43,7 +47,8 @@ pub(super) struct Ready {
     pub account: Option<String>,
     /// The handler's input.
     pub input: JobInput,
-    /// The handler version the job is pinned to, if it is.
+    /// The handler version the job is pinned to, if it is: the one that
+    /// wrote its journal, or the one its record names.
     pub pin: Option<String>,
     /// Its earlier attempts that did not ack, with what they used.
     pub earlier: Vec<AttemptCost>,
@@ -63,6 +68,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         record,
         last_failure,
         account,
+        journal,
     } = job;
     let (last, handler, earlier) = match last_failure {
         Some(f) => (f.error, f.handler, f.attempts),
@@ -89,6 +95,23 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
             earlier,
         )));
     }
+    let journal = match journal.transpose() {
+        Ok(journal) => journal,
+        Err(corrupt) => {
+            return Err(Decision::Dead(dead(
+                attempt,
+                format!("cannot run: its journal cannot be read ({corrupt})"),
+                None,
+                now,
+                earlier,
+            )));
+        }
+    };
+    // a journal's steps were recorded by one version: every later attempt runs on it
+    let pin = journal
+        .as_ref()
+        .and_then(|j| j.version.clone())
+        .or(record.version);
     let input = JobInput {
         topic: cfg.name.clone(),
         id,
@@ -100,11 +123,12 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         parent_result: record.parent_result,
         trace: None,
         pass_through: None,
+        journal,
     };
     Ok(Ready {
         input,
         trace: record.trace,
-        pin: record.version,
+        pin,
         earlier,
         account,
     })
@@ -190,6 +214,7 @@ pub(super) fn after_run(
             ));
         }
         Finish::NotStarted(_) => return Decision::Release,
+        Finish::Suspended(s) => return Decision::Suspend(s.clone()),
         Finish::Retry { delay, reason } => (*delay, reason.clone()),
         Finish::Crashed(reason) => (None, reason.clone()),
     };
@@ -225,7 +250,7 @@ pub(super) fn costs(
     usage: crate::redis::Usage,
 ) -> Vec<AttemptCost> {
     match finish {
-        Finish::Ack(_) | Finish::NotStarted(_) => Vec::new(),
+        Finish::Ack(_) | Finish::NotStarted(_) | Finish::Suspended(_) => Vec::new(),
         _ => with_attempt(
             earlier,
             AttemptCost {

@@ -25,6 +25,7 @@ mod cron;
 mod decide;
 mod heartbeat;
 mod housekeeping;
+mod journal;
 mod progress;
 pub(crate) mod rollout;
 mod runner;

@@ -45,6 +45,7 @@ impl Runner {
         let mut loader = Loader::new(runtime.clone(), versions.clone());
         let snapshot = loader.initial(config).await?;
         let (queue, embedded) = crate::redis::connect_patiently(&snapshot.config).await?;
+        runtime.set_journal_store(Arc::new(super::journal::RedisJournal(queue.clone())));
         let metrics = Arc::new(Metrics::new());
         metrics.instance_slots.set(i64::from(slots));
         let telemetry = match &snapshot.config.telemetry {

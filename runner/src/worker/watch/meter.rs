@@ -30,15 +30,18 @@ pub(crate) enum Outcome {
     Released,
     /// Its job was cancelled while it ran: the commit found it gone.
     Cancelled,
+    /// A durable handler's job sleeps or waits for a signal.
+    Suspended,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 5] = [
+    const ALL: [Outcome; 6] = [
         Outcome::Ack,
         Outcome::Retry,
         Outcome::Dead,
         Outcome::Released,
         Outcome::Cancelled,
+        Outcome::Suspended,
     ];
 
     fn label(self) -> &'static str {
@@ -48,6 +51,7 @@ impl Outcome {
             Outcome::Dead => "dead",
             Outcome::Released => "released",
             Outcome::Cancelled => "cancelled",
+            Outcome::Suspended => "suspended",
         }
     }
 }
@@ -57,7 +61,7 @@ struct VersionCounts {
     version: Arc<str>,
     /// Since the last report to Redis.
     tally: Tally,
-    outcomes: [Counter; 5],
+    outcomes: [Counter; 6],
     duration: Histogram,
     cpu: Histogram,
     cpu_total: Counter<f64, AtomicU64>,
@@ -205,7 +209,7 @@ impl Meter {
         // (failed, crashed), or not counted: a retry or a failure the handler chose
         // is a failure; a trap or a limit is also a crash
         let tally = match finish {
-            Finish::Ack(_) => Some((false, false)),
+            Finish::Ack(_) | Finish::Suspended(_) => Some((false, false)),
             Finish::Retry { .. } | Finish::Fail(_) => Some((true, false)),
             Finish::Crashed(_) => Some((true, true)),
             Finish::NotStarted(_) => None,
@@ -245,7 +249,7 @@ impl Meter {
             match outcome {
                 Outcome::Ack => c.done += n,
                 Outcome::Retry | Outcome::Dead => c.failed += n,
-                Outcome::Released | Outcome::Cancelled => {}
+                Outcome::Released | Outcome::Cancelled | Outcome::Suspended => {}
             }
             c.version(&self.metrics, version).outcomes[outcome as usize].inc_by(n);
         });
@@ -308,6 +312,19 @@ impl Meter {
                     topic: topic.clone(),
                 })
                 .inc_by(*n as u64);
+        }
+    }
+
+    /// A durable handler's attempt of `topic` recorded and replayed steps.
+    pub fn steps(&self, topic: &str, steps: crate::wasm::StepCounts) {
+        for (how, n) in [("recorded", steps.recorded), ("replayed", steps.replayed)] {
+            if n > 0 {
+                let label = crate::metrics::StepLabels {
+                    topic: topic.to_owned(),
+                    how,
+                };
+                self.metrics.steps.get_or_create(&label).inc_by(u64::from(n));
+            }
         }
     }
 

@@ -24,6 +24,9 @@ impl Watcher for Telemetry {
                 reason: &info.reason,
             },
             Decision::Release => AttemptEnd::Released,
+            Decision::Suspend(s) => AttemptEnd::Suspended {
+                until_ms: s.until_ms,
+            },
         };
         let facts = AttemptFacts {
             topic: a.topic,

@@ -1,0 +1,359 @@
+//! Durable handlers' journals: what a job's steps returned, when its sleeps
+//! and waits end, the signals sent to it, and the handler version it is
+//! pinned to; and what a suspended job waits for.
+//!
+//! A job's journal is one hash, `<keys.journal>:<id>` (the topic's hash
+//! tag), written by `step.lua` (one step, fenced by the attempt, as soon as
+//! the step returns), `suspend.lua` (a sleep's or a wait's wake time),
+//! `signal.lua` and `wake.lua`; the topic's hash `keys.journal` marks the
+//! jobs that have one, so that a claim reads only those journals and an ack
+//! of a topic that never journals pays one `EXISTS`. Fields:
+//!
+//! | field       | value                                                     |
+//! |-------------|-----------------------------------------------------------|
+//! | `v`         | the handler version that wrote the first entry            |
+//! | `s:<name>`  | a step's result ([`Step::encode`])                         |
+//! | `t:<name>`  | a sleep's or a signal wait's wake time (ms, decimal)      |
+//! | `g:<name>`  | a signal's payload, the first one sent under that name    |
+//!
+//! The journal lives as long as its job: an ack or a cancel deletes it, a
+//! dead letter keeps it for `hourglass dead retry` (deleted with the dead
+//! letter, or when it is replayed on another version).
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+
+use super::reply::{bytes, string};
+use super::{Pipeline, Queue, QueueError, Refusal, TopicKeys, job, scripts};
+
+/// The largest result one step may record, in bytes.
+pub const MAX_STEP: usize = 256 << 10;
+/// The most a job's journal may hold (steps and signals), in bytes.
+pub const MAX_JOURNAL: usize = 4 << 20;
+/// The longest step or signal name, in bytes.
+pub const MAX_NAME: usize = 256;
+/// The largest signal payload, in bytes.
+pub const MAX_SIGNAL: usize = 64 << 10;
+
+/// One recorded step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The attempt that ran it.
+    pub attempt: u32,
+    /// When it returned (ms since the Unix epoch).
+    pub at_ms: u64,
+    /// What it returned.
+    pub value: Vec<u8>,
+}
+
+impl Step {
+    /// Stored form: attempt (u32 LE), completion time (u64 LE), the value.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12 + self.value.len());
+        out.extend_from_slice(&self.attempt.to_le_bytes());
+        out.extend_from_slice(&self.at_ms.to_le_bytes());
+        out.extend_from_slice(&self.value);
+        out
+    }
+
+    /// Read back what [`Step::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<Step, QueueError> {
+        if bytes.len() < 12 {
+            return Err(QueueError::Protocol("a journal step shorter than its header".into()));
+        }
+        Ok(Step {
+            attempt: u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")),
+            at_ms: u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes")),
+            value: bytes[12..].to_vec(),
+        })
+    }
+}
+
+/// A job's journal, as a claim or `inspect` reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Journal {
+    /// The handler version the job is pinned to.
+    pub version: Option<String>,
+    /// Each recorded step by name.
+    pub steps: BTreeMap<String, Step>,
+    /// Each sleep's or wait's wake time by name (ms).
+    pub timers: BTreeMap<String, u64>,
+    /// Signals sent to the job by name.
+    pub signals: BTreeMap<String, Vec<u8>>,
+}
+
+impl Journal {
+    /// The journal in an `HGETALL` reply (field, value, field, value, ...).
+    pub(crate) fn from_reply(v: &Value) -> Result<Journal, QueueError> {
+        let flat: Vec<Value> = match v {
+            Value::Array(flat) => flat.clone(),
+            Value::Map(pairs) => pairs.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect(),
+            Value::Nil => Vec::new(),
+            v => return Err(QueueError::Protocol(format!("a journal reply: {v:?}"))),
+        };
+        let mut journal = Journal::default();
+        for pair in flat.chunks(2) {
+            let [field, value] = pair else {
+                return Err(QueueError::Protocol("an odd journal reply".into()));
+            };
+            let field = string(field)?;
+            let value = bytes(value)?;
+            match field.split_once(':') {
+                Some(("s", name)) => {
+                    journal.steps.insert(name.to_owned(), Step::decode(&value)?);
+                }
+                Some(("t", name)) => {
+                    let at = String::from_utf8_lossy(&value).parse::<f64>().map_err(|_| {
+                        QueueError::Protocol(format!("a journal timer {field:?} is not a time"))
+                    })?;
+                    journal.timers.insert(name.to_owned(), at as u64);
+                }
+                Some(("g", name)) => {
+                    journal.signals.insert(name.to_owned(), value);
+                }
+                _ if field == "v" => journal.version = Some(String::from_utf8_lossy(&value).into()),
+                // a field of a newer hourglass: not ours to read
+                _ => {}
+            }
+        }
+        Ok(journal)
+    }
+
+    /// The bytes its steps and signals hold (what [`MAX_JOURNAL`] bounds).
+    pub fn size(&self) -> usize {
+        let steps: usize = self.steps.iter().map(|(n, s)| n.len() + s.value.len() + 12).sum();
+        let signals: usize = self.signals.iter().map(|(n, p)| n.len() + p.len()).sum();
+        steps + signals
+    }
+
+    /// As `inspect --json` and the API show it: steps in the order they
+    /// completed, with their sizes (not their values), the signals' names
+    /// and sizes, the wake times.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut steps: Vec<(&String, &Step)> = self.steps.iter().collect();
+        steps.sort_by_key(|(name, s)| (s.at_ms, s.attempt, *name));
+        serde_json::json!({
+            "version": self.version,
+            "steps": steps.iter().map(|(name, s)| serde_json::json!({
+                "name": name,
+                "bytes": s.value.len(),
+                "attempt": s.attempt,
+                "completed_at_ms": s.at_ms,
+            })).collect::<Vec<_>>(),
+            "timers": self.timers,
+            "signals": self.signals.iter().map(|(name, p)| serde_json::json!({
+                "name": name,
+                "bytes": p.len(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// What a suspended job waits for, kept in the topic's suspended hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Suspension {
+    /// The journal field holding its wake time (`t:<name>`).
+    pub timer: String,
+    /// When it wakes if nothing wakes it earlier (ms).
+    pub until_ms: u64,
+    /// When it was suspended (ms).
+    pub since_ms: u64,
+    /// The signal it waits for, if it waits for one (else it sleeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
+/// A job to suspend: its attempt (the fence), the version that ran it, and
+/// what it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suspending {
+    /// The job.
+    pub id: String,
+    /// The attempt that suspends it.
+    pub attempt: u32,
+    /// The handler version that ran the attempt (the journal's pin, if it
+    /// has none yet).
+    pub version: String,
+    /// What it waits for.
+    pub suspension: Suspension,
+}
+
+/// What a signal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signalled {
+    /// The job waited for it: it is due now.
+    Woken,
+    /// Kept until the job waits for it.
+    Kept,
+    /// A signal of this name was sent to the job already; the first stands.
+    Duplicate,
+    /// The job is dead-lettered.
+    Dead,
+    /// No such live job (never enqueued, done or cancelled).
+    NoSuchJob,
+}
+
+/// What `wake` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// It was suspended; it is due now.
+    Woken,
+    /// The job is not suspended (waiting, running or dead).
+    NotSuspended,
+    /// No such live job.
+    NoSuchJob,
+}
+
+/// A step or signal name as the host accepts it: 1 to [`MAX_NAME`] bytes,
+/// no control characters.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err(format!("a {what} name must not be empty"));
+    }
+    if name.len() > MAX_NAME {
+        return Err(format!(
+            "{what} name of {} bytes is over the limit of {MAX_NAME} bytes",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("{what} name {name:?} holds a control character"));
+    }
+    Ok(())
+}
+
+impl Pipeline<'_> {
+    /// Record step `field` (`s:<name>`, [`Step::encode`]d) in job `id`'s
+    /// journal while `attempt` still owns the job; `version` pins the job if
+    /// this is its first entry. `false`: refused (the attempt lost the job).
+    pub async fn record_step(
+        self,
+        keys: &TopicKeys,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        name: &str,
+        step: &Step,
+    ) -> Result<bool, QueueError> {
+        let mut inv = scripts::STEP.on(keys);
+        inv.arg(id)
+            .arg(attempt)
+            .arg(version)
+            .arg(format!("s:{name}"))
+            .arg(step.encode());
+        let recorded: i64 = self.q.invoke_durable(&inv).await?;
+        Ok(recorded == 1)
+    }
+
+    /// Suspend jobs (`suspend.lua`); the jobs left alone and why.
+    pub async fn suspend(
+        self,
+        keys: &TopicKeys,
+        jobs: &[Suspending],
+        now_ms: u64,
+    ) -> Result<Vec<Refusal>, QueueError> {
+        let mut inv = scripts::SUSPEND.on(keys);
+        self.q.wake_args(&mut inv, keys);
+        inv.arg(now_ms);
+        for s in jobs {
+            let waits = serde_json::to_string(&s.suspension).expect("a suspension is JSON");
+            inv.arg(&s.id)
+                .arg(s.attempt)
+                .arg(s.suspension.until_ms)
+                .arg(&s.suspension.timer)
+                .arg(&s.version)
+                .arg(waits);
+        }
+        job::refusals(self.q.invoke_durable(&inv).await?)
+    }
+}
+
+impl Queue {
+    /// Send signal `name` with `payload` to job `id` (`signal.lua`).
+    pub async fn signal(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+        name: &str,
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<Signalled, QueueError> {
+        check_name("signal", name).map_err(QueueError::Invalid)?;
+        if payload.len() > MAX_SIGNAL {
+            return Err(QueueError::Invalid(format!(
+                "signal payload of {} bytes is over the limit of {MAX_SIGNAL} bytes",
+                payload.len()
+            )));
+        }
+        let mut inv = scripts::SIGNAL.on(keys);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(id).arg(name).arg(payload);
+        let answer: String = self.invoke_durable(&inv).await?;
+        Ok(match answer.as_str() {
+            "woken" => Signalled::Woken,
+            "kept" => Signalled::Kept,
+            "duplicate" => Signalled::Duplicate,
+            "dead" => Signalled::Dead,
+            "none" => Signalled::NoSuchJob,
+            other => return Err(QueueError::Protocol(format!("signal answered {other:?}"))),
+        })
+    }
+
+    /// Wake suspended job `id` now (`wake.lua`): its sleep ends, its wait
+    /// for a signal times out.
+    pub async fn wake(&self, keys: &TopicKeys, id: &str, now_ms: u64) -> Result<Woken, QueueError> {
+        let mut inv = scripts::WAKE.on(keys);
+        self.wake_args(&mut inv, keys);
+        inv.arg(now_ms).arg(id);
+        let answer: String = self.invoke_durable(&inv).await?;
+        Ok(match answer.as_str() {
+            "woken" => Woken::Woken,
+            "awake" => Woken::NotSuspended,
+            "none" => Woken::NoSuchJob,
+            other => return Err(QueueError::Protocol(format!("wake answered {other:?}"))),
+        })
+    }
+
+    /// Job `id`'s journal (`None`: it has none) and what it waits for, if
+    /// it is suspended.
+    pub async fn journal(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+    ) -> Result<(Option<Journal>, Option<Suspension>), QueueError> {
+        let mut pipe = redis::pipe();
+        pipe.hgetall(keys.journal_of(id)).hget(&keys.suspended, id);
+        let (fields, waits): (Value, Option<String>) =
+            pipe.query_async(&mut self.conn.clone()).await?;
+        let journal = Journal::from_reply(&fields)?;
+        let journal = (journal != Journal::default()).then_some(journal);
+        let waits = waits.and_then(|w| serde_json::from_str(&w).ok());
+        Ok((journal, waits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_reads_back_as_written() {
+        let step = Step {
+            attempt: 3,
+            at_ms: 1_700_000_000_123,
+            value: b"{\"charge\":\"ch_1\"}".to_vec(),
+        };
+        assert_eq!(Step::decode(&step.encode()).unwrap(), step);
+        assert!(Step::decode(b"short").is_err());
+    }
+
+    #[test]
+    fn names_are_bounded_and_printable() {
+        assert!(check_name("step", "charge").is_ok());
+        assert!(check_name("step", "").unwrap_err().contains("empty"));
+        let long = "x".repeat(MAX_NAME + 1);
+        assert!(check_name("step", &long).unwrap_err().contains("limit of 256 bytes"));
+        assert!(check_name("signal", "a\nb").unwrap_err().contains("control"));
+    }
+}

@@ -1,0 +1,400 @@
+//! Durable handlers: steps recorded in a job's journal survive failures and
+//! a SIGKILL; durable sleeps hold no slot and end early on `hourglass wake`;
+//! signals before and after the wait, timeouts, signals to no job; limits
+//! and repeated names; a journal pins its job across a deploy and a canary;
+//! cancel; a runner restarted while jobs sleep. The `checkout` handler is
+//! the docs' saga: each step is a POST to a real local HTTP server that
+//! counts calls.
+
+use std::time::Duration;
+
+use hourglass::clock::now_ms;
+use hourglass::events::EventKind;
+use hourglass::redis::Queue;
+use test_support::{HttpServer, Reply};
+
+use crate::util::{
+    Api, Project, RUNNER_LOG, RunnerProcess, Running, TOKEN, enqueue, eventually, hourglass,
+    hourglass_within, of, settled,
+};
+
+fn topics(server: &HttpServer, extra: &str) -> String {
+    format!(
+        "[[topic]]\nname = \"checkout\"\nhandler = \"checkout.wasm\"\nmax_attempts = 5\n\
+         timeout = \"3s\"\nbackoff = {{ base = \"50ms\", max = \"50ms\", jitter = 0.0 }}\n\
+         grants = {{ http = [\"{}\"] }}\n{extra}\n",
+        server.url()
+    )
+}
+
+/// How many calls the shop got for each step, in step order.
+fn calls(server: &HttpServer) -> [usize; 5] {
+    let received = server.received();
+    let n = |step: &str| {
+        received
+            .iter()
+            .filter(|r| r.path.starts_with(&format!("/{step}?")))
+            .count()
+    };
+    [
+        n("charge"),
+        n("reserve"),
+        n("email"),
+        n("approved"),
+        n("refund"),
+    ]
+}
+
+fn order(server: &HttpServer, extra: &str) -> String {
+    format!(r#"{{"order": 1042, "shop": "{}"{extra}}}"#, server.url())
+}
+
+/// Wait until job `id` of checkout is suspended (a durable sleep or wait).
+async fn until_suspended(queue: &Queue, id: &str) {
+    let keys = queue.keys("checkout");
+    eventually(Duration::from_secs(30), "the job suspended", || async {
+        match queue.journal(&keys, id).await.unwrap() {
+            (_, Some(waits)) => Ok(waits),
+            seen => Err(format!("{seen:?}")),
+        }
+    })
+    .await;
+}
+
+async fn journal_exists(queue: &Queue, id: &str) -> bool {
+    let keys = queue.keys("checkout");
+    queue.journal(&keys, id).await.unwrap().0.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_recorded_before_a_failing_step_run_once() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new("concurrency = 2", &topics(&shop, ""));
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let id = enqueue(&queue, "checkout", &order(&shop, r#", "email_fails": 2"#), 0, 0).await;
+    let events = running
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    assert_eq!(
+        calls(&shop),
+        [1, 1, 3, 0, 0],
+        "charge and reserve ran once, the email three times"
+    );
+    let acked = events
+        .iter()
+        .find(|e| e.id == id && e.kind == EventKind::Acked)
+        .unwrap();
+    assert_eq!(acked.attempt, 3);
+    assert!(
+        !journal_exists(&queue, &id).await,
+        "an acked job's journal is deleted with it"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_killed_during_a_step_replays_the_steps_before_it() {
+    // the email hangs until the runner is killed; after that the shop answers
+    let ok = Reply::status(200, "ch_1");
+    let shop = HttpServer::start(vec![ok.clone(), ok.clone(), Reply::Hang, ok]);
+    let project = Project::new(
+        "concurrency = 2\nlease_margin = \"500ms\"",
+        &topics(&shop, ""),
+    );
+    let queue = project.queue().await;
+    let first = RunnerProcess::launch(&project, RUNNER_LOG);
+    let id = enqueue(&queue, "checkout", &order(&shop, ""), 0, 0).await;
+    eventually(Duration::from_secs(60), "the email step began", || async {
+        match calls(&shop) {
+            [1, 1, 1, 0, 0] => Ok(()),
+            seen => Err(format!("{seen:?}")),
+        }
+    })
+    .await;
+    first.kill(); // SIGKILL, inside step 3
+    let mut second = Running::start(project.config()).await;
+    let events = second
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    assert_eq!(
+        calls(&shop),
+        [1, 1, 2, 0, 0],
+        "charge and reserve ran once; the email, whose runner died mid-call, twice"
+    );
+    second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_sleep_holds_no_slot_and_wakes_early_on_command() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new("concurrency = 2", &topics(&shop, "concurrency = 1"));
+    let queue = project.queue().await;
+    let keys = queue.keys("checkout");
+    let mut running = Running::start(project.config()).await;
+    let id = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 3600000"#), 0, 0).await;
+    until_suspended(&queue, &id).await;
+    let stats = queue.stats(&keys, now_ms()).await.unwrap();
+    assert_eq!((stats.suspended, stats.scheduled, stats.running), (1, 1, 0));
+    let inspect = hourglass(&project, &["inspect", "checkout", &id]);
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("waits for a durable sleep"), "{text}");
+    assert!(text.contains("2 steps"), "{text}");
+    assert!(text.contains("charge") && text.contains("reserve"), "{text}");
+
+    // the one slot serves a thousand other jobs while the job sleeps
+    let others: Vec<hourglass::redis::NewJob> = (0..1000)
+        .map(|i| hourglass::redis::NewJob {
+            id: Some(format!("other-{i}")),
+            payload: br#"{"noop": true}"#.to_vec(),
+            due_at_ms: now_ms(),
+            ..Default::default()
+        })
+        .collect();
+    queue.enqueue(&keys, &others, now_ms()).await.unwrap();
+    let flowed = std::time::Instant::now();
+    eventually(Duration::from_secs(120), "the other jobs done", || async {
+        match queue.stats(&keys, now_ms()).await.unwrap() {
+            s if s.ready == 0 && s.running == 0 && s.scheduled == 1 => Ok(()),
+            s => Err(format!("{s:?}")),
+        }
+    })
+    .await;
+    eprintln!("1,000 jobs beside a sleeping one: {:?}", flowed.elapsed());
+
+    let out = hourglass_within(&project, &["wake", "checkout", &id], Duration::from_secs(30)).await;
+    assert!(out.status.success(), "{out:?}");
+    let events = running
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    assert_eq!(calls(&shop), [1, 1, 1, 0, 0], "the steps before the sleep replayed");
+    let mine = of(&events, "checkout", &id);
+    assert!(
+        mine.iter().any(|k| matches!(k, EventKind::Suspended { signal: None, .. })),
+        "{mine:?}"
+    );
+    let acked = events.iter().find(|e| e.id == id && e.kind == EventKind::Acked).unwrap();
+    assert_eq!(acked.attempt, 1, "a sleep uses no attempt");
+
+    // waking it again: no such job now
+    let out = hourglass(&project, &["wake", "checkout", &id]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_before_and_after_the_wait_and_a_timeout() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new("concurrency = 4", &topics(&shop, ""));
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let approval = r#", "approval_ms": 600000"#;
+
+    // after the wait: the signal wakes it
+    let waits = enqueue(&queue, "checkout", &order(&shop, approval), 0, 0).await;
+    until_suspended(&queue, &waits).await;
+    let out = hourglass(&project, &["signal", "checkout", &waits, "approved", "ana"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("runs now"), "{out:?}");
+    let events = running
+        .until_settled("checkout", &waits, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &waits), Ok(()));
+    let approved: Vec<_> = shop
+        .received()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/approved?"))
+        .collect();
+    assert_eq!(approved.len(), 1);
+    assert_eq!(approved[0].body, b"ana", "the signal's payload reached the handler");
+    // a repeated signal to a finished job: no such job
+    let out = hourglass(&project, &["signal", "checkout", &waits, "approved", "bo"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+
+    // before the wait: kept, and the wait returns it at once
+    let early = enqueue(&queue, "checkout", &order(&shop, approval), 1500, 0).await;
+    let out = hourglass(&project, &["signal", "checkout", &early, "approved", "cy"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kept"), "{out:?}");
+    let events = running
+        .until_settled("checkout", &early, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &early), Ok(()));
+    assert!(
+        !of(&events, "checkout", &early)
+            .iter()
+            .any(|k| matches!(k, EventKind::Suspended { .. })),
+        "a signal sent before the wait: no suspension"
+    );
+
+    // a timeout: the handler decides (refund, fail)
+    let late = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 300"#), 0, 0).await;
+    let events = running
+        .until_settled("checkout", &late, Duration::from_secs(60))
+        .await;
+    let reason = settled(&events, "checkout", &late).unwrap_err();
+    assert!(reason.contains("not approved in time"), "{reason}");
+    assert_eq!(calls(&shop)[4], 1, "one refund");
+
+    // no such job: exit 3; a dead letter: exit 1, saying so
+    let out = hourglass(&project, &["signal", "checkout", "nobody", "approved"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = hourglass(&project, &["signal", "checkout", &late, "approved"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dead-lettered"), "{out:?}");
+    let out = hourglass(&project, &["signal", "checkout", &late, ""]);
+    assert_eq!(out.status.code(), Some(2), "an empty name is bad input: {out:?}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_step_and_a_repeated_name_are_clear_errors() {
+    let topics = "[[topic]]\nname = \"probe\"\nhandler = \"probe.wasm\"\nmax_attempts = 2\n\
+                  backoff = { base = \"50ms\", max = \"50ms\", jitter = 0.0 }\n";
+    let project = Project::new("concurrency = 2", topics);
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let big = enqueue(&queue, "probe", r#"{"steps":[{"name":"big","bytes":300000}]}"#, 0, 0).await;
+    let twice = enqueue(
+        &queue,
+        "probe",
+        r#"{"steps":[{"name":"a","bytes":1},{"name":"a","bytes":1}]}"#,
+        0,
+        0,
+    )
+    .await;
+    let events = running
+        .until(Duration::from_secs(60), |seen| {
+            [&big, &twice].iter().all(|id| {
+                seen.iter()
+                    .any(|e| &&e.id == id && crate::util::is_final(&e.kind))
+            })
+        })
+        .await;
+    let reason = settled(&events, "probe", &big).unwrap_err();
+    assert!(
+        reason.contains("result of 300000 bytes is over the limit of 262144 bytes"),
+        "{reason}"
+    );
+    let reason = settled(&events, "probe", &twice).unwrap_err();
+    assert!(
+        reason.contains("step name \"a\" is used twice in one attempt"),
+        "{reason}"
+    );
+    assert!(reason.starts_with("failed:"), "a repeated name fails for good: {reason}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_suspended_job_frees_its_journal() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new("concurrency = 2", &topics(&shop, ""));
+    let queue = project.queue().await;
+    let keys = queue.keys("checkout");
+    let running = Running::start(project.config()).await;
+    let id = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 3600000"#), 0, 0).await;
+    until_suspended(&queue, &id).await;
+    assert!(journal_exists(&queue, &id).await);
+    let out = hourglass(&project, &["cancel", "checkout", &id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!journal_exists(&queue, &id).await, "the journal went with the job");
+    let stats = queue.stats(&keys, now_ms()).await.unwrap();
+    assert_eq!((stats.suspended, stats.scheduled), (0, 0));
+    let out = hourglass(&project, &["wake", "checkout", &id]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_restarted_while_jobs_sleep_wakes_them_on_time() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new("concurrency = 2", &topics(&shop, ""));
+    let queue = project.queue().await;
+    let first = Running::start(project.config()).await;
+    let id = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 2000"#), 0, 0).await;
+    until_suspended(&queue, &id).await;
+    first.stop().await;
+    let mut second = Running::start(project.config()).await;
+    let events = second
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    assert_eq!(calls(&shop), [1, 1, 1, 0, 0]);
+    second.stop().await;
+}
+
+/// `hourglass_steps_total` of checkout by `how`, as /metrics shows it.
+async fn steps_scraped(api: &Api) -> (f64, f64) {
+    let answer = api.get("/metrics").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let lines = answer.body.lines().map(|l| Ok(l.to_owned()));
+    let scrape = test_support::prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+    let count = |how: &str| {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| {
+                s.metric == "hourglass_steps_total"
+                    && s.labels.get("topic") == Some("checkout")
+                    && s.labels.get("how") == Some(how)
+            })
+            .map(|s| match s.value {
+                test_support::prometheus_parse::Value::Counter(v)
+                | test_support::prometheus_parse::Value::Untyped(v) => v,
+                ref other => panic!("hourglass_steps_total: {other:?}"),
+            })
+            .sum::<f64>()
+    };
+    (count("recorded"), count("replayed"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_shows_the_journal_and_takes_signals() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let http = format!("\n[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n");
+    let project = Project::new("concurrency = 2", &format!("{}{http}", topics(&shop, "")));
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let api = Api(running.http.unwrap().to_string());
+    let id = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 600000"#), 0, 0).await;
+    until_suspended(&queue, &id).await;
+    let view = api
+        .until(&format!("/api/topics/checkout/jobs/{id}"), |v| !v["suspended"].is_null())
+        .await;
+    assert_eq!(view["suspended"]["signal"], "approved", "{view:#}");
+    let steps: Vec<&str> = view["journal"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["charge", "reserve"], "{view:#}");
+    assert_eq!(view["version_source"], "journal", "{view:#}");
+    assert_eq!(view["journal"]["steps"][0]["bytes"], 6, "\"ch_1\" as JSON: {view:#}");
+
+    let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/signals/approved"), "dee").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["delivered"], "woken");
+    let events = running
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    // gone: 404 for a signal and a wake
+    let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/signals/approved"), "x").await;
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/wake"), "").await;
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    let answer = api.post("/api/topics/checkout/jobs/nobody/signals/approved", "x").await;
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    // recorded: charge, reserve, approved, email; replayed: charge, reserve
+    eventually(Duration::from_secs(10), "steps in /metrics", || async {
+        match steps_scraped(&api).await {
+            (4.0, 2.0) => Ok(()),
+            seen => Err(format!("{seen:?}")),
+        }
+    })
+    .await;
+    running.stop().await;
+}
