@@ -129,12 +129,14 @@ impl DeadLetters<'_> {
                 .collect();
             if !with.is_empty() {
                 return Err(QueueError::Invalid(format!(
-                    "{} {} a journal of steps recorded by the version {} ran on: replayed on another \
-                     version they would be handed to different code. Replay on the job's own version \
-                     (without --version), or start afresh with --reset-journal (its steps run again)",
+                    "{} {} {} a journal of steps recorded by the version {} ran on: replayed on \
+                     another version they would be handed to different code. Replay on the job's \
+                     own version (without --version), or start afresh with --reset-journal (its \
+                     steps run again)",
                     if with.len() == 1 { "job" } else { "jobs" },
                     with.join(", "),
                     if with.len() == 1 { "has" } else { "have" },
+                    if with.len() == 1 { "it" } else { "they" },
                 )));
             }
         }

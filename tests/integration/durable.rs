@@ -398,3 +398,107 @@ async fn the_api_shows_the_journal_and_takes_signals() {
     .await;
     running.stop().await;
 }
+
+/// `bytes` (a component) with a custom section appended: the same handler
+/// under another content hash, as a rebuild with a change would be.
+fn variant(bytes: &[u8], tag: &str) -> Vec<u8> {
+    let name = b"hourglass-test";
+    let body: Vec<u8> = [&[name.len() as u8][..], name, tag.as_bytes()].concat();
+    [bytes, &[0, body.len() as u8], &body].concat()
+}
+
+/// The handler versions that started attempts of job `id`, in order.
+fn versions_of(events: &[hourglass::events::Event], id: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.id == id)
+        .filter_map(|e| match &e.kind {
+            EventKind::Started { handler, .. } => Some(handler.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_pins_its_job_across_a_deploy_and_a_canary_and_replays_need_a_reset() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let rollout = "rollout = { canary = \"99%\", for = \"1h\", min_attempts = 100000, max_failure_rate = 0.9 }";
+    let project = Project::new("concurrency = 4", &topics(&shop, rollout));
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let old = crate::util::hash_of(test_support::components::CHECKOUT);
+    let sleeper = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 3600000"#), 0, 0).await;
+    until_suspended(&queue, &sleeper).await;
+    // a job that dies with a journal: its approval never comes
+    let dies = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 200"#), 0, 0).await;
+    let events = running
+        .until_settled("checkout", &dies, Duration::from_secs(60))
+        .await;
+    assert!(settled(&events, "checkout", &dies).is_err());
+
+    // a new version, served as a canary to 99% of attempts
+    let bytes = std::fs::read(test_support::components::CHECKOUT).unwrap();
+    let new_bytes = variant(&bytes, "v2");
+    let new = hourglass::wasm::content_hash(&new_bytes);
+    crate::util::deploy(&project.handler("checkout.wasm"), &new_bytes);
+    eventually(Duration::from_secs(60), "the canary", || async {
+        let r = queue.rollouts().get(&queue.keys("checkout")).await.unwrap();
+        match r.canary {
+            Some(c) if c.version == new => Ok(()),
+            _ => Err(format!("{r:?}")),
+        }
+    })
+    .await;
+    let mut fresh = Vec::new();
+    for _ in 0..10 {
+        fresh.push(enqueue(&queue, "checkout", r#"{"noop": true}"#, 0, 0).await);
+    }
+    let out = hourglass(&project, &["wake", "checkout", &sleeper]);
+    assert!(out.status.success(), "{out:?}");
+    let events = running
+        .until(Duration::from_secs(60), |seen| {
+            fresh
+                .iter()
+                .chain([&sleeper])
+                .all(|id| seen.iter().any(|e| &e.id == id && crate::util::is_final(&e.kind)))
+        })
+        .await;
+    assert_eq!(settled(&events, "checkout", &sleeper), Ok(()));
+    assert_eq!(
+        versions_of(&events, &sleeper),
+        [old.clone()],
+        "the journaled job finished on the version that wrote its journal"
+    );
+    let on_canary = fresh
+        .iter()
+        .filter(|id| versions_of(&events, id) == [new.clone()])
+        .count();
+    assert!(on_canary >= 5, "the canary serves jobs without a journal: {on_canary} of 10");
+
+    // replay of the dead letter: on its own version by default (the journal
+    // replays: no new charge); on another only with --reset-journal
+    let charges = calls(&shop)[0];
+    let out = hourglass(&project, &["dead", "retry", "checkout", &dies, "--version", &new]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--reset-journal"), "{out:?}");
+    let out = hourglass(&project, &["dead", "retry", "checkout", &dies]);
+    assert!(out.status.success(), "{out:?}");
+    let events = running
+        .until_settled("checkout", &dies, Duration::from_secs(60))
+        .await;
+    assert!(settled(&events, "checkout", &dies).is_err());
+    assert_eq!(versions_of(&events, &dies), [old.clone()], "replayed: no wait this time");
+    assert_eq!(calls(&shop)[0], charges, "replayed on its version: no new charge");
+    let out = hourglass(
+        &project,
+        &["dead", "retry", "checkout", &dies, "--version", &new, "--reset-journal"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let events = running
+        .until_settled("checkout", &dies, Duration::from_secs(60))
+        .await;
+    // (two attempts' starts: the wait for the approval suspends it once)
+    assert_eq!(versions_of(&events, &dies), [new.clone(), new.clone()]);
+    assert_eq!(calls(&shop)[0], charges + 1, "a reset journal charges again");
+    running.stop().await;
+}

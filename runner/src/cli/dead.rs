@@ -8,7 +8,7 @@ use super::inspect::when;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{DEAD_BATCH, Queue, TopicKeys, check_id, check_version};
+use crate::redis::{DEAD_BATCH, Queue, QueueError, TopicKeys, check_id, check_version};
 
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Command {
@@ -174,7 +174,7 @@ async fn apply(
     if !s.all {
         let mut done = 0;
         for chunk in s.ids.chunks(DEAD_BATCH) {
-            let hit = run(chunk.to_vec()).await?;
+            let hit = run(chunk.to_vec()).await.map_err(refused)?;
             for id in chunk.iter().filter(|id| !hit.contains(id)) {
                 eprintln!("no dead letter {}/{id}", s.topic);
             }
@@ -184,7 +184,7 @@ async fn apply(
     }
     let mut done = 0;
     loop {
-        let batch = run(Vec::new()).await?;
+        let batch = run(Vec::new()).await.map_err(refused)?;
         done += batch.len();
         if batch.len() < DEAD_BATCH {
             return Ok(done);
@@ -197,5 +197,14 @@ fn count_letters(n: u64) -> String {
     match n {
         1 => "1 dead letter".into(),
         n => format!("{n} dead letters"),
+    }
+}
+
+/// A refusal (a journaled job replayed on another version without
+/// --reset-journal) is bad input; anything else a failure.
+fn refused(e: QueueError) -> Exit {
+    match e {
+        QueueError::Invalid(why) => Exit::input(anyhow!(why)),
+        e => e.into(),
     }
 }
