@@ -502,3 +502,36 @@ async fn a_journal_pins_its_job_across_a_deploy_and_a_canary_and_replays_need_a_
     assert_eq!(calls(&shop)[0], charges + 1, "a reset journal charges again");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_journal_lives_in_its_topics_slot() {
+    let cluster = test_support::RedisCluster::start();
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::on_cluster(cluster.urls(), "concurrency = 2", &topics(&shop, ""));
+    let queue = project.queue().await;
+    let keys = queue.keys("checkout");
+    let mut running = Running::start(project.config()).await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "email_fails": 1, "approval_ms": 600000"#),
+        0,
+        0,
+    )
+    .await;
+    until_suspended(&queue, &id).await;
+    assert_eq!(
+        cluster.master_of(&keys.journal_of(&id)),
+        cluster.master_of(&keys.job),
+        "the journal is on the topic's master"
+    );
+    let out = hourglass(&project, &["signal", "checkout", &id, "approved", "ana"]);
+    assert!(out.status.success(), "{out:?}");
+    let events = running
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    assert_eq!(calls(&shop), [1, 1, 2, 1, 0]);
+    assert!(!journal_exists(&queue, &id).await);
+    running.stop().await;
+}
