@@ -535,3 +535,51 @@ async fn on_a_cluster_the_journal_lives_in_its_topics_slot() {
     assert!(!journal_exists(&queue, &id).await);
     running.stop().await;
 }
+
+/// The same steps in Python and JavaScript: a runner killed during the
+/// email step, then the email failing twice more: the charge and the
+/// reservation each ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_steps_survive_a_sigkill_and_failures() {
+    use test_support::components::{JS_SDK_PROBE, PY_PROBE};
+    for (topic, file, component) in [
+        ("py", "py_probe.wasm", PY_PROBE),
+        ("js", "js_sdk_probe.wasm", JS_SDK_PROBE),
+    ] {
+        let ok = Reply::status(200, "ch_1");
+        let shop = HttpServer::start(vec![ok.clone(), ok.clone(), Reply::Hang, ok]);
+        let topics = format!(
+            "[[topic]]\nname = \"{topic}\"\nhandler = \"{file}\"\nmax_attempts = 5\n\
+             timeout = \"5s\"\nbackoff = {{ base = \"50ms\", max = \"50ms\", jitter = 0.0 }}\n\
+             grants = {{ http = [\"{}\"] }}\n",
+            shop.url()
+        );
+        let project = Project::new("concurrency = 2\nlease_margin = \"500ms\"", &topics);
+        crate::util::add_handler(&project, file, component);
+        let queue = project.queue().await;
+        let first = RunnerProcess::launch(&project, RUNNER_LOG);
+        let payload = format!(r#"{{"saga": {{"shop": "{}", "email_fails": 3}}}}"#, shop.url());
+        let id = enqueue(&queue, topic, &payload, 0, 0).await;
+        eventually(Duration::from_secs(120), "the email step began", || async {
+            match calls(&shop) {
+                [1, 1, 1, 0, 0] => Ok(()),
+                seen => Err(format!("{seen:?}")),
+            }
+        })
+        .await;
+        first.kill();
+        let mut second = Running::start(project.config()).await;
+        let events = second
+            .until_settled(topic, &id, Duration::from_secs(120))
+            .await;
+        assert_eq!(settled(&events, topic, &id), Ok(()), "{topic}");
+        assert_eq!(
+            calls(&shop),
+            [1, 1, 4, 0, 0],
+            "{topic}: charge and reserve once; the email killed once, failed twice, sent"
+        );
+        let acked = events.iter().find(|e| e.id == id && e.kind == EventKind::Acked);
+        assert_eq!(acked.map(|e| e.attempt), Some(4), "{topic}");
+        second.stop().await;
+    }
+}

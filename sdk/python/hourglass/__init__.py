@@ -26,6 +26,20 @@ reason is the exception's type and message; its traceback goes to the
 runner's log. print() and the log functions write to the runner's log,
 tagged with topic, job and attempt. progress(percent, detail) tells watchers
 how far a long job has got.
+
+Durable handlers: step(name, fn) runs fn() once for the job and records its
+result (JSON) in the job's journal; a later attempt gets it back without
+running fn. sleep(seconds) and wait_for_signal(name, timeout) end the attempt
+here (no attempt used, no slot held); the job runs again from the top when
+the time or the signal comes, and its steps replay. See the docs' "Durable
+handlers" page.
+
+    @hourglass.handler
+    def handle(job):
+        order = job.json()
+        charge = hourglass.step("charge", lambda: charge_card(order))
+        hourglass.sleep(3600)                    # an hour, holding no slot
+        hourglass.step("email", lambda: send_receipt(order, charge))
 """
 
 import json as _json
@@ -33,6 +47,7 @@ import sys as _sys
 import traceback as _traceback
 
 from componentize_py_types import Err as _Err
+from wit_world.imports import durable as _durable
 from wit_world.imports import follow_up as _follow_up
 from wit_world.imports import job_types as _types
 from wit_world.imports import log as _log
@@ -41,6 +56,7 @@ from wit_world.imports import report as _report
 __all__ = [
     "Job", "handler", "ack", "result", "retry", "retry_in", "fail", "Retry", "Fail",
     "follow_up", "progress", "debug", "info", "warn", "error",
+    "step", "sleep", "sleep_until", "wait_for_signal", "signal",
 ]
 
 
@@ -217,6 +233,67 @@ def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_resu
         return _follow_up.enqueue_unique(job, max(0, int(unique_for * 1000)))
     except _Err as e:
         raise Fail(f"follow-up refused: {e.value}") from None
+
+
+def step(name, fn):
+    """Run fn() once for this job as step `name` and record its result (as
+    JSON) in the job's journal; on a later attempt, return the recorded
+    result (as JSON reads it back) without calling fn. An exception in fn
+    records nothing and fails the attempt as usual. Names are unique within
+    a job: a name used twice in one attempt fails the job for good, as does
+    an empty one, one over 256 bytes or one starting with "~". A result over
+    256 KiB, or a journal past 4 MiB, fails the attempt naming the limit."""
+    try:
+        recorded = _durable.begin_step(name)
+    except _Err as e:
+        raise Fail(f"step refused: {e.value}") from None
+    if recorded is not None:
+        return _json.loads(bytes(recorded))
+    value = fn()
+    try:
+        data = _json.dumps(value).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise Fail(f"step {name!r}: result is not JSON: {e}") from None
+    try:
+        _durable.record_step(name, data)
+    except _Err as e:
+        raise Retry(e.value) from None
+    return value
+
+
+def sleep(seconds):
+    """Sleep `seconds` without holding a slot: the attempt ends here
+    (suspended; no attempt is used) and the job runs again from the top when
+    the time comes, when this sleep returns at once. Sleeps are told apart
+    by the order they are called in."""
+    _durable.sleep(max(0, int(seconds * 1000)))
+
+
+def sleep_until(at_ms):
+    """sleep() until `at_ms` (ms since the Unix epoch)."""
+    _durable.sleep_until(max(0, int(at_ms)))
+
+
+def wait_for_signal(name, timeout):
+    """Wait for signal `name` (hourglass signal, the API, another handler's
+    signal()) for at most `timeout` seconds: its payload (bytes), or None
+    when the timeout passed first. Like sleep(), the attempt ends here while
+    it waits; a signal sent before the wait is kept for it."""
+    try:
+        got = _durable.wait_for_signal(name, max(0, int(timeout * 1000)))
+    except _Err as e:
+        raise Fail(f"wait refused: {e.value}") from None
+    return None if got is None else bytes(got)
+
+
+def signal(topic, id, name, payload=b""):
+    """Send signal `name` with `payload` (bytes, str or JSON) to job `id` of
+    `topic` (this topic or one in may_enqueue), now; wrap it in a step() to
+    send it once across retries."""
+    try:
+        _durable.signal(topic, id, name, _bytes(payload))
+    except _Err as e:
+        raise Retry(e.value) from None
 
 
 def _logger(level):

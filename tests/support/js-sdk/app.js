@@ -1,5 +1,8 @@
 // A JavaScript handler for the tests, on the SDK (the twin of py/app.py). The
 // payload is JSON; each key asks for one thing, checked in this order:
+//   {"saga": {"shop": URL, "email_fails": N}}  durable steps: POST URL/charge,
+//                                      /reserve, /email (the email failing on the
+//                                      first N attempts); ack with the charge
 //   {"log": MESSAGE}                   an info line, then the rest
 //   {"print": TEXT}                    console.log(TEXT), then the rest
 //   {"throw": MESSAGE}                 throw a RangeError(MESSAGE)
@@ -14,7 +17,9 @@
 //   {"echo_parent": true}              ack with {"parent": the parent's result}
 //   {"served": true}                   ack with {"served": jobs this instance ran}
 //   {}                                 ack
-import { handler, fail, retry, retryIn, followUp, log, progress, result } from './hourglass.js';
+import {
+  handler, fail, retry, retryIn, followUp, log, progress, result, step, Retry,
+} from './hourglass.js';
 
 // jobs this instance ran: state one job leaves for the next (only where the
 // topic reuses instances; a fresh instance always says 1)
@@ -25,6 +30,7 @@ let served = 0;
 export const handle = handler((job) => {
   served += 1;
   const plan = job.json();
+  if (plan.saga !== undefined) return saga(job, plan.saga);
   if (plan.log !== undefined) log.info(plan.log);
   if (plan.print !== undefined) console.log(plan.print);
   if (plan.throw !== undefined) throw new RangeError(plan.throw);
@@ -69,4 +75,22 @@ function startFollowUp(plan) {
   followUp(f.topic, f.payload, {
     id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result,
   });
+}
+
+async function saga(job, s) {
+  const call = async (what) => {
+    const res = await fetch(`${s.shop}/${what}?order=1`, { method: 'POST', body: '' });
+    if (res.status >= 300) throw new Retry(`${what}: the shop answered ${res.status}`);
+    return await res.text();
+  };
+  const charge = await step('charge', () => call('charge'));
+  await step('reserve', () => call('reserve'));
+  await step('email', async () => {
+    const sent = await call('email');
+    if (job.attempt <= (s.email_fails ?? 0)) {
+      throw new Retry(`the mail server is down (attempt ${job.attempt})`);
+    }
+    return sent;
+  });
+  return result({ charge });
 }

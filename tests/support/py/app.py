@@ -1,6 +1,9 @@
 """A Python handler for the tests, on the SDK. The payload is JSON; each key
 asks for one thing, checked in this order:
 
+    {"saga": {"shop": URL, "email_fails": N}}  durable steps: POST URL/charge,
+                                      /reserve, /email (the email failing on the
+                                      first N attempts); ack with the charge
     {"log": MESSAGE}                  an info line, then the rest
     {"print": TEXT}                   a line on stdout, then the rest
     {"sleep_ms": N}                   sleep N ms first, then the rest
@@ -33,6 +36,8 @@ def handle(job):
     global SERVED
     SERVED += 1
     plan = job.json()
+    if "saga" in plan:
+        return saga(job, plan["saga"])
     if "log" in plan:
         hourglass.info(plan["log"])
     if "print" in plan:
@@ -69,3 +74,22 @@ def handle(job):
     if "result" in plan:
         return hourglass.result(plan["result"])
     return None
+
+
+def saga(job, s):
+    def call(what):
+        res = http.post(f"{s['shop']}/{what}?order=1", b"")
+        if res.status >= 300:
+            raise hourglass.Retry(f"{what}: the shop answered {res.status}")
+        return res.text()
+
+    def email():
+        sent = call("email")
+        if job.attempt <= s.get("email_fails", 0):
+            raise hourglass.Retry(f"the mail server is down (attempt {job.attempt})")
+        return sent
+
+    charge = hourglass.step("charge", lambda: call("charge"))
+    hourglass.step("reserve", lambda: call("reserve"))
+    hourglass.step("email", email)
+    return hourglass.result({"charge": charge})
