@@ -443,3 +443,68 @@ async fn the_cli_carries_a_traceparent_from_its_flag_or_the_environment() {
         "{bad:?}"
     );
 }
+
+/// A durable handler's steps: a span each under its attempt's, recorded in
+/// the first attempt, replayed in the second (the email failed once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_durable_step_is_a_span_under_its_attempt() {
+    let receiver = HttpServer::start(vec![Reply::status(200, "")]);
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            "[[topic]]\nname = \"checkout\"\nhandler = \"checkout.wasm\"\n\
+             backoff = {{ base = \"50ms\", max = \"50ms\", jitter = 0.0 }}\n\
+             grants = {{ http = [\"{shop}\"] }}\n\n\
+             [telemetry]\nendpoint = \"{receiver}\"\n",
+            shop = shop.url(),
+            receiver = receiver.url(),
+        ),
+    );
+    let running = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let payload = format!(r#"{{"order": 7, "shop": "{}", "email_fails": 1}}"#, shop.url());
+    crate::util::enqueue(&queue, "checkout", &payload, 0, 0).await;
+    let all = eventually(WAIT, "the step spans arrived", || async {
+        let spans = spans(&receiver);
+        let steps = spans.iter().filter(|s| s.name.starts_with("step ")).count();
+        let attempts = spans.iter().filter(|s| s.name == "process checkout").count();
+        match (steps, attempts) {
+            (6.., 2..) => Ok(spans),
+            seen => Err(format!("{seen:?} of {} spans", spans.len())),
+        }
+    })
+    .await;
+    let attempt_of = |s: &Span| {
+        let parent = all
+            .iter()
+            .find(|p| p.span_id == s.parent_span_id)
+            .unwrap_or_else(|| panic!("{} has no parent among {} spans", s.name, all.len()));
+        assert_eq!(parent.name, "process checkout");
+        attribute(parent, "hourglass.attempt").unwrap()
+    };
+    let mut steps: Vec<(String, String, String)> = all
+        .iter()
+        .filter(|s| s.name.starts_with("step "))
+        .map(|s| {
+            (
+                attempt_of(s),
+                s.name.clone(),
+                attribute(s, "hourglass.step.outcome").unwrap(),
+            )
+        })
+        .collect();
+    steps.sort();
+    let want = [
+        ("1", "step charge", "recorded"),
+        ("1", "step email", "failed"),
+        ("1", "step reserve", "recorded"),
+        ("2", "step charge", "replayed"),
+        ("2", "step email", "recorded"),
+        ("2", "step reserve", "replayed"),
+    ];
+    let steps: Vec<(&str, &str, &str)> =
+        steps.iter().map(|(a, n, o)| (a.as_str(), n.as_str(), o.as_str())).collect();
+    assert_eq!(steps, want);
+    running.stop().await;
+}

@@ -193,6 +193,44 @@ pub fn request(method: &str, to: &Destination, answer: Result<u16, String>) -> E
     }
 }
 
+/// How a durable handler's step ended, as its span tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepEnd {
+    /// Run, and its result (this many bytes) written to the journal.
+    Recorded(usize),
+    /// Returned from the journal (this many bytes) without running.
+    Replayed(usize),
+    /// Run, and nothing recorded: it failed, or its record was refused.
+    Failed,
+}
+
+/// The span (`step {name}`, internal, under the attempt's) of step `name`.
+pub fn step(name: &str, end: StepEnd) -> Ended {
+    let (outcome, bytes, status) = match end {
+        StepEnd::Recorded(n) => ("recorded", Some(n), Status::Ok),
+        StepEnd::Replayed(n) => ("replayed", Some(n), Status::Ok),
+        StepEnd::Failed => (
+            "failed",
+            None,
+            Status::error("the step failed or was not recorded"),
+        ),
+    };
+    let mut attributes = vec![
+        KeyValue::new("hourglass.step.name", name.to_owned()),
+        KeyValue::new("hourglass.step.outcome", outcome),
+    ];
+    if let Some(n) = bytes {
+        attributes.push(KeyValue::new("hourglass.step.bytes", n as i64));
+    }
+    Ended {
+        name: format!("step {name}").into(),
+        kind: SpanKind::Internal,
+        attributes,
+        events: Vec::new(),
+        status,
+    }
+}
+
 /// The producer span (`send {topic}`) of follow-up `id` to `topic`,
 /// delivered right after its parent's ack, or deferred to the sweep because
 /// of `deferred`.

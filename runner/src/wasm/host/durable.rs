@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use super::Host;
 use crate::clock::now_ms;
+use crate::telemetry::spans::{self, StepEnd};
+use crate::telemetry::{AttemptTrace, Begun};
 use crate::redis::journal::{self, MAX_JOURNAL, MAX_SIGNAL, MAX_STEP};
 use crate::redis::{Journal, Signalled, Step, Suspension};
 use crate::wasm::bindings::hourglass::handler::durable;
@@ -79,6 +81,18 @@ pub(crate) struct DurableState {
     /// Set when a sleep or a wait ended the attempt.
     pub(crate) suspend: Option<Suspension>,
     pub(crate) counts: StepCounts,
+    /// The span of each step begun and not yet recorded (spans exported).
+    open: Vec<(String, Begun, Arc<AttemptTrace>)>,
+}
+
+impl Drop for DurableState {
+    /// A step begun and never recorded (it failed, or the attempt ended
+    /// inside it) ends its span saying so.
+    fn drop(&mut self) {
+        for (name, span, trace) in self.open.drain(..) {
+            trace.telemetry.end(&span, spans::step(&name, StepEnd::Failed));
+        }
+    }
 }
 
 impl DurableState {
@@ -92,6 +106,7 @@ impl DurableState {
             sleeps: 0,
             suspend: None,
             counts: StepCounts::default(),
+            open: Vec::new(),
         }
     }
 }
@@ -195,6 +210,15 @@ impl durable::Host for Host {
         if recorded.is_some() {
             self.durable.counts.replayed += 1;
         }
+        // the step's span, under the attempt's, when spans are exported
+        if let Some(trace) = &self.ctx.trace
+            && let Some(span) = trace.telemetry.child(&trace.span)
+        {
+            match &recorded {
+                Some(v) => trace.telemetry.end(&span, spans::step(&name, StepEnd::Replayed(v.len()))),
+                None => self.durable.open.push((name, span, trace.clone())),
+            }
+        }
         Ok(Ok(recorded))
     }
 
@@ -205,7 +229,15 @@ impl durable::Host for Host {
         if self.durable.journal.steps.contains_key(&name) {
             return Ok(Err(format!("step {name:?} is recorded already")));
         }
-        Ok(self.record(&name, value).await)
+        let size = value.len();
+        let recorded = self.record(&name, value).await;
+        if recorded.is_ok()
+            && let Some(at) = self.durable.open.iter().position(|(n, _, _)| *n == name)
+        {
+            let (name, span, trace) = self.durable.open.swap_remove(at);
+            trace.telemetry.end(&span, spans::step(&name, StepEnd::Recorded(size)));
+        }
+        Ok(recorded)
     }
 
     async fn sleep(&mut self, duration_ms: u64) -> wasmtime::Result<()> {
