@@ -2,7 +2,8 @@
 //! it shows a topic's counts after jobs ran, a dead letter in its list,
 //! pause shows as paused, and retry moves the letter back; each topic's CPU
 //! per second and memory p99, and a dead job's attempts with their costs;
-//! a running job's progress, then its kept end and result;
+//! a running job's progress, then its kept end and result; a durable job's
+//! journal and what it waits for;
 //! with 100 topics
 //! and 10,000 dead letters every topic has its row and the letters come a
 //! page at a time. A screenshot is
@@ -246,6 +247,44 @@ async fn the_dashboard_stays_usable_with_100_topics_and_10000_dead_letters() {
     let (rows, second_id) = rows_and_first_id(c, "#dead tbody tr").await;
     assert_eq!(rows, 50);
     assert_ne!(first_id, second_id, "the next page shows other letters");
+    browser.close().await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_a_durable_jobs_journal_and_what_it_waits_for() {
+    let shop = test_support::HttpServer::start(vec![test_support::Reply::status(200, "ch_1")]);
+    let topics = format!(
+        "[[topic]]\nname = \"checkout\"\nhandler = \"checkout.wasm\"\n\
+         grants = {{ http = [\"{}\"] }}\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
+        shop.url()
+    );
+    let project = Project::new("concurrency = 2", &topics);
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let job = json!({
+        "id": "order-7",
+        "payload": { "order": 7, "shop": shop.url(), "approval_ms": 3_600_000 },
+    });
+    let answer = call(&addr, "POST", "/api/topics/checkout/jobs", None, Some(&job.to_string())).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    c.goto(&format!("http://{addr}/")).await.unwrap();
+    until_text(c, "tr[data-topic=checkout] td.scheduled", |t| t == "1 (1 suspended)").await;
+    c.find(Locator::Css("#lookup-id"))
+        .await
+        .unwrap()
+        .send_keys("order-7")
+        .await
+        .unwrap();
+    click(c, "#lookup button").await;
+    let waits = until_text(c, "#job-suspended", |t| t.contains("approved")).await;
+    assert!(waits.contains("waits for signal \"approved\""), "{waits}");
+    let charge = until_text(c, "#job-journal tr[data-step=charge]", |t| t.contains("B")).await;
+    assert!(charge.starts_with("charge 6 B 1"), "{charge}");
+    until_text(c, "#job-journal tr[data-step=reserve]", |t| t.starts_with("reserve")).await;
     browser.close().await;
     running.stop().await;
 }

@@ -52,6 +52,7 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
         "ready": stats.ready,
         "running": stats.running,
         "dead": stats.dead,
+        "suspended": stats.suspended,
         "done": done,
         "failed": failed,
         "late_p50_ms": p50,

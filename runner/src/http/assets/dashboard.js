@@ -138,7 +138,8 @@ function drawTopics() {
     rows.push(el("tr", { "data-topic": t.name, class: t.paused ? "paused" : "" },
       name,
       el("td", { title: t.handler || "" }, el("code", {}, short(t.handler))),
-      el("td", { class: "n scheduled" }, String(t.scheduled)),
+      el("td", { class: "n scheduled" }, String(t.scheduled),
+        t.suspended ? el("span", { class: "suspended muted", title: "durable jobs that sleep or wait for a signal" }, ` (${t.suspended} suspended)`) : ""),
       el("td", { class: "n ready" }, String(t.ready)),
       el("td", { class: "n running" }, String(t.running)),
       el("td", { class: "n dead" }, dead),
@@ -385,6 +386,25 @@ function progressView(p) {
   ];
 }
 
+// a durable job's journal (each step: name, size, attempt, when) and what
+// it waits for while suspended
+function journalView(journal, suspended) {
+  const out = [];
+  if (suspended) {
+    const what = suspended.signal ? `signal "${suspended.signal}", or ${when(suspended.until_ms)}` : `a durable sleep, until ${when(suspended.until_ms)}`;
+    out.push(el("p", { id: "job-suspended" }, `suspended since ${when(suspended.since_ms)}: waits for ${what}`));
+  }
+  if (!journal || !journal.steps.length) return out;
+  const head = el("tr", {}, ...["step", "size", "attempt", "completed"].map((h) => el("th", {}, h)));
+  const rows = journal.steps.map((s) => el("tr", { "data-step": s.name },
+    el("td", {}, s.name),
+    el("td", { class: "n" }, bytes(s.bytes)),
+    el("td", { class: "n" }, String(s.attempt)),
+    el("td", {}, when(s.completed_at_ms))));
+  out.push(el("table", { id: "job-journal" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+  return out;
+}
+
 // the job looked up by id, shown again with every refresh while it lives;
 // once gone, its kept end (topics with `results`)
 async function showJob() {
@@ -396,11 +416,13 @@ async function showJob() {
     const costs = (job.dead && job.dead.costs) || (job.last_failure && job.last_failure.attempts) || [];
     $("#lookup-costs").replaceChildren(...(costs.length ? [costsTable(costs)] : []));
     $("#lookup-progress").replaceChildren(...progressView(job.progress));
+    $("#lookup-journal").replaceChildren(...journalView(job.journal, job.suspended));
     state.lookup.live = job.state !== "dead";
   } catch (err) {
     state.lookup.live = false;
     $("#lookup-costs").replaceChildren();
     $("#lookup-progress").replaceChildren();
+    $("#lookup-journal").replaceChildren();
     try {
       const end = await api("GET", `/topics/${enc(topic)}/jobs/${enc(id)}/result`);
       out.textContent = JSON.stringify(end, null, 2);
