@@ -7,6 +7,7 @@
 -- KEYS[1]: attempt hash   KEYS[2]: journal hash
 -- ARGV[1]: id   ARGV[2]: attempt   ARGV[3]: handler version   ARGV[4]: field   ARGV[5]: value
 -- Returns: 1 recorded, 0 refused (the attempt no longer owns the job)
+-- Loaded without the prelude (scripts.rs): one call per step, and it needs none of it.
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 local journal = KEYS[2] .. ':' .. ARGV[1]
 redis.call('HSETNX', journal, 'v', ARGV[3])

@@ -218,10 +218,23 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
     let early = enqueue(&queue, "checkout", &order(&shop, approval), 1500, 0).await;
     let out = hourglass(&project, &["signal", "checkout", &early, "approved", "cy"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("kept"), "{out:?}");
+    let out = hourglass(&project, &["signal", "checkout", &early, "approved", "dan"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("the first one stands"),
+        "{out:?}"
+    );
     let events = running
         .until_settled("checkout", &early, Duration::from_secs(60))
         .await;
     assert_eq!(settled(&events, "checkout", &early), Ok(()));
+    let bodies: Vec<Vec<u8>> = shop
+        .received()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/approved?"))
+        .map(|r| r.body)
+        .collect();
+    assert_eq!(bodies.last().map(Vec::as_slice), Some(&b"cy"[..]), "the first signal stood");
     assert!(
         !of(&events, "checkout", &early)
             .iter()
@@ -374,6 +387,16 @@ async fn the_api_shows_the_journal_and_takes_signals() {
     assert_eq!(view["version_source"], "journal", "{view:#}");
     assert_eq!(view["journal"]["steps"][0]["bytes"], 6, "\"ch_1\" as JSON: {view:#}");
 
+    // the suspended job in /metrics (read from Redis at most once a second)
+    eventually(Duration::from_secs(10), "suspended in /metrics", || async {
+        let answer = api.get("/metrics").await;
+        let line = "hourglass_jobs{topic=\"checkout\",state=\"suspended\"} 1";
+        match answer.body.lines().any(|l| l == line) {
+            true => Ok(()),
+            false => Err(answer.body),
+        }
+    })
+    .await;
     let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/signals/approved"), "dee").await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(answer.json()["delivered"], "woken");
@@ -582,4 +605,45 @@ async fn python_and_javascript_steps_survive_a_sigkill_and_failures() {
         assert_eq!(acked.map(|e| e.attempt), Some(4), "{topic}");
         second.stop().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_job_signals_another_through_its_may_enqueue() {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let more = "\n[[topic]]\nname = \"waker\"\nhandler = \"probe.wasm\"\nmax_attempts = 1\n\
+                may_enqueue = [\"checkout\"]\n\n\
+                [[topic]]\nname = \"stranger\"\nhandler = \"probe.wasm\"\nmax_attempts = 1\n";
+    let project = Project::new("concurrency = 4", &format!("{}{more}", topics(&shop, "")));
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let id = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 600000"#), 0, 0).await;
+    until_suspended(&queue, &id).await;
+    let plan = |topic: &str| {
+        format!(r#"{{"signal": {{"topic": "checkout", "id": "{id}", "name": "approved", "payload": "{topic}"}}}}"#)
+    };
+    let refused = enqueue(&queue, "stranger", &plan("stranger"), 0, 0).await;
+    let events = running
+        .until_settled("stranger", &refused, Duration::from_secs(60))
+        .await;
+    let reason = settled(&events, "stranger", &refused).unwrap_err();
+    assert!(reason.contains("may not signal jobs of \"checkout\""), "{reason}");
+    let waker = enqueue(&queue, "waker", &plan("waker"), 0, 0).await;
+    let events = running
+        .until(Duration::from_secs(60), |seen| {
+            [("waker", &waker), ("checkout", &id)].iter().all(|(t, j)| {
+                seen.iter()
+                    .any(|e| e.topic == *t && &&e.id == j && crate::util::is_final(&e.kind))
+            })
+        })
+        .await;
+    assert_eq!(settled(&events, "waker", &waker), Ok(()));
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    let approved: Vec<_> = shop
+        .received()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/approved?"))
+        .collect();
+    assert_eq!(approved.len(), 1);
+    assert_eq!(approved[0].body, b"waker");
+    running.stop().await;
 }

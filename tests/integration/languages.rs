@@ -601,7 +601,7 @@ fn the_demo_configuration_checks_with_every_example_handler() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(out.status.code(), Some(0), "{text}");
-    for topic in ["order_cancel", "webhook", "refund", "notify"] {
+    for topic in ["order_cancel", "webhook", "checkout", "refund", "notify"] {
         assert!(text.contains(topic), "{topic}: {text}");
     }
 }

@@ -9,7 +9,7 @@
 //! with (`result_bytes` for a big one, `echo_parent` for the parent's).
 //! For instance reuse: `served` acks with how many jobs this instance ran.
 //! For durable handlers: `steps`, each recorded (a result of `bytes` bytes)
-//! under its `name`, first of all.
+//! under its `name`, first of all; `signal` sent to another job after them.
 
 use hourglass_sdk::{Error, FollowUp, Job, Outcome, http, info};
 
@@ -67,6 +67,18 @@ struct Plan {
     /// Durable steps to record, in order.
     #[serde(default)]
     steps: Vec<Recorded>,
+    /// A signal to send (to a durable job) after the steps.
+    #[serde(default)]
+    signal: Option<Signal>,
+}
+
+#[derive(serde::Deserialize)]
+struct Signal {
+    topic: String,
+    id: String,
+    name: String,
+    #[serde(default)]
+    payload: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -107,8 +119,12 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     let served = SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let plan: Plan = job.json()?;
     for s in &plan.steps {
-        let value = hourglass_sdk::durable::step_bytes(&s.name, || Ok(vec![b'x'; s.bytes]))?;
-        info!("step {} holds {} bytes", s.name, value.len());
+        // no log line: bench/durable-cost measures what a step costs
+        hourglass_sdk::durable::step_bytes(&s.name, || Ok(vec![b'x'; s.bytes]))?;
+    }
+    if let Some(s) = &plan.signal {
+        hourglass_sdk::durable::signal(&s.topic, &s.id, &s.name, s.payload.as_bytes())?;
+        info!("signalled {}/{} {}", s.topic, s.id, s.name);
     }
     for step in &plan.progress {
         match &step.detail {

@@ -1,5 +1,7 @@
 //! The demo's webhook receiver: answers 503 twice, then 200, on the address
-//! given (default 127.0.0.1:8787), until it is stopped.
+//! given (default 127.0.0.1:8787), until it is stopped. With `shop` after
+//! the address it is the demo's shop instead (the durable `checkout`
+//! handler's): 200 and a charge id to every request.
 
 use std::time::Duration;
 
@@ -9,14 +11,15 @@ fn main() {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8787".into());
-    let server = HttpServer::bind(
-        &addr,
-        vec![
+    let script = match std::env::args().nth(2).as_deref() {
+        Some("shop") => vec![Reply::status(200, "ch_1042")],
+        _ => vec![
             Reply::status(503, "busy, try again"),
             Reply::status(503, "still busy"),
             Reply::status(200, "received, thanks"),
         ],
-    )
+    };
+    let server = HttpServer::bind(&addr, script)
     .unwrap_or_else(|e| {
         eprintln!("demo-endpoint: cannot listen on {addr}: {e}");
         std::process::exit(1)
