@@ -60,7 +60,9 @@ impl Step {
     /// Read back what [`Step::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Step, QueueError> {
         if bytes.len() < 12 {
-            return Err(QueueError::Protocol("a journal step shorter than its header".into()));
+            return Err(QueueError::Protocol(
+                "a journal step shorter than its header".into(),
+            ));
         }
         Ok(Step {
             attempt: u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")),
@@ -88,7 +90,10 @@ impl Journal {
     pub(crate) fn from_reply(v: &Value) -> Result<Journal, QueueError> {
         let flat: Vec<Value> = match v {
             Value::Array(flat) => flat.clone(),
-            Value::Map(pairs) => pairs.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect(),
+            Value::Map(pairs) => pairs
+                .iter()
+                .flat_map(|(k, v)| [k.clone(), v.clone()])
+                .collect(),
             Value::Nil => Vec::new(),
             v => return Err(QueueError::Protocol(format!("a journal reply: {v:?}"))),
         };
@@ -104,9 +109,11 @@ impl Journal {
                     journal.steps.insert(name.to_owned(), Step::decode(&value)?);
                 }
                 Some(("t", name)) => {
-                    let at = String::from_utf8_lossy(&value).parse::<f64>().map_err(|_| {
-                        QueueError::Protocol(format!("a journal timer {field:?} is not a time"))
-                    })?;
+                    let at = String::from_utf8_lossy(&value)
+                        .parse::<f64>()
+                        .map_err(|_| {
+                            QueueError::Protocol(format!("a journal timer {field:?} is not a time"))
+                        })?;
                     journal.timers.insert(name.to_owned(), at as u64);
                 }
                 Some(("g", name)) => {
@@ -122,7 +129,11 @@ impl Journal {
 
     /// The bytes its steps and signals hold (what [`MAX_JOURNAL`] bounds).
     pub fn size(&self) -> usize {
-        let steps: usize = self.steps.iter().map(|(n, s)| n.len() + s.value.len() + 12).sum();
+        let steps: usize = self
+            .steps
+            .iter()
+            .map(|(n, s)| n.len() + s.value.len() + 12)
+            .sum();
         let signals: usize = self.signals.iter().map(|(n, p)| n.len() + p.len()).sum();
         steps + signals
     }
@@ -353,7 +364,15 @@ mod tests {
         assert!(check_name("step", "charge").is_ok());
         assert!(check_name("step", "").unwrap_err().contains("empty"));
         let long = "x".repeat(MAX_NAME + 1);
-        assert!(check_name("step", &long).unwrap_err().contains("limit of 256 bytes"));
-        assert!(check_name("signal", "a\nb").unwrap_err().contains("control"));
+        assert!(
+            check_name("step", &long)
+                .unwrap_err()
+                .contains("limit of 256 bytes")
+        );
+        assert!(
+            check_name("signal", "a\nb")
+                .unwrap_err()
+                .contains("control")
+        );
     }
 }

@@ -178,10 +178,10 @@ impl Queue {
     pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
         let (ready, pending, running, dead, paused, suspended): (u64, u64, u64, u64, bool, u64) =
             scripts::COUNTS
-            .on(keys)
-            .arg(now_ms)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+                .on(keys)
+                .arg(now_ms)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
         Ok(TopicStats {
             scheduled: pending - ready,
             ready,

@@ -147,7 +147,11 @@ script!(
     "suspend.lua",
     [lease, pending, attempt, job, journal, suspended]
 );
-script!(SIGNAL, "signal.lua", [job, dead, journal, suspended, pending]);
+script!(
+    SIGNAL,
+    "signal.lua",
+    [job, dead, journal, suspended, pending]
+);
 script!(WAKE, "wake.lua", [job, journal, suspended, pending]);
 script!(PAUSE, "pause.lua", [paused, pending]);
 script!(HEARTBEAT, "heartbeat.lua", []);

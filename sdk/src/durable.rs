@@ -103,9 +103,11 @@ pub fn wait_for_signal_json<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, Error> {
     match wait_for_signal(name, timeout)? {
         None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::fail(format!("signal {name:?}: payload is not the expected JSON: {e}"))),
+        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            Error::fail(format!(
+                "signal {name:?}: payload is not the expected JSON: {e}"
+            ))
+        }),
     }
 }
 

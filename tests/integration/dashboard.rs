@@ -266,13 +266,23 @@ async fn the_dashboard_shows_a_durable_jobs_journal_and_what_it_waits_for() {
         "id": "order-7",
         "payload": { "order": 7, "shop": shop.url(), "approval_ms": 3_600_000 },
     });
-    let answer = call(&addr, "POST", "/api/topics/checkout/jobs", None, Some(&job.to_string())).await;
+    let answer = call(
+        &addr,
+        "POST",
+        "/api/topics/checkout/jobs",
+        None,
+        Some(&job.to_string()),
+    )
+    .await;
     assert_eq!(answer.status, 201, "{}", answer.body);
 
     let browser = Browser::start().await;
     let c = &browser.client;
     c.goto(&format!("http://{addr}/")).await.unwrap();
-    until_text(c, "tr[data-topic=checkout] td.scheduled", |t| t == "1 (1 suspended)").await;
+    until_text(c, "tr[data-topic=checkout] td.scheduled", |t| {
+        t == "1 (1 suspended)"
+    })
+    .await;
     c.find(Locator::Css("#lookup-id"))
         .await
         .unwrap()
@@ -284,7 +294,10 @@ async fn the_dashboard_shows_a_durable_jobs_journal_and_what_it_waits_for() {
     assert!(waits.contains("waits for signal \"approved\""), "{waits}");
     let charge = until_text(c, "#job-journal tr[data-step=charge]", |t| t.contains("B")).await;
     assert!(charge.starts_with("charge 6 B 1"), "{charge}");
-    until_text(c, "#job-journal tr[data-step=reserve]", |t| t.starts_with("reserve")).await;
+    until_text(c, "#job-journal tr[data-step=reserve]", |t| {
+        t.starts_with("reserve")
+    })
+    .await;
     browser.close().await;
     running.stop().await;
 }

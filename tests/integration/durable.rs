@@ -27,6 +27,16 @@ fn topics(server: &HttpServer, extra: &str) -> String {
     )
 }
 
+/// A shop answering every call, a project whose checkout topic has `extra`
+/// lines (and `more` after the topic), its queue, and a runner serving it.
+async fn serving(runner: &str, extra: &str, more: &str) -> (HttpServer, Project, Queue, Running) {
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new(runner, &format!("{}{more}", topics(&shop, extra)));
+    let queue = project.queue().await;
+    let running = Running::start(project.config()).await;
+    (shop, project, queue, running)
+}
+
 /// How many calls the shop got for each step, in step order.
 fn calls(server: &HttpServer) -> [usize; 5] {
     let received = server.received();
@@ -68,11 +78,15 @@ async fn journal_exists(queue: &Queue, id: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_recorded_before_a_failing_step_run_once() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
-    let project = Project::new("concurrency = 2", &topics(&shop, ""));
-    let queue = project.queue().await;
-    let mut running = Running::start(project.config()).await;
-    let id = enqueue(&queue, "checkout", &order(&shop, r#", "email_fails": 2"#), 0, 0).await;
+    let (shop, _project, queue, mut running) = serving("concurrency = 2", "", "").await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "email_fails": 2"#),
+        0,
+        0,
+    )
+    .await;
     let events = running
         .until_settled("checkout", &id, Duration::from_secs(60))
         .await;
@@ -129,12 +143,17 @@ async fn a_runner_killed_during_a_step_replays_the_steps_before_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_sleep_holds_no_slot_and_wakes_early_on_command() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
-    let project = Project::new("concurrency = 2", &topics(&shop, "concurrency = 1"));
-    let queue = project.queue().await;
+    let (shop, project, queue, mut running) =
+        serving("concurrency = 2", "concurrency = 1", "").await;
     let keys = queue.keys("checkout");
-    let mut running = Running::start(project.config()).await;
-    let id = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 3600000"#), 0, 0).await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "sleep_ms": 3600000"#),
+        0,
+        0,
+    )
+    .await;
     until_suspended(&queue, &id).await;
     let stats = queue.stats(&keys, now_ms()).await.unwrap();
     assert_eq!((stats.suspended, stats.scheduled, stats.running), (1, 1, 0));
@@ -142,7 +161,10 @@ async fn a_durable_sleep_holds_no_slot_and_wakes_early_on_command() {
     let text = String::from_utf8_lossy(&inspect.stdout);
     assert!(text.contains("waits for a durable sleep"), "{text}");
     assert!(text.contains("2 steps"), "{text}");
-    assert!(text.contains("charge") && text.contains("reserve"), "{text}");
+    assert!(
+        text.contains("charge") && text.contains("reserve"),
+        "{text}"
+    );
 
     // the one slot serves a thousand other jobs while the job sleeps
     let others: Vec<hourglass::redis::NewJob> = (0..1000)
@@ -164,19 +186,32 @@ async fn a_durable_sleep_holds_no_slot_and_wakes_early_on_command() {
     .await;
     eprintln!("1,000 jobs beside a sleeping one: {:?}", flowed.elapsed());
 
-    let out = hourglass_within(&project, &["wake", "checkout", &id], Duration::from_secs(30)).await;
+    let out = hourglass_within(
+        &project,
+        &["wake", "checkout", &id],
+        Duration::from_secs(30),
+    )
+    .await;
     assert!(out.status.success(), "{out:?}");
     let events = running
         .until_settled("checkout", &id, Duration::from_secs(60))
         .await;
     assert_eq!(settled(&events, "checkout", &id), Ok(()));
-    assert_eq!(calls(&shop), [1, 1, 1, 0, 0], "the steps before the sleep replayed");
+    assert_eq!(
+        calls(&shop),
+        [1, 1, 1, 0, 0],
+        "the steps before the sleep replayed"
+    );
     let mine = of(&events, "checkout", &id);
     assert!(
-        mine.iter().any(|k| matches!(k, EventKind::Suspended { signal: None, .. })),
+        mine.iter()
+            .any(|k| matches!(k, EventKind::Suspended { signal: None, .. })),
         "{mine:?}"
     );
-    let acked = events.iter().find(|e| e.id == id && e.kind == EventKind::Acked).unwrap();
+    let acked = events
+        .iter()
+        .find(|e| e.id == id && e.kind == EventKind::Acked)
+        .unwrap();
     assert_eq!(acked.attempt, 1, "a sleep uses no attempt");
 
     // waking it again: no such job now
@@ -187,10 +222,7 @@ async fn a_durable_sleep_holds_no_slot_and_wakes_early_on_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_before_and_after_the_wait_and_a_timeout() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
-    let project = Project::new("concurrency = 4", &topics(&shop, ""));
-    let queue = project.queue().await;
-    let mut running = Running::start(project.config()).await;
+    let (shop, project, queue, mut running) = serving("concurrency = 4", "", "").await;
     let approval = r#", "approval_ms": 600000"#;
 
     // after the wait: the signal wakes it
@@ -198,7 +230,10 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
     until_suspended(&queue, &waits).await;
     let out = hourglass(&project, &["signal", "checkout", &waits, "approved", "ana"]);
     assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("runs now"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("runs now"),
+        "{out:?}"
+    );
     let events = running
         .until_settled("checkout", &waits, Duration::from_secs(60))
         .await;
@@ -209,7 +244,10 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
         .filter(|r| r.path.starts_with("/approved?"))
         .collect();
     assert_eq!(approved.len(), 1);
-    assert_eq!(approved[0].body, b"ana", "the signal's payload reached the handler");
+    assert_eq!(
+        approved[0].body, b"ana",
+        "the signal's payload reached the handler"
+    );
     // a repeated signal to a finished job: no such job
     let out = hourglass(&project, &["signal", "checkout", &waits, "approved", "bo"]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
@@ -217,7 +255,10 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
     // before the wait: kept, and the wait returns it at once
     let early = enqueue(&queue, "checkout", &order(&shop, approval), 1500, 0).await;
     let out = hourglass(&project, &["signal", "checkout", &early, "approved", "cy"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("kept"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("kept"),
+        "{out:?}"
+    );
     let out = hourglass(&project, &["signal", "checkout", &early, "approved", "dan"]);
     assert!(out.status.success(), "{out:?}");
     assert!(
@@ -234,7 +275,11 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
         .filter(|r| r.path.starts_with("/approved?"))
         .map(|r| r.body)
         .collect();
-    assert_eq!(bodies.last().map(Vec::as_slice), Some(&b"cy"[..]), "the first signal stood");
+    assert_eq!(
+        bodies.last().map(Vec::as_slice),
+        Some(&b"cy"[..]),
+        "the first signal stood"
+    );
     assert!(
         !of(&events, "checkout", &early)
             .iter()
@@ -243,7 +288,14 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
     );
 
     // a timeout: the handler decides (refund, fail)
-    let late = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 300"#), 0, 0).await;
+    let late = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "approval_ms": 300"#),
+        0,
+        0,
+    )
+    .await;
     let events = running
         .until_settled("checkout", &late, Duration::from_secs(60))
         .await;
@@ -256,9 +308,16 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let out = hourglass(&project, &["signal", "checkout", &late, "approved"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("dead-lettered"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dead-lettered"),
+        "{out:?}"
+    );
     let out = hourglass(&project, &["signal", "checkout", &late, ""]);
-    assert_eq!(out.status.code(), Some(2), "an empty name is bad input: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an empty name is bad input: {out:?}"
+    );
     running.stop().await;
 }
 
@@ -269,7 +328,14 @@ async fn an_oversize_step_and_a_repeated_name_are_clear_errors() {
     let project = Project::new("concurrency = 2", topics);
     let queue = project.queue().await;
     let mut running = Running::start(project.config()).await;
-    let big = enqueue(&queue, "probe", r#"{"steps":[{"name":"big","bytes":300000}]}"#, 0, 0).await;
+    let big = enqueue(
+        &queue,
+        "probe",
+        r#"{"steps":[{"name":"big","bytes":300000}]}"#,
+        0,
+        0,
+    )
+    .await;
     let twice = enqueue(
         &queue,
         "probe",
@@ -296,23 +362,33 @@ async fn an_oversize_step_and_a_repeated_name_are_clear_errors() {
         reason.contains("step name \"a\" is used twice in one attempt"),
         "{reason}"
     );
-    assert!(reason.starts_with("failed:"), "a repeated name fails for good: {reason}");
+    assert!(
+        reason.starts_with("failed:"),
+        "a repeated name fails for good: {reason}"
+    );
     running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_suspended_job_frees_its_journal() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
-    let project = Project::new("concurrency = 2", &topics(&shop, ""));
-    let queue = project.queue().await;
+    let (shop, project, queue, running) = serving("concurrency = 2", "", "").await;
     let keys = queue.keys("checkout");
-    let running = Running::start(project.config()).await;
-    let id = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 3600000"#), 0, 0).await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "sleep_ms": 3600000"#),
+        0,
+        0,
+    )
+    .await;
     until_suspended(&queue, &id).await;
     assert!(journal_exists(&queue, &id).await);
     let out = hourglass(&project, &["cancel", "checkout", &id]);
     assert!(out.status.success(), "{out:?}");
-    assert!(!journal_exists(&queue, &id).await, "the journal went with the job");
+    assert!(
+        !journal_exists(&queue, &id).await,
+        "the journal went with the job"
+    );
     let stats = queue.stats(&keys, now_ms()).await.unwrap();
     assert_eq!((stats.suspended, stats.scheduled), (0, 0));
     let out = hourglass(&project, &["wake", "checkout", &id]);
@@ -326,7 +402,14 @@ async fn a_runner_restarted_while_jobs_sleep_wakes_them_on_time() {
     let project = Project::new("concurrency = 2", &topics(&shop, ""));
     let queue = project.queue().await;
     let first = Running::start(project.config()).await;
-    let id = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 2000"#), 0, 0).await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "sleep_ms": 2000"#),
+        0,
+        0,
+    )
+    .await;
     until_suspended(&queue, &id).await;
     first.stop().await;
     let mut second = Running::start(project.config()).await;
@@ -343,7 +426,8 @@ async fn steps_scraped(api: &Api) -> (f64, f64) {
     let answer = api.get("/metrics").await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let lines = answer.body.lines().map(|l| Ok(l.to_owned()));
-    let scrape = test_support::prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+    let scrape =
+        test_support::prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
     let count = |how: &str| {
         scrape
             .samples
@@ -365,16 +449,22 @@ async fn steps_scraped(api: &Api) -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_shows_the_journal_and_takes_signals() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
     let http = format!("\n[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n");
-    let project = Project::new("concurrency = 2", &format!("{}{http}", topics(&shop, "")));
-    let queue = project.queue().await;
-    let mut running = Running::start(project.config()).await;
+    let (shop, _project, queue, mut running) = serving("concurrency = 2", "", &http).await;
     let api = Api(running.http.unwrap().to_string());
-    let id = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 600000"#), 0, 0).await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "approval_ms": 600000"#),
+        0,
+        0,
+    )
+    .await;
     until_suspended(&queue, &id).await;
     let view = api
-        .until(&format!("/api/topics/checkout/jobs/{id}"), |v| !v["suspended"].is_null())
+        .until(&format!("/api/topics/checkout/jobs/{id}"), |v| {
+            !v["suspended"].is_null()
+        })
         .await;
     assert_eq!(view["suspended"]["signal"], "approved", "{view:#}");
     let steps: Vec<&str> = view["journal"]["steps"]
@@ -385,7 +475,10 @@ async fn the_api_shows_the_journal_and_takes_signals() {
         .collect();
     assert_eq!(steps, ["charge", "reserve"], "{view:#}");
     assert_eq!(view["version_source"], "journal", "{view:#}");
-    assert_eq!(view["journal"]["steps"][0]["bytes"], 6, "\"ch_1\" as JSON: {view:#}");
+    assert_eq!(
+        view["journal"]["steps"][0]["bytes"], 6,
+        "\"ch_1\" as JSON: {view:#}"
+    );
 
     // the suspended job in /metrics (read from Redis at most once a second)
     eventually(Duration::from_secs(10), "suspended in /metrics", || async {
@@ -397,7 +490,12 @@ async fn the_api_shows_the_journal_and_takes_signals() {
         }
     })
     .await;
-    let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/signals/approved"), "dee").await;
+    let answer = api
+        .post(
+            &format!("/api/topics/checkout/jobs/{id}/signals/approved"),
+            "dee",
+        )
+        .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(answer.json()["delivered"], "woken");
     let events = running
@@ -405,11 +503,20 @@ async fn the_api_shows_the_journal_and_takes_signals() {
         .await;
     assert_eq!(settled(&events, "checkout", &id), Ok(()));
     // gone: 404 for a signal and a wake
-    let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/signals/approved"), "x").await;
+    let answer = api
+        .post(
+            &format!("/api/topics/checkout/jobs/{id}/signals/approved"),
+            "x",
+        )
+        .await;
     assert_eq!(answer.status, 404, "{}", answer.body);
-    let answer = api.post(&format!("/api/topics/checkout/jobs/{id}/wake"), "").await;
+    let answer = api
+        .post(&format!("/api/topics/checkout/jobs/{id}/wake"), "")
+        .await;
     assert_eq!(answer.status, 404, "{}", answer.body);
-    let answer = api.post("/api/topics/checkout/jobs/nobody/signals/approved", "x").await;
+    let answer = api
+        .post("/api/topics/checkout/jobs/nobody/signals/approved", "x")
+        .await;
     assert_eq!(answer.status, 404, "{}", answer.body);
     // recorded: charge, reserve, approved, email; replayed: charge, reserve
     eventually(Duration::from_secs(10), "steps in /metrics", || async {
@@ -444,16 +551,27 @@ fn versions_of(events: &[hourglass::events::Event], id: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journal_pins_its_job_across_a_deploy_and_a_canary_and_replays_need_a_reset() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
     let rollout = "rollout = { canary = \"99%\", for = \"1h\", min_attempts = 100000, max_failure_rate = 0.9 }";
-    let project = Project::new("concurrency = 4", &topics(&shop, rollout));
-    let queue = project.queue().await;
-    let mut running = Running::start(project.config()).await;
+    let (shop, project, queue, mut running) = serving("concurrency = 4", rollout, "").await;
     let old = crate::util::hash_of(test_support::components::CHECKOUT);
-    let sleeper = enqueue(&queue, "checkout", &order(&shop, r#", "sleep_ms": 3600000"#), 0, 0).await;
+    let sleeper = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "sleep_ms": 3600000"#),
+        0,
+        0,
+    )
+    .await;
     until_suspended(&queue, &sleeper).await;
     // a job that dies with a journal: its approval never comes
-    let dies = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 200"#), 0, 0).await;
+    let dies = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "approval_ms": 200"#),
+        0,
+        0,
+    )
+    .await;
     let events = running
         .until_settled("checkout", &dies, Duration::from_secs(60))
         .await;
@@ -480,41 +598,66 @@ async fn a_journal_pins_its_job_across_a_deploy_and_a_canary_and_replays_need_a_
     assert!(out.status.success(), "{out:?}");
     let events = running
         .until(Duration::from_secs(60), |seen| {
-            fresh
-                .iter()
-                .chain([&sleeper])
-                .all(|id| seen.iter().any(|e| &e.id == id && crate::util::is_final(&e.kind)))
+            fresh.iter().chain([&sleeper]).all(|id| {
+                seen.iter()
+                    .any(|e| &e.id == id && crate::util::is_final(&e.kind))
+            })
         })
         .await;
     assert_eq!(settled(&events, "checkout", &sleeper), Ok(()));
     assert_eq!(
         versions_of(&events, &sleeper),
-        [old.clone()],
+        std::slice::from_ref(&old),
         "the journaled job finished on the version that wrote its journal"
     );
     let on_canary = fresh
         .iter()
         .filter(|id| versions_of(&events, id) == [new.clone()])
         .count();
-    assert!(on_canary >= 5, "the canary serves jobs without a journal: {on_canary} of 10");
+    assert!(
+        on_canary >= 5,
+        "the canary serves jobs without a journal: {on_canary} of 10"
+    );
 
     // replay of the dead letter: on its own version by default (the journal
     // replays: no new charge); on another only with --reset-journal
     let charges = calls(&shop)[0];
-    let out = hourglass(&project, &["dead", "retry", "checkout", &dies, "--version", &new]);
+    let out = hourglass(
+        &project,
+        &["dead", "retry", "checkout", &dies, "--version", &new],
+    );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--reset-journal"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--reset-journal"),
+        "{out:?}"
+    );
     let out = hourglass(&project, &["dead", "retry", "checkout", &dies]);
     assert!(out.status.success(), "{out:?}");
     let events = running
         .until_settled("checkout", &dies, Duration::from_secs(60))
         .await;
     assert!(settled(&events, "checkout", &dies).is_err());
-    assert_eq!(versions_of(&events, &dies), [old.clone()], "replayed: no wait this time");
-    assert_eq!(calls(&shop)[0], charges, "replayed on its version: no new charge");
+    assert_eq!(
+        versions_of(&events, &dies),
+        std::slice::from_ref(&old),
+        "replayed: no wait this time"
+    );
+    assert_eq!(
+        calls(&shop)[0],
+        charges,
+        "replayed on its version: no new charge"
+    );
     let out = hourglass(
         &project,
-        &["dead", "retry", "checkout", &dies, "--version", &new, "--reset-journal"],
+        &[
+            "dead",
+            "retry",
+            "checkout",
+            &dies,
+            "--version",
+            &new,
+            "--reset-journal",
+        ],
     );
     assert!(out.status.success(), "{out:?}");
     let events = running
@@ -522,7 +665,11 @@ async fn a_journal_pins_its_job_across_a_deploy_and_a_canary_and_replays_need_a_
         .await;
     // (two attempts' starts: the wait for the approval suspends it once)
     assert_eq!(versions_of(&events, &dies), [new.clone(), new.clone()]);
-    assert_eq!(calls(&shop)[0], charges + 1, "a reset journal charges again");
+    assert_eq!(
+        calls(&shop)[0],
+        charges + 1,
+        "a reset journal charges again"
+    );
     running.stop().await;
 }
 
@@ -581,7 +728,10 @@ async fn python_and_javascript_steps_survive_a_sigkill_and_failures() {
         crate::util::add_handler(&project, file, component);
         let queue = project.queue().await;
         let first = RunnerProcess::launch(&project, RUNNER_LOG);
-        let payload = format!(r#"{{"saga": {{"shop": "{}", "email_fails": 3}}}}"#, shop.url());
+        let payload = format!(
+            r#"{{"saga": {{"shop": "{}", "email_fails": 3}}}}"#,
+            shop.url()
+        );
         let id = enqueue(&queue, topic, &payload, 0, 0).await;
         eventually(Duration::from_secs(120), "the email step began", || async {
             match calls(&shop) {
@@ -601,7 +751,9 @@ async fn python_and_javascript_steps_survive_a_sigkill_and_failures() {
             [1, 1, 4, 0, 0],
             "{topic}: charge and reserve once; the email killed once, failed twice, sent"
         );
-        let acked = events.iter().find(|e| e.id == id && e.kind == EventKind::Acked);
+        let acked = events
+            .iter()
+            .find(|e| e.id == id && e.kind == EventKind::Acked);
         assert_eq!(acked.map(|e| e.attempt), Some(4), "{topic}");
         second.stop().await;
     }
@@ -609,24 +761,33 @@ async fn python_and_javascript_steps_survive_a_sigkill_and_failures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_job_signals_another_through_its_may_enqueue() {
-    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
     let more = "\n[[topic]]\nname = \"waker\"\nhandler = \"probe.wasm\"\nmax_attempts = 1\n\
                 may_enqueue = [\"checkout\"]\n\n\
                 [[topic]]\nname = \"stranger\"\nhandler = \"probe.wasm\"\nmax_attempts = 1\n";
-    let project = Project::new("concurrency = 4", &format!("{}{more}", topics(&shop, "")));
-    let queue = project.queue().await;
-    let mut running = Running::start(project.config()).await;
-    let id = enqueue(&queue, "checkout", &order(&shop, r#", "approval_ms": 600000"#), 0, 0).await;
+    let (shop, _project, queue, mut running) = serving("concurrency = 4", "", more).await;
+    let id = enqueue(
+        &queue,
+        "checkout",
+        &order(&shop, r#", "approval_ms": 600000"#),
+        0,
+        0,
+    )
+    .await;
     until_suspended(&queue, &id).await;
     let plan = |topic: &str| {
-        format!(r#"{{"signal": {{"topic": "checkout", "id": "{id}", "name": "approved", "payload": "{topic}"}}}}"#)
+        format!(
+            r#"{{"signal": {{"topic": "checkout", "id": "{id}", "name": "approved", "payload": "{topic}"}}}}"#
+        )
     };
     let refused = enqueue(&queue, "stranger", &plan("stranger"), 0, 0).await;
     let events = running
         .until_settled("stranger", &refused, Duration::from_secs(60))
         .await;
     let reason = settled(&events, "stranger", &refused).unwrap_err();
-    assert!(reason.contains("may not signal jobs of \"checkout\""), "{reason}");
+    assert!(
+        reason.contains("may not signal jobs of \"checkout\""),
+        "{reason}"
+    );
     let waker = enqueue(&queue, "waker", &plan("waker"), 0, 0).await;
     let events = running
         .until(Duration::from_secs(60), |seen| {

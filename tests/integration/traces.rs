@@ -463,12 +463,18 @@ async fn each_durable_step_is_a_span_under_its_attempt() {
     );
     let running = Running::start(project.config()).await;
     let queue = project.queue().await;
-    let payload = format!(r#"{{"order": 7, "shop": "{}", "email_fails": 1}}"#, shop.url());
+    let payload = format!(
+        r#"{{"order": 7, "shop": "{}", "email_fails": 1}}"#,
+        shop.url()
+    );
     crate::util::enqueue(&queue, "checkout", &payload, 0, 0).await;
     let all = eventually(WAIT, "the step spans arrived", || async {
         let spans = spans(&receiver);
         let steps = spans.iter().filter(|s| s.name.starts_with("step ")).count();
-        let attempts = spans.iter().filter(|s| s.name == "process checkout").count();
+        let attempts = spans
+            .iter()
+            .filter(|s| s.name == "process checkout")
+            .count();
         match (steps, attempts) {
             (6.., 2..) => Ok(spans),
             seen => Err(format!("{seen:?} of {} spans", spans.len())),
@@ -503,8 +509,10 @@ async fn each_durable_step_is_a_span_under_its_attempt() {
         ("2", "step email", "recorded"),
         ("2", "step reserve", "replayed"),
     ];
-    let steps: Vec<(&str, &str, &str)> =
-        steps.iter().map(|(a, n, o)| (a.as_str(), n.as_str(), o.as_str())).collect();
+    let steps: Vec<(&str, &str, &str)> = steps
+        .iter()
+        .map(|(a, n, o)| (a.as_str(), n.as_str(), o.as_str()))
+        .collect();
     assert_eq!(steps, want);
     running.stop().await;
 }

@@ -93,7 +93,13 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Exit> {
                 check_version(v).map_err(|e| Exit::input(anyhow!("--version: {e}")))?;
                 super::enqueue::kept(&queue, &s.topic, v).await?;
             }
-            let done = apply(&queue, &keys, &s, Verb::Requeue(version.as_deref(), reset_journal)).await?;
+            let done = apply(
+                &queue,
+                &keys,
+                &s,
+                Verb::Requeue(version.as_deref(), reset_journal),
+            )
+            .await?;
             match version {
                 Some(v) => println!(
                     "requeued {} of {} on version {v}",
@@ -163,10 +169,7 @@ async fn apply(
         match verb {
             Verb::Requeue(None, _) => queue.dead().retry(keys, &ids, now_ms()).await,
             Verb::Requeue(Some(v), reset) => {
-                queue
-                    .dead()
-                    .retry_on(keys, &ids, v, reset, now_ms())
-                    .await
+                queue.dead().retry_on(keys, &ids, v, reset, now_ms()).await
             }
             Verb::Purge => queue.dead().purge(keys, &ids).await,
         }

@@ -88,7 +88,11 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
             Some(name) => format!("signal {name:?}, or until {}", when(s.until_ms, now)),
             None => format!("a durable sleep, until {}", when(s.until_ms, now)),
         };
-        line(&mut out, "suspended", format!("waits for {what}; since {}", when(s.since_ms, now)));
+        line(
+            &mut out,
+            "suspended",
+            format!("waits for {what}; since {}", when(s.since_ms, now)),
+        );
     }
     let max = match &v.record {
         Some(Ok(r)) if r.max_attempts > 0 => format!(" of {}", r.max_attempts),
@@ -171,7 +175,10 @@ fn journal_text(j: &Journal, now: u64) -> String {
         out.push_str(&format!(
             "  {:<10} {name:<20} {:>9}  attempt {:<3} {}\n",
             "",
-            bytesize::ByteSize(s.value.len() as u64).display().iec().to_string(),
+            bytesize::ByteSize(s.value.len() as u64)
+                .display()
+                .iec()
+                .to_string(),
             s.attempt,
             when(s.at_ms, now)
         ));

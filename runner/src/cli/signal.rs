@@ -12,12 +12,14 @@ use crate::redis::journal::MAX_SIGNAL;
 use crate::redis::{Signalled, Woken, check_id, connect};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "A job that waits for the signal (`wait_for_signal` in its handler) \
+#[command(
+    after_help = "A job that waits for the signal (`wait_for_signal` in its handler) \
     runs at once; one that does not wait yet gets it when it does. The first signal of a \
     name stands: sending it again changes nothing.\n\
     Exit status: 0 sent, 1 the job is dead-lettered, 2 bad input, 3 no such job (never \
     enqueued, done or cancelled).\n\n\
-    Example: hourglass signal checkout order-1042 approved '{\"by\":\"ana\"}'")]
+    Example: hourglass signal checkout order-1042 approved '{\"by\":\"ana\"}'"
+)]
 pub(super) struct SignalArgs {
     /// The topic, as named in queues.toml.
     topic: String,
@@ -31,10 +33,12 @@ pub(super) struct SignalArgs {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Its sleep ends now (a wait for a signal times out now), and it \
+#[command(
+    after_help = "Its sleep ends now (a wait for a signal times out now), and it \
     runs at once, replaying the steps it recorded.\n\
     Exit status: 0 woken, 1 the job is not suspended, 2 bad input, 3 no such job.\n\n\
-    Example: hourglass wake checkout order-1042")]
+    Example: hourglass wake checkout order-1042"
+)]
 pub(super) struct WakeArgs {
     /// The topic, as named in queues.toml.
     topic: String,
@@ -46,8 +50,7 @@ pub(super) async fn signal(config: &Path, args: SignalArgs) -> Result<(), Exit> 
     let config = load_producer_config(config)?;
     topic_of(&config, &args.topic)?;
     check_id(&args.id).map_err(|e| Exit::input(anyhow!(e)))?;
-    crate::redis::journal::check_name("signal", &args.name)
-        .map_err(|e| Exit::input(anyhow!(e)))?;
+    crate::redis::journal::check_name("signal", &args.name).map_err(|e| Exit::input(anyhow!(e)))?;
     let payload = match &args.payload {
         Some(arg) => super::enqueue::read_payload(arg, MAX_SIGNAL as u64, "the signal limit")?,
         None => Vec::new(),
@@ -63,12 +66,19 @@ pub(super) async fn signal(config: &Path, args: SignalArgs) -> Result<(), Exit> 
             e => e.into(),
         })?;
     match answer {
-        Signalled::Woken => println!("signalled {topic}/{id} {name:?}: it waited for it and runs now"),
+        Signalled::Woken => {
+            println!("signalled {topic}/{id} {name:?}: it waited for it and runs now")
+        }
         Signalled::Kept => println!("signalled {topic}/{id} {name:?}: kept until it waits for it"),
         Signalled::Duplicate => {
             println!("{topic}/{id} had signal {name:?} already: the first one stands")
         }
-        Signalled::Dead => return Err(anyhow!("{topic}/{id} is dead-lettered: `hourglass dead retry {topic} {id}` first").into()),
+        Signalled::Dead => {
+            return Err(anyhow!(
+                "{topic}/{id} is dead-lettered: `hourglass dead retry {topic} {id}` first"
+            )
+            .into());
+        }
         Signalled::NoSuchJob => {
             return Err(Exit {
                 code: UNKNOWN,
@@ -88,7 +98,10 @@ pub(super) async fn wake(config: &Path, args: WakeArgs) -> Result<(), Exit> {
     match queue.wake(&queue.keys(topic), id, now_ms()).await? {
         Woken::Woken => println!("woke {topic}/{id}: it runs now"),
         Woken::NotSuspended => {
-            return Err(anyhow!("{topic}/{id} is not suspended (it waits for its due time, runs or is dead)").into());
+            return Err(anyhow!(
+                "{topic}/{id} is not suspended (it waits for its due time, runs or is dead)"
+            )
+            .into());
         }
         Woken::NoSuchJob => {
             return Err(Exit {

@@ -50,9 +50,7 @@ async fn dead_apply(
         match verb {
             Verb::Retry(None, _) => q.dead().retry(keys, ids, now_ms()).await,
             Verb::Retry(Some(version), reset) => {
-                q.dead()
-                    .retry_on(keys, ids, version, reset, now_ms())
-                    .await
+                q.dead().retry_on(keys, ids, version, reset, now_ms()).await
             }
             Verb::Purge => q.dead().purge(keys, ids).await,
         }
@@ -165,7 +163,14 @@ pub(super) async fn retry(
 ) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
     let (version, reset) = retry_version(&app.ops.queue, &name, &body).await?;
-    dead_one(&app, &name, &keys, id, Verb::Retry(version.as_deref(), reset)).await
+    dead_one(
+        &app,
+        &name,
+        &keys,
+        id,
+        Verb::Retry(version.as_deref(), reset),
+    )
+    .await
 }
 
 /// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.

@@ -48,10 +48,7 @@ pub(super) async fn signal(
 /// `POST /api/topics/{topic}/jobs/{id}/wake`: a suspended job runs now (its
 /// sleep ends, a wait for a signal times out). 404 no such live job; 409
 /// not suspended.
-pub(super) async fn wake(
-    State(app): AppState,
-    Path((name, id)): Path<(String, String)>,
-) -> Answer {
+pub(super) async fn wake(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
     match app.ops.queue.wake(&keys, &id, now_ms()).await? {
         Woken::Woken => Ok((StatusCode::OK, Json(json!({ "id": id, "woken": true })))),

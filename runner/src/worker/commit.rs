@@ -23,6 +23,9 @@ use crate::redis::{
 };
 use crate::telemetry::{Begun, Ended, Telemetry, spans};
 
+mod suspend;
+use suspend::suspend;
+
 /// Most completions committed in one round.
 const BATCH: usize = 512;
 /// How long a commit is retried while Redis is unreachable. A late commit
@@ -259,7 +262,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     if !b.suspends.items.is_empty() {
-        suspend(shared, name, keys, &b.suspends, now).await;
+        suspend(shared, &topic, &b.suspends, now).await;
     }
     let mut released = 0;
     if !b.releases.items.is_empty()
@@ -288,34 +291,6 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     released
-}
-
-/// Suspend durable handlers' jobs that sleep or wait for a signal.
-async fn suspend(
-    shared: &Shared,
-    name: &str,
-    keys: &crate::redis::TopicKeys,
-    suspends: &Pending<Suspending>,
-    now: u64,
-) {
-    let q = &shared.queue;
-    let Some(refused) = persist(&shared.meter, "suspend", name, || {
-        q.pipeline().suspend(keys, &suspends.items, now)
-    })
-    .await
-    else {
-        return;
-    };
-    count(shared, name, suspends, &refused, |s| &s.id, Outcome::Suspended);
-    for s in suspends.items.iter().filter(|s| !is_refused(&refused, &s.id)) {
-        let w = &s.suspension;
-        tracing::debug!(topic = %name, job_id = %s.id, attempt = s.attempt, until_ms = w.until_ms, signal = w.signal.as_deref().unwrap_or("-"), "suspended");
-        let kind = EventKind::Suspended {
-            until_ms: w.until_ms,
-            signal: w.signal.clone(),
-        };
-        shared.emit(name, &s.id, s.attempt, kind);
-    }
 }
 
 type Delivered = Result<std::collections::BTreeMap<String, usize>, QueueError>;

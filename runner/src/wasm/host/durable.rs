@@ -17,10 +17,10 @@ use std::sync::Arc;
 
 use super::Host;
 use crate::clock::now_ms;
-use crate::telemetry::spans::{self, StepEnd};
-use crate::telemetry::{AttemptTrace, Begun};
 use crate::redis::journal::{self, MAX_JOURNAL, MAX_SIGNAL, MAX_STEP};
 use crate::redis::{Journal, Signalled, Step, Suspension};
+use crate::telemetry::spans::{self, StepEnd};
+use crate::telemetry::{AttemptTrace, Begun};
 use crate::wasm::bindings::hourglass::handler::durable;
 
 /// A boxed future of the journal store.
@@ -90,7 +90,9 @@ impl Drop for DurableState {
     /// inside it) ends its span saying so.
     fn drop(&mut self) {
         for (name, span, trace) in self.open.drain(..) {
-            trace.telemetry.end(&span, spans::step(&name, StepEnd::Failed));
+            trace
+                .telemetry
+                .end(&span, spans::step(&name, StepEnd::Failed));
         }
     }
 }
@@ -116,7 +118,9 @@ impl DurableState {
 fn claim_name(seen: &mut HashSet<String>, what: &str, name: &str) -> Result<(), String> {
     journal::check_name(what, name)?;
     if name.starts_with('~') {
-        return Err(format!("{what} name {name:?}: names starting with '~' are the host's"));
+        return Err(format!(
+            "{what} name {name:?}: names starting with '~' are the host's"
+        ));
     }
     if !seen.insert(format!("{what}:{name}")) {
         return Err(format!(
@@ -154,10 +158,10 @@ impl Host {
             at_ms: now_ms(),
             value,
         };
-        let write = self
-            .durable
-            .store
-            .record(&c.topic, &c.id, c.attempt, &c.handler, name, step.clone());
+        let write =
+            self.durable
+                .store
+                .record(&c.topic, &c.id, c.attempt, &c.handler, name, step.clone());
         match write.await {
             Ok(true) => {}
             Ok(false) => {
@@ -202,11 +206,19 @@ impl Host {
 }
 
 impl durable::Host for Host {
-    async fn begin_step(&mut self, name: String) -> wasmtime::Result<Result<Option<Vec<u8>>, String>> {
+    async fn begin_step(
+        &mut self,
+        name: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, String>> {
         if let Err(e) = claim_name(&mut self.durable.seen, "step", &name) {
             return Ok(Err(e));
         }
-        let recorded = self.durable.journal.steps.get(&name).map(|s| s.value.clone());
+        let recorded = self
+            .durable
+            .journal
+            .steps
+            .get(&name)
+            .map(|s| s.value.clone());
         if recorded.is_some() {
             self.durable.counts.replayed += 1;
         }
@@ -215,16 +227,24 @@ impl durable::Host for Host {
             && let Some(span) = trace.telemetry.child(&trace.span)
         {
             match &recorded {
-                Some(v) => trace.telemetry.end(&span, spans::step(&name, StepEnd::Replayed(v.len()))),
+                Some(v) => trace
+                    .telemetry
+                    .end(&span, spans::step(&name, StepEnd::Replayed(v.len()))),
                 None => self.durable.open.push((name, span, trace.clone())),
             }
         }
         Ok(Ok(recorded))
     }
 
-    async fn record_step(&mut self, name: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
+    async fn record_step(
+        &mut self,
+        name: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), String>> {
         if !self.durable.seen.contains(&format!("step:{name}")) {
-            return Ok(Err(format!("step {name:?} was not begun: call begin-step first")));
+            return Ok(Err(format!(
+                "step {name:?} was not begun: call begin-step first"
+            )));
         }
         if self.durable.journal.steps.contains_key(&name) {
             return Ok(Err(format!("step {name:?} is recorded already")));
@@ -235,7 +255,9 @@ impl durable::Host for Host {
             && let Some(at) = self.durable.open.iter().position(|(n, _, _)| *n == name)
         {
             let (name, span, trace) = self.durable.open.swap_remove(at);
-            trace.telemetry.end(&span, spans::step(&name, StepEnd::Recorded(size)));
+            trace
+                .telemetry
+                .end(&span, spans::step(&name, StepEnd::Recorded(size)));
         }
         Ok(recorded)
     }
@@ -299,11 +321,13 @@ impl durable::Host for Host {
                 payload.len()
             )));
         }
-        Ok(match self.durable.store.signal(&topic, &id, &name, payload).await {
-            Ok(Signalled::Woken | Signalled::Kept | Signalled::Duplicate) => Ok(()),
-            Ok(Signalled::Dead) => Err(format!("job {id} of {topic:?} is dead-lettered")),
-            Ok(Signalled::NoSuchJob) => Err(format!("no live job {id} in topic {topic:?}")),
-            Err(e) => Err(format!("signal not sent: {e}")),
-        })
+        Ok(
+            match self.durable.store.signal(&topic, &id, &name, payload).await {
+                Ok(Signalled::Woken | Signalled::Kept | Signalled::Duplicate) => Ok(()),
+                Ok(Signalled::Dead) => Err(format!("job {id} of {topic:?} is dead-lettered")),
+                Ok(Signalled::NoSuchJob) => Err(format!("no live job {id} in topic {topic:?}")),
+                Err(e) => Err(format!("signal not sent: {e}")),
+            },
+        )
     }
 }

@@ -323,7 +323,10 @@ impl Meter {
                     topic: topic.to_owned(),
                     how,
                 };
-                self.metrics.steps.get_or_create(&label).inc_by(u64::from(n));
+                self.metrics
+                    .steps
+                    .get_or_create(&label)
+                    .inc_by(u64::from(n));
             }
         }
     }

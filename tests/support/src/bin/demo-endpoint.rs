@@ -19,8 +19,7 @@ fn main() {
             Reply::status(200, "received, thanks"),
         ],
     };
-    let server = HttpServer::bind(&addr, script)
-    .unwrap_or_else(|e| {
+    let server = HttpServer::bind(&addr, script).unwrap_or_else(|e| {
         eprintln!("demo-endpoint: cannot listen on {addr}: {e}");
         std::process::exit(1)
     });
