@@ -67,7 +67,7 @@ fn checkout(job: Job) -> hourglass_sdk::Result<Outcome> {
         return Ok(Outcome::fail(format!("order {}: out of stock, charge {charge} refunded", o.order)));
     }
     if o.sleep_ms > 0 {
-        info!("order {}: sleeping {} ms before the email", o.order, o.sleep_ms);
+        // the first time, the attempt ends here; after the sleep, it returns at once
         durable::sleep(Duration::from_millis(o.sleep_ms));
     }
     if let Some(timeout) = o.approval_ms {

@@ -1,6 +1,10 @@
 //! The committer's suspensions: durable handlers' jobs that sleep or wait
 //! for a signal, put back on the time index (`suspend.lua`).
 
+use std::time::Duration;
+
+use humantime::format_duration;
+
 use super::{Outcome, Pending, count, is_refused, persist};
 use crate::events::EventKind;
 use crate::redis::Suspending;
@@ -35,7 +39,15 @@ pub(super) async fn suspend(
         .filter(|s| !is_refused(&refused, &s.id))
     {
         let w = &s.suspension;
-        tracing::debug!(topic = %name, job_id = %s.id, attempt = s.attempt, until_ms = w.until_ms, signal = w.signal.as_deref().unwrap_or("-"), "suspended");
+        let wait = Duration::from_millis((w.until_ms.saturating_sub(now) + 500) / 1000 * 1000);
+        let what = match &w.signal {
+            Some(signal) => format!(
+                "waits for signal {signal:?}, at most {}",
+                format_duration(wait)
+            ),
+            None => format!("sleeps {} (a durable sleep)", format_duration(wait)),
+        };
+        tracing::info!(topic = %name, job_id = %s.id, attempt = s.attempt, "suspended: {what}");
         let kind = EventKind::Suspended {
             until_ms: w.until_ms,
             signal: w.signal.clone(),
