@@ -6,14 +6,15 @@
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
--- KEYS[10]: account hash   KEYS[11]: layout 2's zset of waiting jobs
--- KEYS[11 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
+-- KEYS[10]: account hash   KEYS[11]: layout 2's zset of waiting jobs   KEYS[12]: journal hash (step.lua)
+-- KEYS[12 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
 --            replace (1: replace the waiting job with this id), account ('' for none)
 -- Returns: flat array of id, status per job: 1 = enqueued, 0 = duplicate (already live or
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
---          3 = not replaced: that job is running
+--          3 = not replaced: that job is running, 4 = not replaced: that job has a journal (a
+--          durable handler's steps ran on its payload)
 local STRIDE = 6
 redis.call('SET', KEYS[9], LAYOUT, 'NX')
 local before = head_due(KEYS[1])
@@ -50,6 +51,9 @@ for j, id in ipairs(ids) do
   elseif replace and (stored[j] or seen[id]) then
     if redis.call('ZSCORE', KEYS[6], id) then
       status = 3
+    elseif not seen[id] and redis.call('HEXISTS', KEYS[12], id) == 1
+        and not redis.call('ZSCORE', KEYS[3], id) then
+      status = 4
     elseif seen[id] or not redis.call('ZSCORE', KEYS[3], id) then
       -- waiting: new payload and due time, attempts start over
       status = 2
@@ -72,7 +76,7 @@ for j, id in ipairs(ids) do
     end
   elseif seen[id] then
     status = 0
-  elseif unique_for > 0 and redis.call('EXISTS', KEYS[11 + j]) == 1 then
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[12 + j]) == 1 then
     status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
@@ -88,7 +92,7 @@ for j, id in ipairs(ids) do
   out[#out + 1] = status
   if status == 1 or status == 2 then
     if unique_for > 0 then
-      redis.call('SET', KEYS[11 + j], '1', 'PX', unique_for)
+      redis.call('SET', KEYS[12 + j], '1', 'PX', unique_for)
     end
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', KEYS[10], id, ARGV[i + 5])

@@ -74,6 +74,9 @@ pub enum Enqueued {
     Replaced(String),
     /// `replace` found this job running: nothing was changed.
     Running(String),
+    /// `replace` found this job waiting with a journal (a durable handler's
+    /// steps ran on its payload): nothing was changed.
+    Journaled(String),
 }
 
 impl Enqueued {
@@ -83,7 +86,8 @@ impl Enqueued {
             Enqueued::New(id)
             | Enqueued::Duplicate(id)
             | Enqueued::Replaced(id)
-            | Enqueued::Running(id) => id,
+            | Enqueued::Running(id)
+            | Enqueued::Journaled(id) => id,
         }
     }
 }

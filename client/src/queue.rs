@@ -165,6 +165,7 @@ impl Queue {
                     [id, Value::Int(0)] => out.push(Enqueued::Duplicate(string(id)?)),
                     [id, Value::Int(2)] => out.push(Enqueued::Replaced(string(id)?)),
                     [id, Value::Int(3)] => out.push(Enqueued::Running(string(id)?)),
+                    [id, Value::Int(4)] => out.push(Enqueued::Journaled(string(id)?)),
                     other => {
                         return Err(QueueError::Protocol(format!("enqueue answered {other:?}")));
                     }

@@ -74,7 +74,8 @@ script!(
         error,
         layout,
         account,
-        legacy_pending
+        legacy_pending,
+        journal
     ]
 );
 script!(

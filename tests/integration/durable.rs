@@ -383,6 +383,16 @@ async fn cancelling_a_suspended_job_frees_its_journal() {
     .await;
     until_suspended(&queue, &id).await;
     assert!(journal_exists(&queue, &id).await);
+    // its steps ran on its payload: not replaced
+    let out = hourglass(
+        &project,
+        &["enqueue", "checkout", "{}", "--id", &id, "--replace"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has a journal"),
+        "{out:?}"
+    );
     let out = hourglass(&project, &["cancel", "checkout", &id]);
     assert!(out.status.success(), "{out:?}");
     assert!(

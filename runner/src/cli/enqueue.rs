@@ -169,6 +169,14 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             )
             .into());
         }
+        Some(Enqueued::Journaled(id)) => {
+            return Err(anyhow!(
+                "not replaced: {}/{id} has a journal (a durable handler's steps ran on its payload); \
+                 cancel it and enqueue afresh",
+                args.topic
+            )
+            .into());
+        }
         None => return Err(anyhow!("redis did not answer the enqueue").into()),
     };
     match wait {

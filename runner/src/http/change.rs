@@ -119,6 +119,7 @@ fn status(e: &Enqueued) -> Value {
         Enqueued::Duplicate(id) => json!({ "id": id, "status": "duplicate" }),
         Enqueued::Replaced(id) => json!({ "id": id, "status": "replaced" }),
         Enqueued::Running(id) => json!({ "id": id, "status": "running", "replaced": false }),
+        Enqueued::Journaled(id) => json!({ "id": id, "status": "journaled", "replaced": false }),
     }
 }
 
