@@ -818,3 +818,78 @@ async fn one_job_signals_another_through_its_may_enqueue() {
     assert_eq!(approved[0].body, b"waker");
     running.stop().await;
 }
+
+/// A durable sleep and a wait for a signal in Python and JavaScript: the
+/// job sleeps, waits, gets the signal's payload, and finishes on its first
+/// attempt with each step run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_sleep_and_wait_for_a_signal() {
+    use test_support::components::{JS_SDK_PROBE, PY_PROBE};
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let mut topics = String::new();
+    for (topic, file) in [("py", "py_probe.wasm"), ("js", "js_sdk_probe.wasm")] {
+        topics.push_str(&format!(
+            "[[topic]]\nname = \"{topic}\"\nhandler = \"{file}\"\ntimeout = \"5s\"\n\
+             grants = {{ http = [\"{}\"] }}\n\n",
+            shop.url()
+        ));
+    }
+    let project = Project::new("concurrency = 4", &topics);
+    crate::util::add_handler(&project, "py_probe.wasm", PY_PROBE);
+    crate::util::add_handler(&project, "js_sdk_probe.wasm", JS_SDK_PROBE);
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let payload = format!(
+        r#"{{"saga": {{"shop": "{}", "sleep_ms": 300, "approval_s": 600}}}}"#,
+        shop.url()
+    );
+    for topic in ["py", "js"] {
+        let id = enqueue(&queue, topic, &payload, 0, 0).await;
+        let keys = queue.keys(topic);
+        // the sleep, then the wait: suspended for the signal
+        let waits = eventually(
+            Duration::from_secs(120),
+            "waiting for the signal",
+            || async {
+                match queue.journal(&keys, &id).await.unwrap() {
+                    (_, Some(w)) if w.signal.is_some() => Ok(w),
+                    seen => Err(format!("{seen:?}")),
+                }
+            },
+        )
+        .await;
+        assert_eq!(waits.signal.as_deref(), Some("approved"), "{topic}");
+        let out = hourglass(&project, &["signal", topic, &id, "approved", topic]);
+        assert!(out.status.success(), "{topic}: {out:?}");
+        let events = running
+            .until_settled(topic, &id, Duration::from_secs(120))
+            .await;
+        assert_eq!(settled(&events, topic, &id), Ok(()), "{topic}");
+        let suspensions = of(&events, topic, &id)
+            .iter()
+            .filter(|k| matches!(k, EventKind::Suspended { .. }))
+            .count();
+        assert_eq!(suspensions, 2, "{topic}: the sleep and the wait");
+        let acked = events
+            .iter()
+            .find(|e| e.id == id && e.kind == EventKind::Acked);
+        assert_eq!(
+            acked.map(|e| e.attempt),
+            Some(1),
+            "{topic}: no attempt used"
+        );
+        let bodies: Vec<Vec<u8>> = shop
+            .received()
+            .into_iter()
+            .filter(|r| r.path.starts_with("/approved?"))
+            .map(|r| r.body)
+            .collect();
+        assert_eq!(
+            bodies.last().map(Vec::as_slice),
+            Some(topic.as_bytes()),
+            "{topic}"
+        );
+    }
+    assert_eq!(calls(&shop), [2, 2, 2, 2, 0], "each step once per language");
+    running.stop().await;
+}

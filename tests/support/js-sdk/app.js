@@ -1,8 +1,11 @@
 // A JavaScript handler for the tests, on the SDK (the twin of py/app.py). The
 // payload is JSON; each key asks for one thing, checked in this order:
-//   {"saga": {"shop": URL, "email_fails": N}}  durable steps: POST URL/charge,
-//                                      /reserve, /email (the email failing on the
-//                                      first N attempts); ack with the charge
+//   {"saga": {"shop": URL, "email_fails": N, "sleep_ms": M, "approval_s": S}}
+//                                      durable steps: POST URL/charge, /reserve,
+//                                      (a durable sleep of M ms, a wait of S s for
+//                                      signal "approved", POSTed to /approved),
+//                                      /email (failing on the first N attempts);
+//                                      ack with the charge
 //   {"log": MESSAGE}                   an info line, then the rest
 //   {"print": TEXT}                    console.log(TEXT), then the rest
 //   {"throw": MESSAGE}                 throw a RangeError(MESSAGE)
@@ -18,7 +21,8 @@
 //   {"served": true}                   ack with {"served": jobs this instance ran}
 //   {}                                 ack
 import {
-  handler, fail, retry, retryIn, followUp, log, progress, result, step, Retry,
+  handler, fail, retry, retryIn, followUp, log, progress, result, step, Retry, sleep,
+  waitForSignal,
 } from './hourglass.js';
 
 // jobs this instance ran: state one job leaves for the next (only where the
@@ -85,6 +89,15 @@ async function saga(job, s) {
   };
   const charge = await step('charge', () => call('charge'));
   await step('reserve', () => call('reserve'));
+  if (s.sleep_ms) sleep(s.sleep_ms / 1000);
+  if (s.approval_s !== undefined) {
+    const by = waitForSignal('approved', s.approval_s);
+    if (by === null) return fail('not approved in time');
+    await step('approved', async () => {
+      const res = await fetch(`${s.shop}/approved?order=1`, { method: 'POST', body: by });
+      return res.status;
+    });
+  }
   await step('email', async () => {
     const sent = await call('email');
     if (job.attempt <= (s.email_fails ?? 0)) {

@@ -1,9 +1,12 @@
 """A Python handler for the tests, on the SDK. The payload is JSON; each key
 asks for one thing, checked in this order:
 
-    {"saga": {"shop": URL, "email_fails": N}}  durable steps: POST URL/charge,
-                                      /reserve, /email (the email failing on the
-                                      first N attempts); ack with the charge
+    {"saga": {"shop": URL, "email_fails": N, "sleep_ms": M, "approval_s": S}}
+                                      durable steps: POST URL/charge, /reserve,
+                                      (a durable sleep of M ms, a wait of S s for
+                                      signal "approved", POSTed to /approved),
+                                      /email (failing on the first N attempts);
+                                      ack with the charge
     {"log": MESSAGE}                  an info line, then the rest
     {"print": TEXT}                   a line on stdout, then the rest
     {"sleep_ms": N}                   sleep N ms first, then the rest
@@ -91,5 +94,12 @@ def saga(job, s):
 
     charge = hourglass.step("charge", lambda: call("charge"))
     hourglass.step("reserve", lambda: call("reserve"))
+    if s.get("sleep_ms"):
+        hourglass.sleep(s["sleep_ms"] / 1000)
+    if "approval_s" in s:
+        by = hourglass.wait_for_signal("approved", s["approval_s"])
+        if by is None:
+            return hourglass.fail("not approved in time")
+        hourglass.step("approved", lambda: http.post(f"{s['shop']}/approved?order=1", by).status)
     hourglass.step("email", email)
     return hourglass.result({"charge": charge})
