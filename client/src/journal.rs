@@ -88,20 +88,17 @@ pub struct Journal {
 impl Journal {
     /// The journal in an `HGETALL` reply (field, value, field, value, ...).
     pub(crate) fn from_reply(v: &Value) -> Result<Journal, QueueError> {
-        let flat: Vec<Value> = match v {
-            Value::Array(flat) => flat.clone(),
-            Value::Map(pairs) => pairs
-                .iter()
-                .flat_map(|(k, v)| [k.clone(), v.clone()])
-                .collect(),
+        // (field, value) pairs, read in place: a claim hands over every journal it reads
+        let pairs: Vec<(&Value, &Value)> = match v {
+            Value::Array(flat) if flat.len() % 2 == 0 => {
+                flat.chunks(2).map(|p| (&p[0], &p[1])).collect()
+            }
+            Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
             Value::Nil => Vec::new(),
             v => return Err(QueueError::Protocol(format!("a journal reply: {v:?}"))),
         };
         let mut journal = Journal::default();
-        for pair in flat.chunks(2) {
-            let [field, value] = pair else {
-                return Err(QueueError::Protocol("an odd journal reply".into()));
-            };
+        for (field, value) in pairs {
             let field = string(field)?;
             let value = bytes(value)?;
             match field.split_once(':') {

@@ -539,14 +539,6 @@ async fn the_api_shows_the_journal_and_takes_signals() {
     running.stop().await;
 }
 
-/// `bytes` (a component) with a custom section appended: the same handler
-/// under another content hash, as a rebuild with a change would be.
-fn variant(bytes: &[u8], tag: &str) -> Vec<u8> {
-    let name = b"hourglass-test";
-    let body: Vec<u8> = [&[name.len() as u8][..], name, tag.as_bytes()].concat();
-    [bytes, &[0, body.len() as u8], &body].concat()
-}
-
 /// The handler versions that started attempts of job `id`, in order.
 fn versions_of(events: &[hourglass::events::Event], id: &str) -> Vec<String> {
     events
@@ -589,7 +581,7 @@ async fn a_journal_pins_its_job_across_a_deploy_and_a_canary_and_replays_need_a_
 
     // a new version, served as a canary to 99% of attempts
     let bytes = std::fs::read(test_support::components::CHECKOUT).unwrap();
-    let new_bytes = variant(&bytes, "v2");
+    let new_bytes = crate::util::variant(&bytes, "v2");
     let new = hourglass::wasm::content_hash(&new_bytes);
     crate::util::deploy(&project.handler("checkout.wasm"), &new_bytes);
     eventually(Duration::from_secs(60), "the canary", || async {

@@ -97,15 +97,6 @@ async fn a_reused_instance_keeps_what_jobs_leave_a_fresh_one_does_not() {
     running.stop().await;
 }
 
-/// `bytes` (a component) with a custom section appended: the same handler
-/// under another content hash, as a rebuild with a change would be.
-fn variant(bytes: &[u8], tag: &str) -> Vec<u8> {
-    let name = b"hourglass-test";
-    let body: Vec<u8> = [&[name.len() as u8][..], name, tag.as_bytes()].concat();
-    assert!(body.len() < 128, "one-byte section size");
-    [bytes, &[0, body.len() as u8], &body].concat()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version() {
     let topics = "[[topic]]\nname = \"reused\"\nhandler = \"probe.wasm\"\nconcurrency = 1\n\
@@ -144,7 +135,7 @@ async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version(
     assert_eq!(run_one(&queue, "reused", served).await, Ok(2));
     deploy(
         &path,
-        &variant(&std::fs::read(PROBE).unwrap(), "second version"),
+        &crate::util::variant(&std::fs::read(PROBE).unwrap(), "second version"),
     );
     let new = hash_of(path.to_str().unwrap());
     assert_ne!(old, new);

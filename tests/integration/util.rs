@@ -186,6 +186,15 @@ pub fn deploy(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
+/// `bytes` (a component) with a custom section appended: the same handler
+/// under another content hash, as a rebuild with a change would be.
+pub fn variant(bytes: &[u8], tag: &str) -> Vec<u8> {
+    let name = b"hourglass-test";
+    let body: Vec<u8> = [&[name.len() as u8][..], name, tag.as_bytes()].concat();
+    assert!(body.len() < 128, "one-byte section size");
+    [bytes, &[0, body.len() as u8], &body].concat()
+}
+
 /// The content hash the runner reports for a component file.
 pub fn hash_of(path: &str) -> String {
     hourglass::wasm::content_hash(&std::fs::read(path).unwrap())

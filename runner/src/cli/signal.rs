@@ -79,12 +79,7 @@ pub(super) async fn signal(config: &Path, args: SignalArgs) -> Result<(), Exit> 
             )
             .into());
         }
-        Signalled::NoSuchJob => {
-            return Err(Exit {
-                code: UNKNOWN,
-                error: anyhow!("no job {topic}/{id} (never enqueued, done or cancelled)"),
-            });
-        }
+        Signalled::NoSuchJob => return Err(no_such_job(topic, id)),
     }
     Ok(())
 }
@@ -103,12 +98,15 @@ pub(super) async fn wake(config: &Path, args: WakeArgs) -> Result<(), Exit> {
             )
             .into());
         }
-        Woken::NoSuchJob => {
-            return Err(Exit {
-                code: UNKNOWN,
-                error: anyhow!("no job {topic}/{id} (never enqueued, done or cancelled)"),
-            });
-        }
+        Woken::NoSuchJob => return Err(no_such_job(topic, id)),
     }
     Ok(())
+}
+
+/// No live job `id` in `topic`: exit status 3, as `wait` and `inspect` use.
+fn no_such_job(topic: &str, id: &str) -> Exit {
+    Exit {
+        code: UNKNOWN,
+        error: anyhow!("no job {topic}/{id} (never enqueued, done or cancelled)"),
+    }
 }
