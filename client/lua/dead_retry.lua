@@ -4,11 +4,14 @@
 -- KEYS[5]: attempt hash   KEYS[6]: error hash   KEYS[7]: journal hash (step.lua): kept, unless the
 --   job is given a new record (a replay on another version starts a fresh journal)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most jobs when no ids are given
--- ARGV[5]: 1 (ids follow) or 2 (pairs of id and the record to store follow; '' keeps the record)
+-- ARGV[5]: 1 (ids follow), 2 (pairs of id and the record to store follow; '' keeps the record)
+--   or 3 (ids follow, each job's journal dropped: it starts afresh on its version)
 -- ARGV[6..]: ids (or pairs); none means the oldest ARGV[4] dead letters, records unchanged
 -- Returns: the ids requeued
 local before = head_due(KEYS[3])
 local stride = tonumber(ARGV[5])
+local reset = stride == 3
+if reset then stride = 1 end
 local ids, records = {}, {}
 if #ARGV > 5 then
   for i = 6, #ARGV, stride do
@@ -26,6 +29,8 @@ for j, id in ipairs(ids) do
     if redis.call('HEXISTS', KEYS[4], id) == 1 then
       if records[j] and records[j] ~= '' then
         redis.call('HSET', KEYS[4], id, records[j])
+        forget_journals(KEYS[7], { id })
+      elseif reset then
         forget_journals(KEYS[7], { id })
       end
       redis.call('HDEL', KEYS[5], id)

@@ -72,8 +72,24 @@ impl DeadLetters<'_> {
         self.q.invoke_durable(&inv).await
     }
 
-    /// `dead_retry.lua` with its keys and leading arguments; ids (stride 1)
-    /// or id and record pairs (stride 2) follow.
+    /// [`DeadLetters::retry`] dropping each job's journal (durable steps,
+    /// effects): it starts afresh, on the version it is pinned to if any.
+    /// Returns the ids requeued.
+    pub async fn retry_afresh(
+        self,
+        keys: &TopicKeys,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut inv = self.retry_call(keys, now_ms, 3);
+        for id in ids {
+            inv.arg(id);
+        }
+        self.q.invoke_durable(&inv).await
+    }
+
+    /// `dead_retry.lua` with its keys and leading arguments; ids (stride 1,
+    /// or 3 to drop their journals) or id and record pairs (stride 2) follow.
     fn retry_call(
         self,
         keys: &TopicKeys,

@@ -15,6 +15,7 @@
 //! | `s:<name>`  | a step's result ([`Step::encode`])                         |
 //! | `t:<name>`  | a sleep's or a signal wait's wake time (ms, decimal)      |
 //! | `g:<name>`  | a signal's payload, the first one sent under that name    |
+//! | `e:<n>`     | batch `n` of an effects journal ([`crate::effects`])      |
 //!
 //! The journal lives as long as its job: an ack or a cancel deletes it, a
 //! dead letter keeps it for `hourglass dead retry` (deleted with the dead
@@ -24,13 +25,12 @@ use std::collections::BTreeMap;
 
 use redis::Value;
 
+use super::effects::{self, Entry};
 use super::reply::{bytes, string};
 use super::{Pipeline, Queue, QueueError, Refusal, TopicKeys, job, scripts};
 
 /// The largest result one step may record, in bytes.
 pub const MAX_STEP: usize = 256 << 10;
-/// The most a job's journal may hold (steps and signals), in bytes.
-pub const MAX_JOURNAL: usize = 4 << 20;
 /// The longest step or signal name, in bytes.
 pub const MAX_NAME: usize = 256;
 /// The largest signal payload, in bytes.
@@ -83,6 +83,8 @@ pub struct Journal {
     pub timers: BTreeMap<String, u64>,
     /// Signals sent to the job by name.
     pub signals: BTreeMap<String, Vec<u8>>,
+    /// An effects journal's batches by number (`journal = "effects"`).
+    pub effects: BTreeMap<u32, Vec<Entry>>,
 }
 
 impl Journal {
@@ -116,6 +118,12 @@ impl Journal {
                 Some(("g", name)) => {
                     journal.signals.insert(name.to_owned(), value);
                 }
+                Some(("e", n)) => {
+                    let n = n.parse().map_err(|_| {
+                        QueueError::Protocol(format!("a journal batch {field:?} is not numbered"))
+                    })?;
+                    journal.effects.insert(n, effects::decode(&value)?);
+                }
                 _ if field == "v" => journal.version = Some(String::from_utf8_lossy(&value).into()),
                 // a field of a newer hourglass: not ours to read
                 _ => {}
@@ -124,7 +132,8 @@ impl Journal {
         Ok(journal)
     }
 
-    /// The bytes its steps and signals hold (what [`MAX_JOURNAL`] bounds).
+    /// The bytes its steps, signals and effects hold (what the topic's
+    /// `journal_max` bounds).
     pub fn size(&self) -> usize {
         let steps: usize = self
             .steps
@@ -132,7 +141,8 @@ impl Journal {
             .map(|(n, s)| n.len() + s.value.len() + 12)
             .sum();
         let signals: usize = self.signals.iter().map(|(n, p)| n.len() + p.len()).sum();
-        steps + signals
+        let effects: usize = self.effects.values().flatten().map(Entry::size).sum();
+        steps + signals + effects
     }
 
     /// As `inspect --json` and the API show it: steps in the order they
@@ -154,6 +164,7 @@ impl Journal {
                 "name": name,
                 "bytes": p.len(),
             })).collect::<Vec<_>>(),
+            "effects": effects::to_json(&self.effects),
         })
     }
 }
@@ -250,6 +261,28 @@ impl Pipeline<'_> {
             .arg(version)
             .arg(format!("s:{name}"))
             .arg(step.encode());
+        let recorded: i64 = self.q.invoke_durable(&inv).await?;
+        Ok(recorded == 1)
+    }
+
+    /// Record batch `batch` of job `id`'s effects journal (`e:<batch>`,
+    /// [`effects::encode`]d) while `attempt` still owns the job, as
+    /// [`Pipeline::record_step`] does. `false`: refused.
+    pub async fn record_effects(
+        self,
+        keys: &TopicKeys,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        batch: u32,
+        encoded: &[u8],
+    ) -> Result<bool, QueueError> {
+        let mut inv = scripts::STEP.on(keys);
+        inv.arg(id)
+            .arg(attempt)
+            .arg(version)
+            .arg(format!("e:{batch}"))
+            .arg(encoded);
         let recorded: i64 = self.q.invoke_durable(&inv).await?;
         Ok(recorded == 1)
     }

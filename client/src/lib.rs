@@ -60,6 +60,7 @@ pub mod clock;
 mod connect;
 mod dead;
 mod durable;
+pub mod effects;
 mod error;
 mod inspect;
 mod job;
