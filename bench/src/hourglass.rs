@@ -326,6 +326,7 @@ pub async fn instance(
         may_enqueue: Vec::new().into(),
         max_payload: 1 << 20,
         http: Default::default(),
+        journal: Default::default(),
     };
     let input = |i: usize| JobInput {
         parent_result: None,

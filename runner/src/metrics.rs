@@ -55,6 +55,17 @@ pub struct StepLabels {
     pub how: &'static str,
 }
 
+/// `{topic, kind, how}`: effects of journaled attempts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EffectLabels {
+    /// The topic.
+    pub topic: String,
+    /// `http`, `clock`, `random` or `follow_up`.
+    pub kind: &'static str,
+    /// `recorded` or `replayed`.
+    pub how: &'static str,
+}
+
 /// `{topic, state}`: where a topic's jobs are.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
@@ -154,6 +165,11 @@ pub struct Metrics {
     pub enqueued: Family<TopicLabel, Counter>,
     /// Durable handlers' steps, by topic, recorded or replayed.
     pub steps: Family<StepLabels, Counter>,
+    /// Journaled attempts' effects, by kind, recorded or replayed.
+    pub effects: Family<EffectLabels, Counter>,
+    /// Journaled attempts whose handler asked for something else than the
+    /// journal held.
+    pub divergences: Family<TopicLabel, Counter>,
     /// Live reloads, by result.
     pub reloads: Family<ResultLabel, Counter>,
     /// Redis calls that failed (each retry counts).
@@ -210,6 +226,8 @@ impl Metrics {
             attempts: Family::default(),
             enqueued: Family::default(),
             steps: Family::default(),
+            effects: Family::default(),
+            divergences: Family::default(),
             reloads: Family::default(),
             redis_errors: Counter::default(),
             spans_dropped: Counter::default(),
@@ -246,6 +264,16 @@ impl Metrics {
             "steps",
             "Durable handlers' steps: recorded (run, then written to the job's journal) or replayed (returned from it)",
             m.steps.clone(),
+        );
+        r.register(
+            "effects",
+            "Effects of attempts on journaled topics (journal = \"effects\"), by kind: recorded (done, then written to the job's journal) or replayed (answered from it)",
+            m.effects.clone(),
+        );
+        r.register(
+            "journal_divergences",
+            "Attempts on journaled topics that asked for another request or follow-up than the journal held at that place",
+            m.divergences.clone(),
         );
         r.register(
             "reloads",

@@ -165,6 +165,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
     let sandbox = Sandbox {
         result_max: 64 << 10,
         reuse: None,
+        journal: Default::default(),
         // long enough that the first attempt still holds the slot when the
         // second asks, however slowly a loaded machine reaches its request
         timeout: Duration::from_secs(90),

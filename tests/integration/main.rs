@@ -16,6 +16,9 @@
 //!   `systemd-analyze verify`, the Dockerfile's health check against a runner.
 //! - `durable`: durable handlers: steps replayed after a failure and a SIGKILL,
 //!   durable sleeps (no slot held, `wake`), signals, limits, pins, cancel.
+//! - `effects`: effects journals: a plain handler retried or SIGKILLed between
+//!   two calls sends each once; clocks and random replay; divergence, the body
+//!   cap, `hourglass journal`; Python, JavaScript, Redis Cluster.
 //! - `failover`: a Redis primary SIGKILLed under a producer and a runner, a
 //!   replica promoted by three sentinels: jobs lost with and without
 //!   `durability`, jobs run twice, time to recover; Sentinel with AUTH.
@@ -68,6 +71,7 @@ mod crash;
 mod dashboard;
 mod deploy;
 mod durable;
+mod effects;
 mod failover;
 mod faults;
 mod follow_ups;

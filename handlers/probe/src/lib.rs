@@ -10,6 +10,9 @@
 //! For instance reuse: `served` acks with how many jobs this instance ran.
 //! For durable handlers: `steps`, each recorded (a result of `bytes` bytes)
 //! under its `name`, first of all; `signal` sent to another job after them.
+//! For effects journals: `stamp` reads the wall clock and random bytes,
+//! `calls` makes HTTP requests in order (a body from a file, or with the
+//! stamp in it), right after the steps.
 
 use hourglass_sdk::{Error, FollowUp, Job, Outcome, http, info};
 
@@ -70,6 +73,45 @@ struct Plan {
     /// A signal to send (to a durable job) after the steps.
     #[serde(default)]
     signal: Option<Signal>,
+    /// Read the wall clock and 16 random bytes: logged, and in the retry
+    /// reason and the result (`{"stamp": ...}`).
+    #[serde(default)]
+    stamp: bool,
+    /// HTTP requests to make in order, after the stamp: a status of 400 or
+    /// more, or no response, retries the job with what came back.
+    #[serde(default)]
+    calls: Vec<Call>,
+}
+
+#[derive(serde::Deserialize)]
+struct Call {
+    #[serde(default = "post")]
+    method: String,
+    url: String,
+    #[serde(default)]
+    body: String,
+    /// Send the contents of this (granted) file as the body.
+    #[serde(default)]
+    body_file: Option<String>,
+    /// Put the stamp in the body.
+    #[serde(default)]
+    with_stamp: bool,
+}
+
+fn post() -> String {
+    "POST".into()
+}
+
+/// The wall clock in ns and 16 random bytes, as text.
+fn stamp() -> hourglass_sdk::Result<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| Error::fail(format!("clock: {e}")))?
+        .as_nanos();
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).map_err(|e| Error::fail(format!("random: {e}")))?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{now}-{hex}"))
 }
 
 #[derive(serde::Deserialize)]
@@ -121,6 +163,34 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     for s in &plan.steps {
         // no log line: bench/durable-cost measures what a step costs
         hourglass_sdk::durable::step_bytes(&s.name, || Ok(vec![b'x'; s.bytes]))?;
+    }
+    let stamped = match plan.stamp {
+        true => {
+            let s = stamp()?;
+            info!("stamp {s}");
+            Some(s)
+        }
+        false => None,
+    };
+    for call in &plan.calls {
+        let mut body = match &call.body_file {
+            Some(path) => std::fs::read(path).map_err(|e| Error::fail(format!("read {path}: {e}")))?,
+            None => call.body.clone().into_bytes(),
+        };
+        if call.with_stamp {
+            body.extend_from_slice(stamped.as_deref().unwrap_or("-").as_bytes());
+        }
+        let response = http::Request::new(&call.method, &call.url).body(body).send();
+        match response {
+            Ok(r) if r.status() < 400 => info!("{} {}: {}", call.method, call.url, r.status()),
+            Ok(r) => {
+                return Ok(Outcome::retry_in(
+                    std::time::Duration::from_millis(50),
+                    format!("{} {} answered {}", call.method, call.url, r.status()),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     if let Some(s) = &plan.signal {
         hourglass_sdk::durable::signal(&s.topic, &s.id, &s.name, s.payload.as_bytes())?;
@@ -201,10 +271,14 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         info!("fetched {url}{fetched}");
     }
     if job.attempt() <= plan.retry_first {
+        let stamp = stamped.as_ref().map_or(String::new(), |s| format!("; stamp {s}"));
         return Ok(Outcome::retry_in(
             std::time::Duration::from_millis(100),
-            format!("asked to retry attempt {}{fetched}", job.attempt()),
+            format!("asked to retry attempt {}{fetched}{stamp}", job.attempt()),
         ));
+    }
+    if let Some(s) = &stamped {
+        return Outcome::ack_json(&serde_json::json!({ "stamp": s }));
     }
     match plan.then.as_deref() {
         Some("fail") => return Err(Error::fail(format!("asked to fail{fetched}"))),

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::inspect::when;
+use super::when::when;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
@@ -41,10 +41,12 @@ pub(super) enum Command {
         /// lists them), whatever the topic serves: each job is pinned to it.
         #[arg(long)]
         version: Option<String>,
-        /// With --version: drop the journal of a durable handler's job (its
-        /// steps run again on the new version). Without it, a job with a
-        /// journal is refused: its steps were recorded by another version.
-        #[arg(long, requires = "version")]
+        /// Drop each job's journal (durable steps, recorded effects): it
+        /// starts afresh, every step and call made again. Needed with
+        /// --version for a job with a journal (its steps were recorded by
+        /// another version); alone, it restarts a job that diverged from its
+        /// effects journal.
+        #[arg(long)]
         reset_journal: bool,
     },
     /// Delete dead letters and their payloads for good.
@@ -167,7 +169,8 @@ async fn apply(
 ) -> Result<usize, Exit> {
     let run = |ids: Vec<String>| async move {
         match verb {
-            Verb::Requeue(None, _) => queue.dead().retry(keys, &ids, now_ms()).await,
+            Verb::Requeue(None, false) => queue.dead().retry(keys, &ids, now_ms()).await,
+            Verb::Requeue(None, true) => queue.dead().retry_afresh(keys, &ids, now_ms()).await,
             Verb::Requeue(Some(v), reset) => {
                 queue.dead().retry_on(keys, &ids, v, reset, now_ms()).await
             }

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
+use super::when::when;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Journal, Standing, check_id};
+use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -53,22 +54,6 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         },
     }
     Ok(())
-}
-
-/// A timestamp (ms) as RFC 3339, and how far from `now` it is.
-pub(super) fn when(ms: u64, now: u64) -> String {
-    let at = jiff::Timestamp::from_millisecond(ms as i64)
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| ms.to_string());
-    let far =
-        |d: u64| humantime::format_duration(std::time::Duration::from_millis(d / 1000 * 1000));
-    if ms > now + 999 {
-        format!("{at} (in {})", far(ms - now))
-    } else if now > ms + 999 {
-        format!("{at} ({} ago)", far(now - ms))
-    } else {
-        format!("{at} (now)")
-    }
 }
 
 fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String {
@@ -140,7 +125,7 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
         out.push_str(&costs_table(costs));
     }
     if let Some(j) = &v.journal {
-        out.push_str(&journal_text(j, now));
+        out.push_str(&super::journal::journal_text(j, now));
     }
     match &v.record {
         Some(Ok(r)) => {
@@ -155,40 +140,6 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
         }
         Some(Err(e)) => line(&mut out, "payload", format!("unreadable: {e}")),
         None => line(&mut out, "payload", "deleted".into()),
-    }
-    out
-}
-
-/// A durable handler's journal: its version, each step (name, size, which
-/// attempt recorded it, when) in the order they completed, the signals.
-fn journal_text(j: &Journal, now: u64) -> String {
-    let mut out = format!(
-        "  {:<10} {} step{}, on handler version {}\n",
-        "journal",
-        j.steps.len(),
-        if j.steps.len() == 1 { "" } else { "s" },
-        j.version.as_deref().unwrap_or("-")
-    );
-    let mut steps: Vec<_> = j.steps.iter().collect();
-    steps.sort_by_key(|(name, s)| (s.at_ms, s.attempt, *name));
-    for (name, s) in steps {
-        out.push_str(&format!(
-            "  {:<10} {name:<20} {:>9}  attempt {:<3} {}\n",
-            "",
-            bytesize::ByteSize(s.value.len() as u64)
-                .display()
-                .iec()
-                .to_string(),
-            s.attempt,
-            when(s.at_ms, now)
-        ));
-    }
-    for (name, payload) in &j.signals {
-        out.push_str(&format!(
-            "  {:<10} signal {name:?} received ({} bytes)\n",
-            "",
-            payload.len()
-        ));
     }
     out
 }

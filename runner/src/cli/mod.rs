@@ -9,6 +9,7 @@ mod check;
 mod dead;
 mod enqueue;
 mod inspect;
+mod journal;
 mod migrate;
 mod new;
 mod pause;
@@ -20,6 +21,7 @@ mod signal;
 mod stats;
 mod usage;
 mod wait;
+mod when;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,6 +76,8 @@ enum Command {
     Signal(signal::SignalArgs),
     /// Wake a suspended job now: its durable sleep ends (a wait times out).
     Wake(signal::WakeArgs),
+    /// Show a job's journal: its durable steps and the effects its attempts recorded.
+    Journal(journal::Args),
     /// The dead-letter set: list, retry or purge.
     #[command(subcommand)]
     Dead(dead::Command),
@@ -168,6 +172,7 @@ pub fn main() -> ExitCode {
             Command::Cancel(args) => cancel::run(&cli.config, args).await,
             Command::Signal(args) => signal::signal(&cli.config, args).await,
             Command::Wake(args) => signal::wake(&cli.config, args).await,
+            Command::Journal(args) => journal::journal(&cli.config, args).await,
             Command::Dead(command) => dead::run(&cli.config, command).await,
             Command::Pause(args) => pause::run(&cli.config, args, true).await,
             Command::Resume(args) => pause::run(&cli.config, args, false).await,

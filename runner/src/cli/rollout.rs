@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::inspect::when;
+use super::when::when;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::config::RolloutPolicy;

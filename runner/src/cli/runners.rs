@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::inspect::when;
+use super::when::when;
 use super::{Exit, load_producer_config};
 use crate::clock::now_ms;
 use crate::redis::connect;

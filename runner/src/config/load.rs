@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use super::grants::{resolve_grants, resolve_http};
 use super::place::{field_at, line_col};
+use super::raw::{Defaults, RawTopic};
 use super::{
-    Config, MAX_MEMORY, MAX_PAYLOAD, MAX_RESULT, MIN_MEMORY, ScheduleConfig, check_topic_name, raw,
-    telemetry,
+    Config, JOURNAL_MAX_RANGE, MAX_MEMORY, MAX_PAYLOAD, MAX_RESULT, MIN_MEMORY, ScheduleConfig,
+    TopicConfig, check_topic_name, raw, telemetry,
 };
 
 /// A configuration that cannot be used, with where and why.
@@ -152,6 +153,7 @@ impl Config {
                     ),
                 ));
             }
+            check_journal(topic, &defaults, &resolved).map_err(|(span, m)| invalid(span, m))?;
             if check == Check::Producer {
                 // what runs the jobs is the runner's business
                 topics.push(resolved);
@@ -237,4 +239,35 @@ impl Config {
             telemetry,
         })
     }
+}
+
+/// `journal_max` within its range; `journal = "effects"` only with a fresh
+/// instance per attempt (an instance reused from another job carries state
+/// its journal cannot replay).
+fn check_journal(
+    topic: &RawTopic,
+    defaults: &Defaults,
+    resolved: &TopicConfig,
+) -> Result<(), (Option<std::ops::Range<usize>>, String)> {
+    let name = topic.name.get_ref();
+    if let Some(max) = topic.journal_max.as_ref().or(defaults.journal_max.as_ref())
+        && !JOURNAL_MAX_RANGE.contains(&max.get_ref().0)
+    {
+        return Err((
+            Some(max.span()),
+            format!(
+                "field `journal_max`: topic {name:?}: between 64KiB and 64MiB (a journal is read whole by every attempt)"
+            ),
+        ));
+    }
+    if resolved.journal.effects && resolved.reuse.is_some() {
+        let at = topic.journal.as_ref().or(defaults.journal.as_ref());
+        return Err((
+            at.map(|j| j.span()),
+            format!(
+                "field `journal`: topic {name:?}: \"effects\" needs a fresh instance per attempt; remove `reuse` (a reused instance carries state from other jobs that its journal cannot replay)"
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -32,7 +32,10 @@ pub use schedule::{MAX_CATCH_UP, Missed, ScheduleConfig, When};
 pub use server::{HttpServer, Token};
 pub use store::{Durability, RedisConfig, RedisTarget, SentinelTarget, TlsFiles};
 pub use telemetry::{SpanParent, TelemetryConfig};
-pub use topic::{MAX_RESULT, Rate, Results, Reuse, RolloutPolicy, TopicConfig, check_topic_name};
+pub use topic::{
+    DEFAULT_JOURNAL_MAX, JOURNAL_MAX_RANGE, JournalPolicy, MAX_RESULT, OnDivergence, Rate, Results,
+    Reuse, RolloutPolicy, TopicConfig, check_topic_name,
+};
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 
 /// The `[runner]` section.

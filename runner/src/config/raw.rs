@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::topic::{DEFAULT_JOURNAL_MAX, JournalPolicy, OnDivergence};
 use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
 };
@@ -124,6 +125,9 @@ pub(super) struct Defaults {
     pub rollout: Option<RawRollout>,
     pub results: Option<RawResults>,
     pub reuse: Option<RawReuse>,
+    pub journal: Option<Spanned<JournalKind>>,
+    pub journal_max: Option<Spanned<Size>>,
+    pub on_divergence: Option<OnDivergence>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +151,17 @@ pub(super) struct RawTopic {
     pub rollout: Option<RawRollout>,
     pub results: Option<RawResults>,
     pub reuse: Option<RawReuse>,
+    pub journal: Option<Spanned<JournalKind>>,
+    pub journal_max: Option<Spanned<Size>>,
+    pub on_divergence: Option<OnDivergence>,
+}
+
+/// `journal = "steps" | "effects"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum JournalKind {
+    Steps,
+    Effects,
 }
 
 /// `reuse = { jobs = 1000, idle = "60s" }`.
@@ -301,6 +316,23 @@ impl RawTopic {
                     jobs: r.jobs.map_or(1000, |j| j.0),
                     idle: r.idle.map_or(Duration::from_secs(60), |d| d.0),
                 }),
+            journal: JournalPolicy {
+                effects: self
+                    .journal
+                    .as_ref()
+                    .or(defaults.journal.as_ref())
+                    .map(|k| *k.get_ref())
+                    == Some(JournalKind::Effects),
+                max: self
+                    .journal_max
+                    .as_ref()
+                    .or(defaults.journal_max.as_ref())
+                    .map_or(DEFAULT_JOURNAL_MAX, |m| m.get_ref().0),
+                on_divergence: self
+                    .on_divergence
+                    .or(defaults.on_divergence)
+                    .unwrap_or_default(),
+            },
         }
     }
 }

@@ -55,6 +55,34 @@ fn reuse_is_off_unless_asked_and_takes_defaults() {
 }
 
 #[test]
+fn the_journal_records_steps_unless_asked_and_takes_defaults() {
+    let (_d, c) = with_handler(
+        "[defaults]\njournal = \"effects\"\njournal_max = \"1MiB\"\n\n[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n\n\
+         [[topic]]\nname = \"b\"\nhandler = \"echo.wasm\"\njournal = \"steps\"\non_divergence = \"live\"\n",
+    );
+    let c = c.unwrap();
+    let (a, b) = (&c.topics[0].journal, &c.topics[1].journal);
+    assert!(a.effects && !b.effects);
+    assert_eq!((a.max, b.max), (1 << 20, 1 << 20));
+    assert_eq!(
+        (a.on_divergence, b.on_divergence),
+        (OnDivergence::Fail, OnDivergence::Live)
+    );
+    let (_d, c) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n");
+    assert_eq!(c.unwrap().topics[0].journal, JournalPolicy::default());
+}
+
+#[test]
+fn an_effects_journal_with_reuse_is_refused_at_its_line() {
+    let (_d, r) = with_handler(
+        "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\nreuse = { jobs = 5 }\njournal = \"effects\"\n",
+    );
+    let (line, message) = error_at(r);
+    assert_eq!(line, 5, "{message}");
+    assert!(message.contains("fresh instance per attempt"), "{message}");
+}
+
+#[test]
 fn unknown_key_names_its_line() {
     let (_d, r) = with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\npriorty = 3\n");
     let (line, message) = error_at(r);
@@ -193,6 +221,9 @@ fn nonsense_numbers_are_errors_at_their_line_not_silent_clamps() {
         ("reuse", "{ jobs = 0 }", "at least 1"),
         ("reuse", "{ idle = \"0s\" }", "longer than zero"),
         ("reuse", "{ job = 5 }", "unknown field"),
+        ("journal", "\"everything\"", "expected `steps` or `effects`"),
+        ("journal_max", "\"1KiB\"", "between 64KiB and 64MiB"),
+        ("on_divergence", "\"ignore\"", "expected `fail` or `live`"),
     ] {
         let text = format!("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n{field} = {value}\n");
         let (line, message) = error_at(with_handler(&text).1);

@@ -54,7 +54,54 @@ pub struct TopicConfig {
     /// Whether an instance serves more than one job (giving up per-job
     /// isolation for speed); `None`: a fresh instance per attempt.
     pub reuse: Option<Reuse>,
+    /// What the job's journal records, and its limits.
+    pub journal: JournalPolicy,
 }
+
+/// `journal`, `journal_max`, `on_divergence`: whether the host records
+/// what the handler's sandbox did (`journal = "effects"`: outbound HTTP,
+/// clocks, random bytes, follow-ups) to replay it on the next attempt, or
+/// only what a durable handler records itself (`"steps"`, the default);
+/// and how much a job's journal may hold (steps and effects together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalPolicy {
+    /// `journal = "effects"`.
+    pub effects: bool,
+    /// Bytes a job's journal may hold.
+    pub max: u64,
+    /// What a replay that meets a different request does.
+    pub on_divergence: OnDivergence,
+}
+
+impl Default for JournalPolicy {
+    fn default() -> Self {
+        JournalPolicy {
+            effects: false,
+            max: DEFAULT_JOURNAL_MAX,
+            on_divergence: OnDivergence::Fail,
+        }
+    }
+}
+
+/// `on_divergence`: what an attempt does when its handler asks for a
+/// different request than the one its journal recorded at that place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDivergence {
+    /// The attempt fails, saying where and how, and the job is
+    /// dead-lettered with its journal (nothing is sent twice; `dead retry
+    /// --reset-journal` starts it clean).
+    #[default]
+    Fail,
+    /// The journal ends there and the attempt goes on live (what was
+    /// recorded after that place may be done again).
+    Live,
+}
+
+/// A job's journal holds at most this by default: 4 MiB.
+pub const DEFAULT_JOURNAL_MAX: u64 = 4 << 20;
+/// The range `journal_max` may take.
+pub const JOURNAL_MAX_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(64 << 20);
 
 /// `reuse = { jobs, idle }`: one instance of a handler version serves up to
 /// `jobs` jobs, one at a time, and is dropped once idle for `idle`, after a

@@ -48,7 +48,8 @@ async fn dead_apply(
         verb: Verb<'_>,
     ) -> Result<Vec<String>, QueueError> {
         match verb {
-            Verb::Retry(None, _) => q.dead().retry(keys, ids, now_ms()).await,
+            Verb::Retry(None, false) => q.dead().retry(keys, ids, now_ms()).await,
+            Verb::Retry(None, true) => q.dead().retry_afresh(keys, ids, now_ms()).await,
             Verb::Retry(Some(version), reset) => {
                 q.dead().retry_on(keys, ids, version, reset, now_ms()).await
             }
@@ -76,7 +77,8 @@ struct RetryIn {
     /// Run them on this handler version (one the topic keeps): each job is
     /// pinned to it.
     version: Option<String>,
-    /// With `version`: drop a durable job's journal (its steps run again).
+    /// Drop each job's journal (its steps and calls made again): needed
+    /// with `version` for a job with one.
     #[serde(default)]
     reset_journal: bool,
 }
@@ -95,7 +97,7 @@ async fn retry_version(
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
     let asked = parse::<RetryIn>(value, "")?;
     let Some(version) = asked.version else {
-        return Ok((None, false));
+        return Ok((None, asked.reset_journal));
     };
     check_version(&version)
         .map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "version", why))?;

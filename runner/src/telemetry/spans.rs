@@ -42,6 +42,16 @@ pub struct Ended {
     pub(super) status: Status,
 }
 
+impl Ended {
+    /// The span of a request answered from the job's effects journal
+    /// (`hourglass.replayed`: nothing was sent).
+    pub fn replayed(mut self) -> Ended {
+        self.attributes
+            .push(KeyValue::new("hourglass.replayed", true));
+        self
+    }
+}
+
 /// How an attempt ended, as its span tells it.
 #[derive(Debug, Clone, Copy)]
 pub enum AttemptEnd<'a> {

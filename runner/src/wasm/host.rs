@@ -5,6 +5,7 @@
 //! `host/durable.rs`; what a trapped guest said on stderr, in `host/said.rs`.
 
 mod durable;
+mod effects;
 mod follow_up;
 mod said;
 
@@ -27,6 +28,8 @@ use super::usage::{CpuMeter, Traffic};
 
 pub(super) use durable::DurableState;
 pub use durable::{JournalStore, NoStore, StepCounts, StoreFuture};
+pub use effects::EffectCounts;
+pub(super) use effects::{Effects, Ticket, identify};
 pub use follow_up::FollowUp;
 pub(super) use said::Said;
 use said::summarise_stderr;
@@ -60,6 +63,8 @@ pub struct Host {
     pub(super) cpu_limit: Option<Duration>,
     /// The job's journal, for a durable handler's steps, sleeps and waits.
     pub(super) durable: DurableState,
+    /// Its effects journal, on a topic with `journal = "effects"`.
+    pub(super) effects: Option<Arc<Effects>>,
 }
 
 impl Host {
@@ -84,6 +89,24 @@ impl Host {
         for (name, value) in &sandbox.grants.env {
             wasi.env(name, value);
         }
+        // a journaled attempt's clocks and random bytes replay, then record
+        let effects = sandbox.journal.effects.then(|| {
+            let e = Effects::new(
+                ctx.clone(),
+                Some(durable.journal()),
+                &sandbox.journal,
+                durable.store(),
+            );
+            wasi.wall_clock(effects::WallClock(e.clone()))
+                .monotonic_clock(effects::MonotonicClock(
+                    e.clone(),
+                    wasmtime_wasi::clocks::MonotonicClock::new(),
+                ))
+                .secure_random(effects::Random(e.clone(), effects::Kind::Random))
+                .insecure_random(effects::Random(e.clone(), effects::Kind::InsecureRandom))
+                .insecure_random_seed(effects::seed(&ctx));
+            e
+        });
         for dir in &sandbox.grants.dirs {
             let perms = if dir.write {
                 FsPerms::ReadWrite
@@ -102,7 +125,13 @@ impl Host {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            outbound: Outbound::new(sandbox.http.clone(), ctx.clone(), deadline, counts),
+            outbound: Outbound::new(
+                sandbox.http.clone(),
+                ctx.clone(),
+                deadline,
+                counts,
+                effects.clone(),
+            ),
             limits: MemoryLimit {
                 limit: sandbox.memory,
                 exceeded: None,
@@ -126,6 +155,7 @@ impl Host {
             cpu: CpuMeter::new(),
             cpu_limit: sandbox.cpu,
             durable,
+            effects,
         })
     }
 
@@ -162,6 +192,11 @@ impl Host {
         self.cpu = CpuMeter::new();
         self.cpu_limit = sandbox.cpu;
         self.durable = durable;
+        // queues.toml refuses `journal = "effects"` with `reuse`
+        debug_assert!(
+            !sandbox.journal.effects,
+            "a journaled topic reuses no instance"
+        );
     }
 
     /// The follow-ups of an attempt that acked.

@@ -28,11 +28,11 @@ mod warm;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Grants, Reuse, TopicConfig};
+use crate::config::{Grants, JournalPolicy, Reuse, TopicConfig};
 pub use cache::CacheError;
 pub use context::JobContext;
 pub use handler::{LoadError, LoadedHandler, Needs, content_hash};
-pub use host::{FollowUp, JournalStore, StepCounts, StoreFuture};
+pub use host::{EffectCounts, FollowUp, JournalStore, StepCounts, StoreFuture};
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
 pub use report::{MAX_DETAIL, ProgressBoard, Reported, check_detail};
 pub use run::Attempted;
@@ -107,6 +107,8 @@ pub struct Sandbox {
     pub result_max: u64,
     /// Whether an instance serves several jobs, and how many.
     pub reuse: Option<Reuse>,
+    /// What the job's journal records, and its limits.
+    pub journal: JournalPolicy,
 }
 
 impl Sandbox {
@@ -123,6 +125,7 @@ impl Sandbox {
             http: Arc::new(HttpPolicy::new(grants, topic.http.clone())),
             result_max: topic.results.as_ref().map_or(DEFAULT_RESULT_MAX, |r| r.max),
             reuse: topic.reuse,
+            journal: topic.journal,
         }
     }
 }

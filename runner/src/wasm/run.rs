@@ -9,7 +9,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::Handler;
 use super::bindings::hourglass::handler::types as wit;
-use super::host::{DurableState, Host, Said, StepCounts};
+use super::host::{DurableState, EffectCounts, Host, Said, StepCounts};
 use super::usage::{Metered, Usage};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
@@ -22,6 +22,8 @@ pub struct Attempted {
     pub usage: Usage,
     /// A durable handler's steps: recorded and replayed.
     pub steps: StepCounts,
+    /// A journaled topic's effects: recorded, replayed, diverged.
+    pub effects: EffectCounts,
 }
 
 impl Runtime {
@@ -43,7 +45,7 @@ impl Runtime {
             trace: job.trace,
             pass_through: job.pass_through,
         };
-        let durable = DurableState::new(job.journal, self.journal_store());
+        let durable = DurableState::new(job.journal, self.journal_store(), sandbox.journal.max);
         // a topic that reuses takes an idle instance of this version first
         let warm = sandbox
             .reuse
@@ -63,6 +65,7 @@ impl Runtime {
                         finish: Finish::Crashed(why),
                         usage: Usage::default(),
                         steps: StepCounts::default(),
+                        effects: EffectCounts::default(),
                     };
                 }
             },
@@ -176,6 +179,11 @@ impl Runtime {
                 None => format!("trapped: {}", root_cause(&e)),
             }),
         };
+        let mut finish = finish;
+        let effects = match store.data().effects.clone() {
+            Some(e) => end_journal(&e, &mut finish).await,
+            None => EffectCounts::default(),
+        };
         let steps = store.data().durable.counts;
         if let Some(instance) = answered
             && sandbox.reuse.is_some()
@@ -188,6 +196,7 @@ impl Runtime {
             finish,
             usage,
             steps,
+            effects,
         }
     }
 
@@ -262,6 +271,29 @@ impl Runtime {
     pub fn drop_idle_instances(&self) -> usize {
         self.warm.drop_idle(false)
     }
+}
+
+/// The end of a journaled attempt: a divergence fails it for good (the
+/// job is dead-lettered with its journal), a journal that could not be
+/// written makes it a failed attempt; an attempt that did not ack writes
+/// the reads still pending, so that its retry replays them.
+async fn end_journal(effects: &super::host::Effects, finish: &mut Finish) -> EffectCounts {
+    let (diverged, broken, counts) = effects.end();
+    if let Some(why) = diverged {
+        *finish = Finish::Fail(why);
+    } else if let Some(why) = broken
+        && !matches!(finish, Finish::Ack(_))
+    {
+        *finish = Finish::Crashed(why);
+    }
+    if !matches!(finish, Finish::Ack(_)) && effects.pending() {
+        match tokio::time::timeout(Duration::from_secs(5), effects.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => tracing::warn!("{why}"),
+            Err(_) => tracing::warn!("the effects journal was not written within 5s"),
+        }
+    }
+    counts
 }
 
 enum Stop {

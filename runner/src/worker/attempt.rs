@@ -145,8 +145,10 @@ pub(super) async fn run(
         mut finish,
         usage,
         steps,
+        effects,
     } = shared.runtime.run(&handler, input, &topic.sandbox).await;
     shared.meter.steps(&cfg.name, steps);
+    shared.meter.effects(&cfg.name, effects);
     let (mut decision, at_ms) = decide(
         cfg,
         &attempt,

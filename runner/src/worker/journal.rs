@@ -43,4 +43,23 @@ impl JournalStore for RedisJournal {
                 .map_err(|e| e.to_string())
         })
     }
+
+    fn record_effects(
+        &self,
+        topic: &str,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        batch: u32,
+        encoded: Vec<u8>,
+    ) -> StoreFuture<bool> {
+        let (q, keys) = (self.0.clone(), self.0.keys(topic));
+        let (id, version) = (id.to_owned(), version.to_owned());
+        Box::pin(async move {
+            q.pipeline()
+                .record_effects(&keys, &id, attempt, &version, batch, &encoded)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }

@@ -6,6 +6,11 @@
 //                                      signal "approved", POSTed to /approved),
 //                                      /email (failing on the first N attempts);
 //                                      ack with the charge
+//   {"plain": {"shop": URL, "fail_first": N}}
+//                                      no SDK steps: POST URL/charge, /reserve,
+//                                      read the clock and 16 random bytes (the
+//                                      stamp); retry with the stamp on the first
+//                                      N attempts, then ack with {"stamp": ...}
 //   {"log": MESSAGE}                   an info line, then the rest
 //   {"print": TEXT}                    console.log(TEXT), then the rest
 //   {"throw": MESSAGE}                 throw a RangeError(MESSAGE)
@@ -35,6 +40,7 @@ export const handle = handler((job) => {
   served += 1;
   const plan = job.json();
   if (plan.saga !== undefined) return saga(job, plan.saga);
+  if (plan.plain !== undefined) return plain(job, plan.plain);
   if (plan.log !== undefined) log.info(plan.log);
   if (plan.print !== undefined) console.log(plan.print);
   if (plan.throw !== undefined) throw new RangeError(plan.throw);
@@ -79,6 +85,18 @@ function startFollowUp(plan) {
   followUp(f.topic, f.payload, {
     id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result,
   });
+}
+
+async function plain(job, p) {
+  for (const what of ['charge', 'reserve']) {
+    const res = await fetch(`${p.shop}/${what}?order=1`, { method: 'POST', body: '' });
+    if (res.status >= 300) return retryIn(0.05, `${what}: the shop answered ${res.status}`);
+  }
+  const random = crypto.getRandomValues(new Uint8Array(16));
+  const hex = Array.from(random, (b) => b.toString(16).padStart(2, '0')).join('');
+  const stamp = `${Date.now()}-${hex}`;
+  if (job.attempt <= (p.fail_first ?? 0)) return retryIn(0.05, `stamp ${stamp}`);
+  return result({ stamp });
 }
 
 async function saga(job, s) {

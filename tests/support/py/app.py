@@ -7,6 +7,11 @@ asks for one thing, checked in this order:
                                       signal "approved", POSTed to /approved),
                                       /email (failing on the first N attempts);
                                       ack with the charge
+    {"plain": {"shop": URL, "fail_first": N}}
+                                      no SDK steps: POST URL/charge, /reserve,
+                                      read the clock and 16 random bytes (the
+                                      stamp); retry with the stamp on the first
+                                      N attempts, then ack with {"stamp": ...}
     {"log": MESSAGE}                  an info line, then the rest
     {"print": TEXT}                   a line on stdout, then the rest
     {"sleep_ms": N}                   sleep N ms first, then the rest
@@ -24,6 +29,7 @@ asks for one thing, checked in this order:
     {}                                ack
 """
 
+import os
 import time
 
 import hourglass
@@ -41,6 +47,8 @@ def handle(job):
     plan = job.json()
     if "saga" in plan:
         return saga(job, plan["saga"])
+    if "plain" in plan:
+        return plain(job, plan["plain"])
     if "log" in plan:
         hourglass.info(plan["log"])
     if "print" in plan:
@@ -77,6 +85,17 @@ def handle(job):
     if "result" in plan:
         return hourglass.result(plan["result"])
     return None
+
+
+def plain(job, p):
+    for what in ("charge", "reserve"):
+        res = http.post(f"{p['shop']}/{what}?order=1", b"")
+        if res.status >= 300:
+            return hourglass.retry_in(0.05, f"{what}: the shop answered {res.status}")
+    stamp = f"{time.time_ns()}-{os.urandom(16).hex()}"
+    if job.attempt <= p.get("fail_first", 0):
+        return hourglass.retry_in(0.05, f"stamp {stamp}")
+    return hourglass.result({"stamp": stamp})
 
 
 def saga(job, s):

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::Host;
 use crate::clock::now_ms;
-use crate::redis::journal::{self, MAX_JOURNAL, MAX_SIGNAL, MAX_STEP};
+use crate::redis::journal::{self, MAX_SIGNAL, MAX_STEP};
 use crate::redis::{Journal, Signalled, Step, Suspension};
 use crate::telemetry::spans::{self, StepEnd};
 use crate::telemetry::{AttemptTrace, Begun};
@@ -44,6 +44,19 @@ pub trait JournalStore: Send + Sync {
     /// Send signal `name` with `payload` to job `id` of `topic`.
     fn signal(&self, topic: &str, id: &str, name: &str, payload: Vec<u8>)
     -> StoreFuture<Signalled>;
+
+    /// Record batch `batch` of job `id`'s effects journal (`encoded`),
+    /// as [`JournalStore::record`] records a step.
+    #[allow(clippy::too_many_arguments)]
+    fn record_effects(
+        &self,
+        topic: &str,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        batch: u32,
+        encoded: Vec<u8>,
+    ) -> StoreFuture<bool>;
 }
 
 /// The store of a runtime that runs no jobs from Redis (`hourglass check`,
@@ -57,6 +70,18 @@ impl JournalStore for NoStore {
 
     fn signal(&self, _: &str, _: &str, _: &str, _: Vec<u8>) -> StoreFuture<Signalled> {
         Box::pin(async { Err("no signals here: this runtime is not connected to Redis".into()) })
+    }
+
+    fn record_effects(
+        &self,
+        _: &str,
+        _: &str,
+        _: u32,
+        _: &str,
+        _: u32,
+        _: Vec<u8>,
+    ) -> StoreFuture<bool> {
+        Box::pin(async { Err("no journal here: this runtime is not connected to Redis".into()) })
     }
 }
 
@@ -81,6 +106,8 @@ pub(crate) struct DurableState {
     /// Set when a sleep or a wait ended the attempt.
     pub(crate) suspend: Option<Suspension>,
     pub(crate) counts: StepCounts,
+    /// Bytes the job's journal may hold (`journal_max`).
+    max: usize,
     /// The span of each step begun and not yet recorded (spans exported).
     open: Vec<(String, Begun, Arc<AttemptTrace>)>,
 }
@@ -98,9 +125,14 @@ impl Drop for DurableState {
 }
 
 impl DurableState {
-    pub(crate) fn new(journal: Option<Journal>, store: Arc<dyn JournalStore>) -> DurableState {
+    pub(crate) fn new(
+        journal: Option<Journal>,
+        store: Arc<dyn JournalStore>,
+        max: u64,
+    ) -> DurableState {
         let journal = journal.unwrap_or_default();
         DurableState {
+            max: max as usize,
             size: journal.size(),
             journal,
             store,
@@ -110,6 +142,16 @@ impl DurableState {
             counts: StepCounts::default(),
             open: Vec::new(),
         }
+    }
+
+    /// The journal the attempt began with, and what it has recorded since.
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Where the journal is written.
+    pub(crate) fn store(&self) -> Arc<dyn JournalStore> {
+        self.store.clone()
     }
 }
 
@@ -146,10 +188,15 @@ impl Host {
             ));
         }
         let adds = name.len() + value.len() + 12;
-        if self.durable.size + adds > MAX_JOURNAL {
+        // an effects journal shares the job's journal_max
+        let left = match &self.effects {
+            Some(e) => e.budget(),
+            None => self.durable.max.saturating_sub(self.durable.size),
+        };
+        if adds > left {
             return Err(format!(
-                "step {name:?}: the job's journal would hold {} bytes, over the limit of {MAX_JOURNAL} bytes (4 MiB per job)",
-                self.durable.size + adds
+                "step {name:?}: the job's journal would hold more than its journal_max of {} bytes (queues.toml)",
+                self.durable.max
             ));
         }
         let c = self.ctx.clone();
@@ -172,6 +219,9 @@ impl Host {
             Err(e) => return Err(format!("step {name:?} not recorded: {e}")),
         }
         self.durable.size += adds;
+        if let Some(e) = &self.effects {
+            e.spend(adds);
+        }
         self.durable.counts.recorded += 1;
         self.durable.journal.steps.insert(name.to_owned(), step);
         Ok(())
@@ -219,8 +269,11 @@ impl durable::Host for Host {
             .steps
             .get(&name)
             .map(|s| s.value.clone());
-        if recorded.is_some() {
-            self.durable.counts.replayed += 1;
+        match (&recorded, &self.effects) {
+            (Some(_), _) => self.durable.counts.replayed += 1,
+            // what the step does is its own scope of the effects journal
+            (None, Some(e)) => e.enter(&name),
+            (None, None) => {}
         }
         // the step's span, under the attempt's, when spans are exported
         if let Some(trace) = &self.ctx.trace
@@ -251,6 +304,11 @@ impl durable::Host for Host {
         }
         let size = value.len();
         let recorded = self.record(&name, value).await;
+        if recorded.is_ok()
+            && let Some(e) = &self.effects
+        {
+            e.leave(&name);
+        }
         if recorded.is_ok()
             && let Some(at) = self.durable.open.iter().position(|(n, _, _)| *n == name)
         {

@@ -90,6 +90,11 @@ impl Host {
             // enqueueing it and clearing the outbox) is recognised as a duplicate
             None => format!("{:016x}", rand::random::<u64>()),
         };
+        // a journaled attempt hands out the id an earlier attempt queued
+        let id = match &self.effects {
+            Some(e) => e.follow_up(&job.topic, &job.payload, id)?,
+            None => id,
+        };
         self.follow_up_bytes += size;
         self.follow_ups.push(FollowUp {
             topic: job.topic,

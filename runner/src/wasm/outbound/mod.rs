@@ -23,6 +23,7 @@
 //! context passes through unchanged).
 
 mod dial;
+mod journaled;
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -34,6 +35,7 @@ use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::context::JobContext;
+use super::host::Effects;
 use super::usage::Traffic;
 use crate::config::{Access, Grants, HttpLimits, RemoteHost, Target};
 use crate::telemetry::{Ended, spans};
@@ -116,6 +118,8 @@ pub struct Outbound {
     traffic: Arc<Traffic>,
     /// Made at the attempt's first request.
     requests: Option<Requests>,
+    /// The attempt's effects journal (`journal = "effects"`).
+    effects: Option<Arc<Effects>>,
 }
 
 /// An attempt's requests: the slots for open ones, and the authorities
@@ -132,6 +136,7 @@ impl Outbound {
         ctx: Arc<JobContext>,
         deadline: Instant,
         counts: Arc<OutboundCounts>,
+        effects: Option<Arc<Effects>>,
     ) -> Outbound {
         Outbound {
             policy,
@@ -140,6 +145,7 @@ impl Outbound {
             counts,
             traffic: Arc::default(),
             requests: None,
+            effects,
         }
     }
 
@@ -268,16 +274,26 @@ impl WasiHttpHooks for Outbound {
             guest.first_byte_timeout,
             remaining,
         );
+        // a journaled attempt takes the request's place in its journal now,
+        // in the order the guest sends them
+        let journal = self.effects.as_ref().map(|e| (e.clone(), e.ticket()));
         Box::new(async move {
             let started = Instant::now();
-            let sent = send(&call, request, target, access, connect, first_byte, permit).await;
+            let live = |request| send(&call, request, target, access, connect, first_byte, permit);
+            let (sent, replayed) = match journal {
+                None => (live(request).await, false),
+                Some((effects, ticket)) => {
+                    journaled::exchange(&effects, ticket, request, live).await
+                }
+            };
             match &sent {
+                _ if replayed => call.replayed(&sent),
                 Ok((response, _)) => call.finish(Ok((response.status().as_u16(), started))),
                 Err(Error::HttpRequestDenied) => {}
                 Err(e) => call.finish(Err(&e.to_string())),
             }
             if let Some((trace, span, to)) = span {
-                trace.telemetry.end(&span, call.ended(&sent, &to));
+                trace.telemetry.end(&span, call.ended(&sent, &to, replayed));
             }
             sent
         })
@@ -311,12 +327,23 @@ struct Call {
 
 impl Call {
     /// The client span of this request, as it ended.
-    fn ended(&self, sent: &Sent, to: &spans::Destination) -> Ended {
+    fn ended(&self, sent: &Sent, to: &spans::Destination, replayed: bool) -> Ended {
         let answer = match sent {
             Ok((response, _)) => Ok(response.status().as_u16()),
             Err(e) => Err(e.to_string()),
         };
-        spans::request(self.method.as_str(), to, answer)
+        let ended = spans::request(self.method.as_str(), to, answer);
+        if replayed { ended.replayed() } else { ended }
+    }
+
+    /// A request answered from the journal: logged, not counted as sent.
+    fn replayed(&self, sent: &Sent) {
+        let c = &*self.ctx;
+        let answer = match sent {
+            Ok((response, _)) => response.status().as_u16().to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::debug!(topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, method = %self.method, authority = %self.authority, answer, "outbound request replayed from the journal (not sent)");
     }
 
     /// A request the grants refuse: warn once per authority and attempt.

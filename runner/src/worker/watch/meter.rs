@@ -331,6 +331,39 @@ impl Meter {
         }
     }
 
+    /// A journaled attempt of `topic` recorded and replayed effects, and
+    /// met divergences.
+    pub fn effects(&self, topic: &str, effects: crate::wasm::EffectCounts) {
+        use crate::wasm::EffectCounts;
+        for (how, counts) in [
+            ("recorded", effects.recorded),
+            ("replayed", effects.replayed),
+        ] {
+            for (kind, n) in EffectCounts::KINDS.iter().zip(counts) {
+                if n > 0 {
+                    let label = crate::metrics::EffectLabels {
+                        topic: topic.to_owned(),
+                        kind,
+                        how,
+                    };
+                    self.metrics
+                        .effects
+                        .get_or_create(&label)
+                        .inc_by(u64::from(n));
+                }
+            }
+        }
+        if effects.diverged > 0 {
+            let label = crate::metrics::TopicLabel {
+                topic: topic.to_owned(),
+            };
+            self.metrics
+                .divergences
+                .get_or_create(&label)
+                .inc_by(u64::from(effects.diverged));
+        }
+    }
+
     /// A Redis call failed.
     pub fn redis_error(&self) {
         self.metrics.redis_errors.inc();
