@@ -468,3 +468,115 @@ async fn calls_replay_on_redis_cluster() {
     assert_eq!(hits(&server, ["/charge", "/reserve"]), [1, 1]);
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_steps_and_sleeps_compose_with_the_effects_journal() {
+    // the checkout saga: charge and reserve are steps; the email step's call
+    // succeeds, then the step fails on attempts 1 and 2 (so it is never
+    // recorded before attempt 3): its call inside is replayed from the effects
+    // journal, and a durable sleep between the steps still holds no attempt
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let topics =
+        topic(&shop, "checkout.wasm", "journal = \"effects\"").replace("\"t\"", "\"checkout\"");
+    let project = Project::new("", &topics);
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let payload = format!(
+        r#"{{"order": 1042, "shop": "{}", "email_fails": 2, "sleep_ms": 300}}"#,
+        shop.url()
+    );
+    let id = enqueue(&queue, "checkout", &payload, 0, 0).await;
+    let events = running
+        .until_settled("checkout", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "checkout", &id), Ok(()));
+    assert_eq!(acked_on(&events, &id), Some(3));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.id == id && matches!(e.kind, EventKind::Suspended { .. })),
+        "the durable sleep suspended the job"
+    );
+    assert_eq!(
+        hits(&shop, ["/charge", "/reserve", "/email"]),
+        [1, 1, 1],
+        "the steps replayed, and the email step's call from the effects journal"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_keeps_the_id_its_first_attempt_was_given() {
+    let server = HttpServer::start(vec![Reply::status(200, "ok")]);
+    let topics = format!(
+        "{}\n[[topic]]\nname = \"next\"\nhandler = \"probe.wasm\"\n",
+        topic(
+            &server,
+            "probe.wasm",
+            "journal = \"effects\"\nmay_enqueue = [\"next\"]"
+        )
+    );
+    let project = Project::new("", &topics);
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let payload = r#"{"follow_ups": [{"topic": "next", "payload": "{}"}], "retry_first": 1}"#;
+    let id = enqueue(&queue, "t", payload, 0, 0).await;
+    let events = running
+        .until_settled("t", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "t", &id), Ok(()));
+    let reasons = retry_reasons(&events, "t", &id);
+    let first = reasons[0]
+        .split("follow-ups ")
+        .nth(1)
+        .expect("an id")
+        .to_owned();
+    // the follow-up enqueued at the ack carries the id attempt 1 was handed
+    let next = running
+        .until_settled("next", &first, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&next, "next", &first), Ok(()));
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_journal_stops_and_the_job_runs_live_from_there() {
+    // 100 KiB answers (under the 1 MiB body cap) in a journal of at most 64 KiB
+    let big = Reply::Stream {
+        bytes: 100 << 10,
+        declare_length: true,
+    };
+    let server = HttpServer::start(vec![Reply::status(200, "ok"), big]);
+    let extra = "journal = \"effects\"\njournal_max = \"64KiB\"";
+    let project = Project::new(
+        "",
+        &topic(&server, "probe.wasm", extra).replace("max_attempts = 5", "max_attempts = 2"),
+    );
+    let queue = project.queue().await;
+    let mut running = Running::start(project.config()).await;
+    let payload = format!(
+        r#"{{"calls": [{}, {{"method": "GET", "url": "{}/big"}}], "retry_first": 5}}"#,
+        calls(&server, &["/before"]),
+        server.url()
+    );
+    let id = enqueue(&queue, "t", &payload, 0, 0).await;
+    let events = running
+        .until_settled("t", &id, Duration::from_secs(60))
+        .await;
+    assert!(
+        settled(&events, "t", &id).is_err(),
+        "dead after two attempts"
+    );
+    assert_eq!(hits(&server, ["/before", "/big"]), [1, 2]);
+    let (journal, _) = queue.journal(&queue.keys("t"), &id).await.unwrap();
+    let json = journal.expect("kept with the dead letter").to_json();
+    let reason = json["effects"]["stopped"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        reason, "the job's journal is full (journal_max)",
+        "{json:#}"
+    );
+    running.stop().await;
+}

@@ -516,3 +516,48 @@ async fn each_durable_step_is_a_span_under_its_attempt() {
     assert_eq!(steps, want);
     running.stop().await;
 }
+
+/// On a topic with `journal = "effects"`, a call answered from the journal
+/// on the retry has a client span marked `hourglass.replayed`; the first
+/// attempt's (sent) has none, and the server saw the call once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_call_is_a_span_marked_replayed() {
+    let receiver = HttpServer::start(vec![Reply::status(200, "")]);
+    let shop = HttpServer::start(vec![Reply::status(200, "ok")]);
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            "[[topic]]\nname = \"pay\"\nhandler = \"probe.wasm\"\njournal = \"effects\"\n\
+             grants = {{ http = [\"{shop}\"] }}\n\n\
+             [telemetry]\nendpoint = \"{receiver}\"\n",
+            shop = shop.url(),
+            receiver = receiver.url(),
+        ),
+    );
+    let running = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let payload = format!(
+        r#"{{"calls": [{{"url": "{}/charge"}}], "retry_first": 1}}"#,
+        shop.url()
+    );
+    crate::util::enqueue(&queue, "pay", &payload, 0, 0).await;
+    let clients = eventually(WAIT, "both attempts' client spans arrived", || async {
+        let clients: Vec<Span> = spans(&receiver)
+            .into_iter()
+            .filter(|s| s.kind == 3)
+            .collect();
+        match clients.len() {
+            2.. => Ok(clients),
+            n => Err(format!("{n} client spans")),
+        }
+    })
+    .await;
+    let mut replayed: Vec<Option<String>> = clients
+        .iter()
+        .map(|s| attribute(s, "hourglass.replayed"))
+        .collect();
+    replayed.sort();
+    assert_eq!(replayed, [None, Some("Some(BoolValue(true))".to_owned())]);
+    assert_eq!(shop.received().len(), 1, "sent once");
+    running.stop().await;
+}

@@ -242,6 +242,7 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         let value = std::env::var(name).map_err(|e| Error::fail(format!("env {name}: {e}")))?;
         info!("env {name}={value}");
     }
+    let mut queued = Vec::new();
     for next in plan.follow_ups {
         let mut f = FollowUp::new(next.topic, next.payload.into_bytes());
         if let Some(ms) = next.delay_ms {
@@ -258,6 +259,7 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         }
         let id = f.enqueue()?;
         info!("follow-up {id} queued");
+        queued.push(id);
     }
     if let Some(addr) = &plan.connect {
         std::net::TcpStream::connect(addr.as_str())
@@ -272,9 +274,13 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     }
     if job.attempt() <= plan.retry_first {
         let stamp = stamped.as_ref().map_or(String::new(), |s| format!("; stamp {s}"));
+        let queued = match queued.is_empty() {
+            true => String::new(),
+            false => format!("; follow-ups {}", queued.join(",")),
+        };
         return Ok(Outcome::retry_in(
             std::time::Duration::from_millis(100),
-            format!("asked to retry attempt {}{fetched}{stamp}", job.attempt()),
+            format!("asked to retry attempt {}{fetched}{queued}{stamp}", job.attempt()),
         ));
     }
     if let Some(s) = &stamped {
