@@ -272,6 +272,28 @@ fn old_binary(commit: &'static str) -> PathBuf {
             build.env_remove(name);
         }
     }
+    // the old build's dependencies may not be in this machine's registry
+    // cache yet (a crate the workspace no longer uses): fetch them first, by
+    // its own Cargo.lock, from crates.io
+    let mut fetch = Command::new(build.get_program());
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|n| n.starts_with("CARGO") && n != "CARGO_HOME")
+        {
+            fetch.env_remove(name);
+        }
+    }
+    let fetched = fetch
+        .arg("fetch")
+        .current_dir(&src)
+        .output()
+        .unwrap();
+    assert!(
+        fetched.status.success(),
+        "fetching the dependencies of hourglass at {commit} (cargo fetch, from crates.io): {}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
     let out = build
         .args([
             "build",
