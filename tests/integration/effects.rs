@@ -61,6 +61,27 @@ async fn result_of(queue: &Queue, id: &str) -> serde_json::Value {
     }
 }
 
+/// A job charging and reserving, then failing on attempts 1 and 2.
+fn twice_failing(server: &HttpServer) -> String {
+    format!(
+        r#"{{"calls": [{}], "retry_first": 2}}"#,
+        calls(server, &["/charge", "/reserve"])
+    )
+}
+
+/// Enqueue `payload` to topic `t` and wait for the job to settle.
+async fn run(
+    queue: &Queue,
+    running: &mut Running,
+    payload: &str,
+) -> (String, Vec<hourglass::events::Event>) {
+    let id = enqueue(queue, "t", payload, 0, 0).await;
+    let events = running
+        .until_settled("t", &id, Duration::from_secs(60))
+        .await;
+    (id, events)
+}
+
 fn acked_on(events: &[hourglass::events::Event], id: &str) -> Option<u32> {
     events
         .iter()
@@ -83,20 +104,7 @@ async fn a_plain_handler_retried_sends_each_call_once() {
     let queue = project.queue().await;
     let mut running = Running::start(project.config()).await;
     // the handler fails after its calls on attempts 1 and 2
-    let first = enqueue(
-        &queue,
-        "t",
-        &format!(
-            r#"{{"calls": [{}], "retry_first": 2}}"#,
-            calls(&server, &["/charge", "/reserve"])
-        ),
-        0,
-        0,
-    )
-    .await;
-    let events = running
-        .until_settled("t", &first, Duration::from_secs(60))
-        .await;
+    let (first, events) = run(&queue, &mut running, &twice_failing(&server)).await;
     assert_eq!(settled(&events, "t", &first), Ok(()));
     assert_eq!(acked_on(&events, &first), Some(3));
     assert_eq!(
@@ -148,20 +156,7 @@ async fn without_the_journal_every_retry_sends_every_call_again() {
     let project = Project::new("", &topic(&server, "probe.wasm", ""));
     let queue = project.queue().await;
     let mut running = Running::start(project.config()).await;
-    let id = enqueue(
-        &queue,
-        "t",
-        &format!(
-            r#"{{"calls": [{}], "retry_first": 2}}"#,
-            calls(&server, &["/charge", "/reserve"])
-        ),
-        0,
-        0,
-    )
-    .await;
-    let events = running
-        .until_settled("t", &id, Duration::from_secs(60))
-        .await;
+    let (id, events) = run(&queue, &mut running, &twice_failing(&server)).await;
     assert_eq!(settled(&events, "t", &id), Ok(()));
     assert_eq!(hits(&server, ["/charge", "/reserve"]), [3, 3]);
     running.stop().await;
@@ -378,10 +373,7 @@ async fn a_body_over_the_cap_stops_the_journal_and_the_job_runs_live() {
         server.url(),
         calls(&server, &["/after"])
     );
-    let id = enqueue(&queue, "t", &payload, 0, 0).await;
-    let events = running
-        .until_settled("t", &id, Duration::from_secs(60))
-        .await;
+    let (id, events) = run(&queue, &mut running, &payload).await;
     assert!(
         settled(&events, "t", &id).is_err(),
         "dead after two attempts"
@@ -460,10 +452,7 @@ async fn calls_replay_on_redis_cluster() {
         r#"{{"calls": [{}], "stamp": true, "retry_first": 2}}"#,
         calls(&server, &["/charge", "/reserve"])
     );
-    let id = enqueue(&queue, "t", &payload, 0, 0).await;
-    let events = running
-        .until_settled("t", &id, Duration::from_secs(60))
-        .await;
+    let (id, events) = run(&queue, &mut running, &payload).await;
     assert_eq!(settled(&events, "t", &id), Ok(()));
     assert_eq!(hits(&server, ["/charge", "/reserve"]), [1, 1]);
     running.stop().await;
@@ -520,10 +509,7 @@ async fn a_follow_up_keeps_the_id_its_first_attempt_was_given() {
     let queue = project.queue().await;
     let mut running = Running::start(project.config()).await;
     let payload = r#"{"follow_ups": [{"topic": "next", "payload": "{}"}], "retry_first": 1}"#;
-    let id = enqueue(&queue, "t", payload, 0, 0).await;
-    let events = running
-        .until_settled("t", &id, Duration::from_secs(60))
-        .await;
+    let (id, events) = run(&queue, &mut running, payload).await;
     assert_eq!(settled(&events, "t", &id), Ok(()));
     let reasons = retry_reasons(&events, "t", &id);
     let first = reasons[0]
@@ -559,10 +545,7 @@ async fn a_full_journal_stops_and_the_job_runs_live_from_there() {
         calls(&server, &["/before"]),
         server.url()
     );
-    let id = enqueue(&queue, "t", &payload, 0, 0).await;
-    let events = running
-        .until_settled("t", &id, Duration::from_secs(60))
-        .await;
+    let (id, events) = run(&queue, &mut running, &payload).await;
     assert!(
         settled(&events, "t", &id).is_err(),
         "dead after two attempts"

@@ -259,36 +259,12 @@ fn old_binary(commit: &'static str) -> PathBuf {
         std::fs::write(src.join(".complete"), commit).unwrap();
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut build = Command::new(cargo);
-    // without the variables cargo set for this test (CARGO_MANIFEST_DIR,
-    // CARGO_PKG_NAME, ...): build scripts such as ring's rerun when those
-    // change, so with them this build and a `cargo build` from a shell would
-    // rebuild each other's files in the shared build-dir every time
-    for (name, _) in std::env::vars_os() {
-        if name
-            .to_str()
-            .is_some_and(|n| n.starts_with("CARGO") && n != "CARGO_HOME")
-        {
-            build.env_remove(name);
-        }
-    }
+    let mut build = cargo_alone(&cargo);
     // the old build's dependencies may not be in this machine's registry
     // cache yet (a crate the workspace no longer uses): fetch them first, by
     // its own Cargo.lock, from crates.io
-    let mut fetch = Command::new(build.get_program());
-    for (name, _) in std::env::vars_os() {
-        if name
-            .to_str()
-            .is_some_and(|n| n.starts_with("CARGO") && n != "CARGO_HOME")
-        {
-            fetch.env_remove(name);
-        }
-    }
-    let fetched = fetch
-        .arg("fetch")
-        .current_dir(&src)
-        .output()
-        .unwrap();
+    let mut fetch = cargo_alone(&cargo);
+    let fetched = fetch.arg("fetch").current_dir(&src).output().unwrap();
     assert!(
         fetched.status.success(),
         "fetching the dependencies of hourglass at {commit} (cargo fetch, from crates.io): {}",
@@ -317,6 +293,23 @@ fn old_binary(commit: &'static str) -> PathBuf {
     let binary = home.join(format!("{short}-out/debug/hourglass"));
     built.push((commit, binary.clone()));
     binary
+}
+
+/// `cargo` without the variables cargo set for this test (CARGO_MANIFEST_DIR,
+/// CARGO_PKG_NAME, ...): build scripts such as ring's rerun when those
+/// change, so with them a build here and a `cargo build` from a shell would
+/// rebuild each other's files in the shared build-dir every time.
+fn cargo_alone(cargo: &str) -> Command {
+    let mut command = Command::new(cargo);
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|n| n.starts_with("CARGO") && n != "CARGO_HOME")
+        {
+            command.env_remove(name);
+        }
+    }
+    command
 }
 
 /// Every file under `dir`.

@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::Sent;
-use crate::redis::effects::{Answer, MAX_BODY};
+use crate::redis::effects::{Answer, MAX_BODY, Request};
 use crate::wasm::host::{Effects, Ticket, identify};
 
 type Io = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
@@ -47,13 +47,7 @@ where
     let body = match read(body, None, MAX_BODY).await {
         Ok(Read::Whole(body)) => body,
         Ok(Read::Over(prefix, rest)) => {
-            effects
-                .stop(format!(
-                    "the request body of {} is over {} bytes",
-                    ticket.place(),
-                    MAX_BODY
-                ))
-                .await;
+            effects.stop(over("request", &ticket)).await;
             let request = http::Request::from_parts(parts, prefixed(prefix, rest));
             return (live(request).await, false);
         }
@@ -97,15 +91,7 @@ where
     let request = http::Request::from_parts(parts, full(body));
     let (response, io) = match live(request).await {
         Ok(sent) => sent,
-        Err(e) => {
-            let failed = Answer::Failed {
-                code: code(&e),
-                detail: e.to_string(),
-            };
-            // the guest sees the failure whether or not it is written
-            let _ = effects.record(&ticket, asked, failed).await;
-            return (Err(e), false);
-        }
+        Err(e) => return (failed(effects, &ticket, asked, e).await, false),
     };
     let (head, body) = response.into_parts();
     let mut io = Box::into_pin(io);
@@ -113,24 +99,11 @@ where
     let body = match read(body, Some((&mut io, &mut io_done)), MAX_BODY).await {
         Ok(Read::Whole(body)) => body,
         Ok(Read::Over(prefix, rest)) => {
-            effects
-                .stop(format!(
-                    "the response body of {} is over {} bytes",
-                    ticket.place(),
-                    MAX_BODY
-                ))
-                .await;
+            effects.stop(over("response", &ticket)).await;
             let response = http::Response::from_parts(head, prefixed(prefix, rest));
             return (Ok((response, driven(io, io_done))), false);
         }
-        Err(e) => {
-            let failed = Answer::Failed {
-                code: code(&e),
-                detail: e.to_string(),
-            };
-            let _ = effects.record(&ticket, asked, failed).await;
-            return (Err(e), false);
-        }
+        Err(e) => return (failed(effects, &ticket, asked, e).await, false),
     };
     let answer = Answer::Response {
         status: head.status.as_u16(),
@@ -146,6 +119,25 @@ where
     }
     let response = http::Response::from_parts(head, full(body));
     (Ok((response, driven(io, io_done))), false)
+}
+
+/// Record that the request at `ticket` got no answer (`e`), and hand the
+/// guest `e` whether or not that could be written.
+async fn failed(effects: &Effects, ticket: &Ticket, asked: Request, e: Error) -> Sent {
+    let answer = Answer::Failed {
+        code: code(&e),
+        detail: e.to_string(),
+    };
+    let _ = effects.record(ticket, asked, answer).await;
+    Err(e)
+}
+
+/// Why the journal stops at a body over the cap.
+fn over(which: &str, ticket: &Ticket) -> String {
+    format!(
+        "the {which} body of {} is over {MAX_BODY} bytes",
+        ticket.place()
+    )
 }
 
 /// The answer a recorded request gets again.
