@@ -129,7 +129,7 @@ impl Runtime {
             Ok(Err(stop)) => (Ok(Err(stop)), None),
             Err(elapsed) => (Err(elapsed), None),
         };
-        let finish = match result {
+        let mut finish = match result {
             Ok(Ok(wit::Outcome::Ack)) => match host.result.take() {
                 Some(r) if r.len() as u64 > sandbox.result_max => Finish::Retry {
                     delay: None,
@@ -179,7 +179,6 @@ impl Runtime {
                 None => format!("trapped: {}", root_cause(&e)),
             }),
         };
-        let mut finish = finish;
         let effects = match store.data().effects.clone() {
             Some(e) => end_journal(&e, &mut finish).await,
             None => EffectCounts::default(),

@@ -29,7 +29,7 @@ type Io = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
 /// `live` and recorded. `true` with a replayed answer.
 pub(super) async fn exchange<F, Fut>(
     effects: &Effects,
-    ticket: Ticket,
+    mut ticket: Ticket,
     request: http::Request<WasiBody>,
     live: F,
 ) -> (Sent, bool)
@@ -54,10 +54,10 @@ where
         Err(e) => return (Err(e), false),
     };
     let asked = identify(parts.method.as_str(), &parts.uri.to_string(), &body);
-    if let Some(recorded) = &ticket.recorded {
+    if let Some(recorded) = ticket.recorded.take() {
         if recorded.request == asked {
             effects.replayed();
-            return (answer(&recorded.answer), true);
+            return (answer(recorded.answer), true);
         }
         let was = &recorded.request;
         let message = if was.method == asked.method && was.url == asked.url {
@@ -141,25 +141,25 @@ fn over(which: &str, ticket: &Ticket) -> String {
 }
 
 /// The answer a recorded request gets again.
-fn answer(recorded: &Answer) -> Sent {
+fn answer(recorded: Answer) -> Sent {
     match recorded {
         Answer::Response {
             status,
             headers,
             body,
         } => {
-            let mut response = http::Response::builder().status(*status);
+            let mut response = http::Response::builder().status(status);
             for (name, value) in headers {
-                response = response.header(name.as_str(), value.as_slice());
+                response = response.header(name, value);
             }
             let response = response
-                .body(full(Bytes::copy_from_slice(body)))
+                .body(full(Bytes::from(body)))
                 .map_err(|e| internal(format!("a recorded response does not rebuild: {e}")))?;
             let io: Box<dyn Future<Output = Result<(), Error>> + Send> =
                 Box::new(std::future::ready(Ok(())));
             Ok((response, io))
         }
-        Answer::Failed { code, detail } => Err(error(code, detail)),
+        Answer::Failed { code, detail } => Err(error(&code, &detail)),
     }
 }
 

@@ -262,7 +262,8 @@ impl Effects {
         let pos = pos as u32;
         let seq = s.replay.next_seq;
         s.replay.next_seq += 1;
-        let recorded = s.replay.http.get(&(scope.clone(), pos)).cloned();
+        // each place is asked for once an attempt: the answer moves out
+        let recorded = s.replay.http.remove(&(scope.clone(), pos));
         Ticket {
             // a stopped journal still replays what it holds before the stop
             live_only: s.stopped && recorded.is_none(),
