@@ -285,6 +285,7 @@ pub async fn scaling_round(
             .jobs
             .into_iter()
             .map(|j| Done {
+                notice: None,
                 end: None,
                 id: j.id,
                 attempt: j.attempt,
@@ -333,6 +334,7 @@ pub async fn instance(
         trace: None,
         pass_through: None,
         journal: None,
+        dependencies: Vec::new(),
         topic: TOPIC.into(),
         id: i.to_string(),
         attempt: 1,

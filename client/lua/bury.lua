@@ -3,14 +3,17 @@
 -- KEYS[1]: lease zset   KEYS[2]: job hash   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- KEYS[5]: dead zset   KEYS[6]: dead_info hash   KEYS[7]: account hash   KEYS[8]: progress hash
 -- KEYS[9]: journal hash (step.lua: a dead letter keeps its journal for a replay)
--- KEYS[9 + j]: the result key of job j (only when the topic keeps results; a leased job
+-- KEYS[10]: outbox hash   KEYS[11]: outbox_due zset (a flow job's notice, as ack.lua parks)
+-- KEYS[11 + j]: the result key of job j (only when the topic keeps results; a leased job
 -- is not on the time index)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
--- ARGV[6..]: quadruples of id, attempt, info JSON (reason, attempts, last error), encoded end ('' for none)
+-- ARGV[6]: sweep time (ms) of what is parked now
+-- ARGV[7..]: quintuples of id, attempt, info JSON (reason, attempts, last error), encoded end
+-- ('' for none), outbox entry ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local stale = {}
-for i = 6, #ARGV, 4 do
+for i = 7, #ARGV, 5 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
@@ -21,7 +24,12 @@ for i = 6, #ARGV, 4 do
     redis.call('HSET', KEYS[6], id, ARGV[i + 2])
     redis.call('HDEL', KEYS[8], id)
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[9 + (i - 2) / 4], ARGV[i + 3], ARGV[4], ARGV[5], id)
+      ended(KEYS[11 + (i - 2) / 5], ARGV[i + 3], ARGV[4], ARGV[5], id)
+    end
+    if ARGV[i + 4] ~= '' then
+      local token = ARGV[i + 1] .. ':' .. id -- redis::outbox_token
+      redis.call('HSET', KEYS[10], token, ARGV[i + 4])
+      redis.call('ZADD', KEYS[11], ARGV[6], token)
     end
   else
     refuse(stale, id, current)

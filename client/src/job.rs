@@ -1,6 +1,7 @@
 //! A job as the pipeline sees it: what producers send, what a claim hands
 //! out, what an ack, retry or burial records.
 
+use super::flow::{FlowRef, Notice};
 use super::{CorruptRecord, JobEnd, Parked, Record, TraceContext};
 
 /// Job ids are Redis hash fields and zset members and appear in logs:
@@ -60,6 +61,8 @@ pub struct NewJob {
     pub parent_result: Option<Vec<u8>>,
     /// The producer's trace context: the job's attempts continue its trace.
     pub trace: Option<TraceContext>,
+    /// The job's place in a flow (set by [`crate::Flows`], not by producers).
+    pub flow: Option<FlowRef>,
 }
 
 /// What happened to one [`NewJob`].
@@ -271,6 +274,8 @@ pub struct Done {
     pub follow_ups: Vec<Parked>,
     /// The job's end to keep, on a topic that keeps results.
     pub end: Option<JobEnd>,
+    /// For a job of a flow, its end as the flow is told it.
+    pub notice: Option<Notice>,
 }
 
 /// A failed attempt whose job runs again.
@@ -297,6 +302,8 @@ pub struct Burial {
     pub info: DeadInfo,
     /// The job's end to keep, on a topic that keeps results.
     pub end: Option<JobEnd>,
+    /// For a job of a flow, its end as the flow is told it.
+    pub notice: Option<Notice>,
 }
 
 /// A claimed attempt given back without counting it.

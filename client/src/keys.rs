@@ -59,6 +59,9 @@ pub struct TopicKeys {
     /// hash id → what a suspended job waits for (JSON, `journal.rs`:
     /// `Suspension`), until it is claimed again.
     pub suspended: String,
+    /// hash: a flow's state, when these are the keys of flow `<id>`
+    /// (`Queue::flow_keys`, topic name `flow:<id>`; see `flow/`).
+    pub flow: String,
 }
 
 impl TopicKeys {
@@ -114,6 +117,7 @@ impl TopicKeys {
             events: key("events"),
             journal: key("journal"),
             suspended: key("suspended"),
+            flow: key("flow"),
         }
     }
 }
@@ -186,6 +190,7 @@ mod tests {
             events,
             journal,
             suspended,
+            flow,
         } = &k;
         for key in [
             pending,
@@ -209,6 +214,7 @@ mod tests {
             events,
             journal,
             suspended,
+            flow,
             &k.journal_of("order-1"),
             &k.schedule("nightly"),
             &k.result("order-1"),

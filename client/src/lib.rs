@@ -62,6 +62,7 @@ mod dead;
 mod durable;
 pub mod effects;
 mod error;
+pub mod flow;
 mod inspect;
 mod job;
 pub mod journal;
@@ -90,6 +91,7 @@ pub use connect::{Endpoint, Servers, Tls, redact};
 pub use dead::{DEAD_BATCH, DeadLetters};
 pub use durable::Durability;
 pub use error::QueueError;
+pub use flow::{Dependency, FlowRef, FlowSpec, Flows, Notice};
 pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
     AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,
@@ -99,7 +101,7 @@ pub use job::{
 pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use layout::Layouts;
-pub use outbox::{Parked, outbox_token};
+pub use outbox::{Entry, Parked, outbox_token};
 pub use pipeline::Pipeline;
 pub use queue::Queue;
 pub use record::{CorruptRecord, Record, check_version};

@@ -15,19 +15,22 @@
 //! a u32 LE, then its bytes), bit 1 the trace context (`traceparent` with a
 //! one-byte length, `tracestate` with a u16 LE length).
 
+use std::collections::BTreeMap;
+
 use redis::Value;
 
+use super::flow::{FlowRef, Notice};
 use super::reply::{bytes, string};
 use super::{
     CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Pipeline, QueueError, TopicKeys, TraceContext,
     clock::millis, scripts,
 };
 
-/// 2 adds each job's unique-for window, 3 the parent's result; entries of
-/// older versions (parked by an older runner) are still read. Entries
-/// without a parent's result are written as version 2, which every runner
-/// since unique-for reads.
-const VERSION: u8 = 3;
+/// 2 adds each job's unique-for window, 3 the parent's result, 4 flows;
+/// entries of older versions (parked by an older runner) are still read.
+/// Entries without a parent's result are written as version 2, which every
+/// runner since unique-for reads; without flows, as version 3 at most.
+const VERSION: u8 = 4;
 
 /// A follow-up job for `topic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,17 +41,45 @@ pub struct Parked {
     pub job: NewJob,
 }
 
-/// The bytes parked for one acked attempt.
+/// What one ended attempt parks: its follow-ups and, for a job of a flow,
+/// the notice of its end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// Follow-up jobs (acks only).
+    pub jobs: Vec<Parked>,
+    /// Ends to tell flows.
+    pub notices: Vec<Notice>,
+}
+
+impl Entry {
+    /// Nothing to park.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.notices.is_empty()
+    }
+}
+
+/// The bytes parked for one acked attempt's follow-ups.
 pub fn encode(jobs: &[Parked]) -> Vec<u8> {
+    encode_entry(jobs, &[])
+}
+
+/// The bytes parked for one ended attempt.
+pub fn encode_entry(jobs: &[Parked], notices: &[Notice]) -> Vec<u8> {
     let size: usize = jobs
         .iter()
         .map(|p| 16 + p.topic.len() + p.job.id.as_deref().map_or(0, str::len) + p.job.payload.len())
         .sum();
     let mut out = Vec::with_capacity(5 + size);
-    let extended = jobs
-        .iter()
-        .any(|p| p.job.parent_result.is_some() || p.job.trace.is_some());
-    out.push(if extended { VERSION } else { 2 });
+    let flows = !notices.is_empty() || jobs.iter().any(|p| p.job.flow.is_some());
+    let extended = flows
+        || jobs
+            .iter()
+            .any(|p| p.job.parent_result.is_some() || p.job.trace.is_some());
+    out.push(match (flows, extended) {
+        (true, _) => VERSION,
+        (false, true) => 3,
+        (false, false) => 2,
+    });
     out.extend_from_slice(&(jobs.len() as u32).to_le_bytes());
     for p in jobs {
         let id = p.job.id.as_deref().unwrap_or_default();
@@ -59,8 +90,9 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
         out.extend_from_slice(&p.job.due_at_ms.to_le_bytes());
         out.extend_from_slice(&p.job.unique_for_ms.to_le_bytes());
         if extended {
-            let flags =
-                u8::from(p.job.parent_result.is_some()) | u8::from(p.job.trace.is_some()) << 1;
+            let flags = u8::from(p.job.parent_result.is_some())
+                | u8::from(p.job.trace.is_some()) << 1
+                | u8::from(p.job.flow.is_some()) << 2;
             out.push(flags);
             if let Some(r) = &p.job.parent_result {
                 out.extend_from_slice(&(r.len() as u32).to_le_bytes());
@@ -72,15 +104,33 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
                 out.extend_from_slice(&(t.tracestate.len() as u16).to_le_bytes());
                 out.extend_from_slice(t.tracestate.as_bytes());
             }
+            if let Some(f) = &p.job.flow {
+                f.write(&mut out);
+            }
         }
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&p.job.payload);
     }
+    if flows {
+        out.extend_from_slice(&(notices.len() as u32).to_le_bytes());
+        for n in notices {
+            n.write(&mut out);
+        }
+    }
     out
 }
 
-/// Read back what [`encode`] wrote.
+/// Read back the follow-ups [`encode`] wrote (an entry with notices is refused).
 pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
+    let entry = decode_entry(bytes)?;
+    if !entry.notices.is_empty() {
+        return Err(CorruptRecord("an outbox entry with flow notices"));
+    }
+    Ok(entry.jobs)
+}
+
+/// Read back what [`encode_entry`] wrote.
+pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
     let mut r = Reader(bytes);
     let version = r.take(1)?[0];
     if !(1..=VERSION).contains(&version) {
@@ -97,7 +147,8 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
             _ => u64::from_le_bytes(r.array()?),
         };
         let flags = if version >= 3 { r.take(1)?[0] } else { 0 };
-        if flags & !3 != 0 {
+        let known = if version >= 4 { 7 } else { 3 };
+        if flags & !known != 0 {
             return Err(CorruptRecord("an outbox entry from a newer hourglass"));
         }
         let parent_result = match flags & 1 {
@@ -119,6 +170,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
             }
             _ => None,
         };
+        let flow = match flags & 4 {
+            4 => Some(FlowRef::read(&mut r.0)?),
+            _ => None,
+        };
         let len = u32::from_le_bytes(r.array()?) as usize;
         let payload = r.take(len)?.to_vec();
         jobs.push(Parked {
@@ -134,13 +189,21 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Parked>, CorruptRecord> {
                 account: None,
                 parent_result,
                 trace,
+                flow,
             },
         });
+    }
+    let mut notices = Vec::new();
+    if version >= 4 {
+        let count = u32::from_le_bytes(r.array()?);
+        for _ in 0..count {
+            notices.push(Notice::read(&mut r.0)?);
+        }
     }
     if !r.0.is_empty() {
         return Err(CorruptRecord("trailing bytes in an outbox entry"));
     }
-    Ok(jobs)
+    Ok(Entry { jobs, notices })
 }
 
 /// The outbox field an ack parks an attempt's follow-ups under:
@@ -180,23 +243,43 @@ impl<'a> Reader<'a> {
 }
 
 impl Pipeline<'_> {
-    /// Enqueue parked follow-ups into their topics, then clear them from the
-    /// parent topic's outbox. `entries` holds (token, jobs) with tokens as
-    /// [`Pipeline::take_outbox`] returns them, or [`outbox_token`] of an ack.
-    /// Answers how many new jobs each target topic got.
+    /// Deliver parked entries: enqueue their follow-ups into their topics,
+    /// tell flows the ends they carry (enqueueing the dependents that
+    /// become ready), then clear them from the parent topic's outbox.
+    /// `entries` holds (token, entry) with tokens as [`Pipeline::take_outbox`]
+    /// returns them, or [`outbox_token`] of an ack. Answers how many new
+    /// jobs each target topic got.
     pub async fn deliver(
         self,
         parent: &TopicKeys,
-        entries: &[(String, Vec<Parked>)],
+        entries: &[(String, Entry)],
         now_ms: u64,
-    ) -> Result<std::collections::BTreeMap<String, usize>, QueueError> {
-        let mut by_topic: std::collections::BTreeMap<&str, Vec<NewJob>> = Default::default();
-        for (_, jobs) in entries {
-            for p in jobs {
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let mut new = self.enqueue_parked(entries, now_ms).await?;
+        let notices: Vec<&Notice> = entries.iter().flat_map(|(_, e)| &e.notices).collect();
+        if !notices.is_empty() {
+            for (topic, n) in self.q.flows().end(&notices, now_ms).await? {
+                *new.entry(topic).or_default() += n;
+            }
+        }
+        self.clear(parent, entries).await?;
+        Ok(new)
+    }
+
+    /// The follow-ups of `entries`, enqueued into their topics: how many
+    /// were new in each.
+    pub(crate) async fn enqueue_parked(
+        self,
+        entries: &[(String, Entry)],
+        now_ms: u64,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let mut by_topic: BTreeMap<&str, Vec<NewJob>> = BTreeMap::new();
+        for (_, entry) in entries {
+            for p in &entry.jobs {
                 by_topic.entry(&p.topic).or_default().push(p.job.clone());
             }
         }
-        let mut new = std::collections::BTreeMap::new();
+        let mut new = BTreeMap::new();
         for (topic, jobs) in by_topic {
             let answers = self.q.enqueue(&self.q.keys(topic), &jobs, now_ms).await?;
             let fresh = answers
@@ -205,12 +288,21 @@ impl Pipeline<'_> {
                 .count();
             new.insert(topic.to_owned(), fresh);
         }
+        Ok(new)
+    }
+
+    /// Forget delivered entries.
+    pub(crate) async fn clear(
+        self,
+        parent: &TopicKeys,
+        entries: &[(String, Entry)],
+    ) -> Result<(), QueueError> {
         let mut inv = scripts::OUTBOX_CLEAR.on(parent);
         for (token, _) in entries {
             inv.arg(token);
         }
         let _: u64 = inv.invoke_async(&mut self.q.conn.clone()).await?;
-        Ok(new)
+        Ok(())
     }
 
     /// Take up to `limit` outbox entries whose delivery is overdue, holding them
@@ -221,7 +313,7 @@ impl Pipeline<'_> {
         keys: &TopicKeys,
         now_ms: u64,
         limit: usize,
-    ) -> Result<Vec<(String, Result<Vec<Parked>, CorruptRecord>)>, QueueError> {
+    ) -> Result<Vec<(String, Result<Entry, CorruptRecord>)>, QueueError> {
         let reply: Vec<Value> = scripts::OUTBOX_TAKE
             .on(keys)
             .arg(now_ms)
@@ -232,7 +324,7 @@ impl Pipeline<'_> {
         reply
             .chunks(2)
             .map(|pair| match pair {
-                [token, entry] => Ok((string(token)?, decode(&bytes(entry)?))),
+                [token, entry] => Ok((string(token)?, decode_entry(&bytes(entry)?))),
                 other => Err(QueueError::Protocol(format!("outbox answered {other:?}"))),
             })
             .collect()
@@ -308,10 +400,60 @@ mod tests {
         );
         let jobs = vec![handed, traced, parked("t", "plain", b"")];
         let bytes = encode(&jobs);
-        assert_eq!(bytes[0], VERSION);
+        assert_eq!(bytes[0], 3, "without flows, what runners since results read");
         assert_eq!(decode(&bytes).unwrap(), jobs);
         // without either, what runners since unique-for read
         assert_eq!(encode(&jobs[2..])[0], 2);
+    }
+}
+
+#[cfg(test)]
+mod flows {
+    use super::*;
+    use crate::{EndState, JobEnd};
+
+    #[test]
+    fn a_released_job_and_a_notice_round_trip_in_version_4() {
+        let mut released = Parked {
+            topic: "publish".into(),
+            job: NewJob {
+                id: Some("album-7/publish".into()),
+                payload: b"{}".to_vec(),
+                ..Default::default()
+            },
+        };
+        released.job.flow = Some(FlowRef {
+            flow: "album-7".into(),
+            index: 40,
+        });
+        let notice = Notice {
+            job: FlowRef {
+                flow: "album-7".into(),
+                index: 3,
+            },
+            end: JobEnd {
+                state: EndState::Acked,
+                result: Some(b"{\"url\":\"t3.png\"}".to_vec()),
+                reason: None,
+                version: Some("0123456789abcdef".into()),
+                attempts: 1,
+                at_ms: 1_700_000_000_000,
+            },
+        };
+        let bytes = encode_entry(std::slice::from_ref(&released), std::slice::from_ref(&notice));
+        assert_eq!(bytes[0], 4);
+        let entry = decode_entry(&bytes).unwrap();
+        assert_eq!(entry.jobs, [released.clone()]);
+        assert_eq!(entry.notices, [notice.clone()]);
+        for cut in 0..bytes.len() {
+            assert!(decode_entry(&bytes[..cut]).is_err(), "a prefix of {cut} bytes decoded");
+        }
+        // follow-ups alone: an entry with a notice is not one
+        assert!(decode(&bytes).is_err());
+        let only_notice = encode_entry(&[], &[notice]);
+        assert_eq!(decode_entry(&only_notice).unwrap().jobs, []);
+        // a released job alone is read by decode too
+        assert_eq!(decode(&encode(std::slice::from_ref(&released))).unwrap(), [released]);
     }
 }
 

@@ -43,10 +43,11 @@ impl Pipeline<'_> {
             .arg(&keys.events);
         for d in done {
             inv.arg(&d.id).arg(d.attempt);
-            if d.follow_ups.is_empty() {
+            if d.follow_ups.is_empty() && d.notice.is_none() {
                 inv.arg("");
             } else {
-                inv.arg(outbox::encode(&d.follow_ups));
+                let notices = d.notice.as_slice();
+                inv.arg(outbox::encode_entry(&d.follow_ups, notices));
             }
             match (&d.end, keep) {
                 (Some(end), Some(_)) => inv.arg(end.encode()),
@@ -98,13 +99,18 @@ impl Pipeline<'_> {
             .arg(retention.keep)
             .arg(oldest)
             .arg(results::keep_ms(keep))
-            .arg(&keys.events);
+            .arg(&keys.events)
+            .arg(now_ms + millis(OUTBOX_SWEEP));
         for d in dead {
             let json = serde_json::to_string(&d.info).expect("dead info serializes");
             inv.arg(&d.id).arg(d.attempt).arg(json);
             match (&d.end, keep) {
                 (Some(end), Some(_)) => inv.arg(end.encode()),
                 _ => inv.arg(""),
+            };
+            match &d.notice {
+                Some(n) => inv.arg(outbox::encode_entry(&[], std::slice::from_ref(n))),
+                None => inv.arg(""),
             };
         }
         job::refusals(self.q.invoke_durable(&inv).await?)

@@ -150,6 +150,7 @@ impl Queue {
                     version: job.version.clone(),
                     parent_result: job.parent_result.clone(),
                     trace: job.trace.clone(),
+                    flow: job.flow.clone(),
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)
@@ -215,6 +216,11 @@ impl Queue {
     /// What operators do to jobs and topics: cancel, pause and resume.
     pub fn admin(&self) -> Admin<'_> {
         Admin { q: self }
+    }
+
+    /// Flows: create, tell their jobs' ends, show, sweep.
+    pub fn flows(&self) -> crate::Flows<'_> {
+        crate::Flows { q: self }
     }
 
     /// A topic's dead letters: list, retry (on a kept version), purge.

@@ -10,12 +10,14 @@
 //! in this order: the version (bit 0: its length, one byte, then the
 //! version), the parent's result handed to a follow-up (bit 1: u32 LE
 //! length + bytes) and the producer's trace context (bit 2: `traceparent`
-//! with a one-byte length, `tracestate` with a u16 LE length); then the
+//! with a one-byte length, `tracestate` with a u16 LE length) and the
+//! job's place in a flow (bit 3: [`crate::flow::FlowRef`]); then the
 //! payload. A flag this build does not know is a
 //! record from a newer hourglass, refused as such. Lua scripts never parse
 //! it; only this module does. Attempts, due time and errors live beside it.
 
 use super::TraceContext;
+use crate::flow::FlowRef;
 
 /// What is stored for a job at enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,8 @@ pub struct Record {
     pub parent_result: Option<Vec<u8>>,
     /// The producer's trace context, if it gave one.
     pub trace: Option<TraceContext>,
+    /// The flow the job belongs to, if any.
+    pub flow: Option<FlowRef>,
 }
 
 const PLAIN: u8 = 1;
@@ -44,7 +48,8 @@ const HEADER: usize = 1 + 4 + 8;
 const HAS_VERSION: u8 = 1;
 const HAS_PARENT_RESULT: u8 = 2;
 const HAS_TRACE: u8 = 4;
-const KNOWN_FLAGS: u8 = HAS_VERSION | HAS_PARENT_RESULT | HAS_TRACE;
+const HAS_FLOW: u8 = 8;
+const KNOWN_FLAGS: u8 = HAS_VERSION | HAS_PARENT_RESULT | HAS_TRACE | HAS_FLOW;
 
 /// A stored record that cannot be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,7 +78,8 @@ impl Record {
             } else {
                 0
             }
-            | if trace.is_some() { HAS_TRACE } else { 0 };
+            | if trace.is_some() { HAS_TRACE } else { 0 }
+            | if self.flow.is_some() { HAS_FLOW } else { 0 };
         out.push(match flags {
             0 => PLAIN,
             HAS_VERSION => PINNED,
@@ -99,6 +105,9 @@ impl Record {
             let state = u16::try_from(t.tracestate.len()).expect("MAX_TRACESTATE bounds it");
             out.extend_from_slice(&state.to_le_bytes());
             out.extend_from_slice(t.tracestate.as_bytes());
+        }
+        if let Some(flow) = &self.flow {
+            flow.write(&mut out);
         }
         out.extend_from_slice(&self.payload);
         out
@@ -172,6 +181,10 @@ impl Record {
             });
             rest = &after[2 + state_len..];
         }
+        let flow = match flags & HAS_FLOW {
+            0 => None,
+            _ => Some(FlowRef::read(&mut rest)?),
+        };
         Ok(Record {
             max_attempts,
             enqueued_at_ms,
@@ -179,6 +192,7 @@ impl Record {
             version,
             parent_result,
             trace,
+            flow,
         })
     }
 }
@@ -230,6 +244,7 @@ mod tests {
                     version: version.clone(),
                     parent_result: None,
                     trace: None,
+                    flow: None,
                 };
                 assert_eq!(Record::decode(&r.encode()), Ok(r.clone()));
                 let r = Record {
@@ -248,6 +263,14 @@ mod tests {
                     ),
                     ..r
                 };
+                assert_eq!(Record::decode(&r.encode()), Ok(r.clone()));
+                let r = Record {
+                    flow: Some(FlowRef {
+                        flow: "album-7".into(),
+                        index: 41,
+                    }),
+                    ..r
+                };
                 assert_eq!(Record::decode(&r.encode()), Ok(r));
             }
         }
@@ -262,6 +285,7 @@ mod tests {
             version: None,
             parent_result: None,
             trace: None,
+            flow: None,
         };
         assert_eq!(r.encode()[0], 1, "runners before pins read it");
         assert_eq!(r.encode().len(), HEADER + 1);
@@ -284,6 +308,7 @@ mod tests {
             version: None,
             parent_result: Some(vec![1]),
             trace: None,
+            flow: None,
         }
         .encode();
         bytes[HEADER] |= 0x80;
@@ -316,12 +341,14 @@ mod fuzz {
             version in proptest::option::of("[0-9a-f]{16}"),
             parent_result in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
             trace in proptest::option::of(("[0-9a-f]{32}", "[0-9a-f]{16}", "[ -~]{0,40}")),
+            flow in proptest::option::of(("[a-z0-9:@._-]{1,64}", any::<u32>())),
         ) {
+            let flow = flow.map(|(flow, index)| FlowRef { flow, index });
             let trace = trace.map(|(t, s, state)| TraceContext {
                 traceparent: format!("00-{t}-{s}-01"),
                 tracestate: state,
             });
-            let r = Record { max_attempts, enqueued_at_ms, payload, version, parent_result, trace };
+            let r = Record { max_attempts, enqueued_at_ms, payload, version, parent_result, trace, flow };
             prop_assert_eq!(Record::decode(&r.encode()), Ok(r));
         }
 

@@ -40,3 +40,11 @@ pub(super) fn optional_string(v: &Value) -> Result<Option<String>, QueueError> {
         v => string(v).map(Some),
     }
 }
+
+/// `None` for a nil reply (Lua's `false`), else the bytes.
+pub(super) fn optional_bytes(v: &Value) -> Result<Option<Vec<u8>>, QueueError> {
+    match v {
+        Value::Nil => Ok(None),
+        v => bytes(v).map(Some),
+    }
+}

@@ -107,7 +107,8 @@ script!(
     BURY,
     "bury.lua",
     [
-        lease, job, attempt, error, dead, dead_info, account, progress, journal
+        lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox,
+        outbox_due
     ]
 );
 script!(REQUEUE, "requeue.lua", [lease, pending, error, job]);
@@ -167,6 +168,10 @@ script!(
     [pending, job, lease, dead, paused, legacy_pending, suspended]
 );
 script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
+script!(FLOW_CREATE, "flow_create.lua", [flow, outbox, outbox_due], alone);
+script!(FLOW_END, "flow_end.lua", [flow, outbox, outbox_due], alone);
+script!(FLOW_READ, "flow_read.lua", [flow], alone);
+script!(FLOW_UNINDEX, "flow_unindex.lua", [], alone);
 
 #[cfg(test)]
 mod tests {
@@ -215,6 +220,10 @@ mod tests {
             (&SUSPEND, 0),
             (&SIGNAL, 0),
             (&WAKE, 0),
+            (&FLOW_CREATE, 0),
+            (&FLOW_END, 0),
+            (&FLOW_READ, 0),
+            (&FLOW_UNINDEX, 1),
         ];
         for (lua, added) in all {
             assert_eq!(

@@ -118,6 +118,7 @@ impl JobOptions {
             account: self.account,
             parent_result: None,
             trace,
+            flow: None,
         })
     }
 }

@@ -25,6 +25,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod events;
+pub mod flow_file;
 pub mod http;
 pub mod job_options;
 pub mod metrics;

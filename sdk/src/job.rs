@@ -93,6 +93,28 @@ impl Job {
             .transpose()
     }
 
+    /// The jobs this one waits for in its flow, each with how it ended, in
+    /// the order the flow names them; empty for a job outside a flow. A job
+    /// runs once all of them have ended (with `require`, only if each acked).
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        use crate::bindings::hourglass::handler::report;
+        report::dependencies()
+            .into_iter()
+            .map(|d| Dependency {
+                name: d.name,
+                topic: d.topic,
+                id: d.id,
+                ended: match d.ended {
+                    report::Ended::Acked => Ended::Acked,
+                    report::Ended::Dead => Ended::Dead,
+                    report::Ended::Cancelled => Ended::Cancelled,
+                },
+                result: d.result,
+                reason: d.reason,
+            })
+            .collect()
+    }
+
     /// When the job was accepted, in milliseconds since the Unix epoch.
     pub fn enqueued_at_ms(&self) -> u64 {
         self.enqueued_at_ms
@@ -111,5 +133,48 @@ impl Job {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         Duration::from_millis(now.saturating_sub(self.due_at_ms))
+    }
+}
+
+/// How a job of a flow ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Its handler acked.
+    Acked,
+    /// It was dead-lettered.
+    Dead,
+    /// An operator cancelled it.
+    Cancelled,
+}
+
+/// A job this one waits for in its flow ([`Job::dependencies`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    /// Its name in the flow.
+    pub name: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its id in that topic (`<flow>/<name>`).
+    pub id: String,
+    /// How it ended.
+    pub ended: Ended,
+    /// The result its handler set (an acked job that set one).
+    pub result: Option<Vec<u8>>,
+    /// Why it is dead, or who cancelled it.
+    pub reason: Option<String>,
+}
+
+impl Dependency {
+    /// [`Dependency::result`] parsed as JSON; `None` without one, an error
+    /// (permanent) if it is not valid JSON for `T`.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>, Error> {
+        self.result
+            .as_deref()
+            .map(|bytes| {
+                serde_json::from_slice(bytes).map_err(|e| {
+                    Error::fail(alloc::format!("result of dependency {:?}: {e}", self.name))
+                })
+            })
+            .transpose()
     }
 }

@@ -170,6 +170,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
     q.enqueue(&parent, &[job("p1")], 0).await.unwrap();
     let claimed = q.pipeline().claim(&parent, 10, 1_000, 1).await.unwrap();
     let done = Done {
+        notice: None,
         end: None,
         id: "p1".into(),
         attempt: claimed.jobs[0].attempt,
@@ -206,7 +207,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
     let (token, jobs) = &taken[0];
     assert_eq!(token, "1:p1");
     let jobs = jobs.clone().unwrap();
-    assert_eq!(jobs[0].job.id.as_deref(), Some("k1"));
+    assert_eq!(jobs.jobs[0].job.id.as_deref(), Some("k1"));
     // a second sweeper finds it held
     assert!(
         q.pipeline()

@@ -74,6 +74,7 @@ mod durable;
 mod effects;
 mod failover;
 mod faults;
+mod flows;
 mod follow_ups;
 mod grants;
 mod http;

@@ -196,6 +196,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         .bury(
             &k,
             &[Burial {
+                notice: None,
                 end: None,
                 id: "old".into(),
                 attempt: claimed.jobs[0].attempt,

@@ -21,6 +21,7 @@ fn job(id: Option<&str>, due: u64) -> NewJob {
 
 fn done(id: &str, attempt: u32) -> Done {
     Done {
+        notice: None,
         end: None,
         id: id.into(),
         attempt,
@@ -231,6 +232,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
             .bury(
                 &k,
                 &[Burial {
+                    notice: None,
                     end: None,
                     id: j.id.clone(),
                     attempt: j.attempt,
@@ -440,6 +442,7 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
         job: job(Some("c"), 0),
     };
     let acked = Done {
+        notice: None,
         end: None,
         id: "p".into(),
         attempt,
@@ -453,7 +456,17 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
             .is_empty()
     );
     q.pipeline()
-        .deliver(&parent, &[(outbox_token(attempt, "p"), vec![follow_up])], 2)
+        .deliver(
+            &parent,
+            &[(
+                outbox_token(attempt, "p"),
+                hourglass::redis::Entry {
+                    jobs: vec![follow_up],
+                    notices: Vec::new(),
+                },
+            )],
+            2,
+        )
         .await
         .unwrap();
     assert_eq!(q.stats(&child, 3).await.unwrap().ready, 1, "delivered");

@@ -386,6 +386,7 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
         id: "1".into(),
         attempt: 1,
         follow_ups: vec![],
+        notice: None,
         end: Some(JobEnd {
             state: EndState::Acked,
             result: Some(b"42".to_vec()),

@@ -6,7 +6,8 @@
 //! and to GET a URL (`fetch`: its status and body end up in the fail reason).
 //! For results and progress: `progress` steps (reported, then slept on),
 //! `chatty_ms` (report in a tight loop), `sleep_ms`, and a `result` to ack
-//! with (`result_bytes` for a big one, `echo_parent` for the parent's).
+//! with (`result_bytes` for a big one, `echo_parent` for the parent's,
+//! `echo_deps` for its flow dependencies).
 //! For instance reuse: `served` acks with how many jobs this instance ran.
 //! For durable handlers: `steps`, each recorded (a result of `bytes` bytes)
 //! under its `name`, first of all; `signal` sent to another job after them.
@@ -60,6 +61,10 @@ struct Plan {
     /// Ack with `{"parent": <the parent's result as JSON>}`.
     #[serde(default)]
     echo_parent: bool,
+    /// Ack with `{"deps": [{name, topic, id, ended, result, reason}, ...]}`:
+    /// its flow dependencies as it saw them (results as JSON).
+    #[serde(default)]
+    echo_deps: bool,
     /// Retry (after everything else) while the attempt is at most this.
     #[serde(default)]
     retry_first: u32,
@@ -293,6 +298,18 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     }
     if plan.served {
         return Outcome::ack_json(&serde_json::json!({ "served": served }));
+    }
+    if plan.echo_deps {
+        let mut deps = Vec::new();
+        for d in job.dependencies() {
+            let result: Option<serde_json::Value> = d.json()?;
+            deps.push(serde_json::json!({
+                "name": d.name, "topic": d.topic, "id": d.id,
+                "ended": format!("{:?}", d.ended).to_lowercase(),
+                "result": result, "reason": d.reason,
+            }));
+        }
+        return Outcome::ack_json(&serde_json::json!({ "deps": deps }));
     }
     if plan.echo_parent {
         let parent: Option<serde_json::Value> = job.parent_json()?;

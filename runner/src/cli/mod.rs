@@ -8,6 +8,7 @@ mod cancel;
 mod check;
 mod dead;
 mod enqueue;
+mod flow;
 mod inspect;
 mod journal;
 mod migrate;
@@ -78,6 +79,9 @@ enum Command {
     Wake(signal::WakeArgs),
     /// Show a job's journal: its durable steps and the effects its attempts recorded.
     Journal(journal::Args),
+    /// Flows: jobs that run after the jobs they depend on (enqueue, show).
+    #[command(subcommand)]
+    Flow(flow::Command),
     /// The dead-letter set: list, retry or purge.
     #[command(subcommand)]
     Dead(dead::Command),
@@ -173,6 +177,7 @@ pub fn main() -> ExitCode {
             Command::Signal(args) => signal::signal(&cli.config, args).await,
             Command::Wake(args) => signal::wake(&cli.config, args).await,
             Command::Journal(args) => journal::journal(&cli.config, args).await,
+            Command::Flow(command) => flow::run(&cli.config, command).await,
             Command::Dead(command) => dead::run(&cli.config, command).await,
             Command::Pause(args) => pause::run(&cli.config, args, true).await,
             Command::Resume(args) => pause::run(&cli.config, args, false).await,

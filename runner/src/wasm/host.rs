@@ -297,6 +297,29 @@ impl report::Host for Host {
     fn parent_result(&mut self) -> Option<Vec<u8>> {
         self.parent_result.clone()
     }
+
+    fn dependencies(&mut self) -> Vec<report::Dependency> {
+        use crate::redis::EndState;
+        self.ctx
+            .dependencies
+            .iter()
+            .filter_map(|d| {
+                let end = d.end.as_ref()?;
+                Some(report::Dependency {
+                    name: d.name.clone(),
+                    topic: d.topic.clone(),
+                    id: d.id.clone(),
+                    ended: match end.state {
+                        EndState::Acked => report::Ended::Acked,
+                        EndState::Dead => report::Ended::Dead,
+                        EndState::Cancelled => report::Ended::Cancelled,
+                    },
+                    result: end.result.clone(),
+                    reason: end.reason.clone(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// Caps linear memory at the topic's `memory`; going past it traps the guest

@@ -185,6 +185,7 @@ mod tests {
                 handler: "h".into(),
                 trace: None,
                 pass_through: None,
+                dependencies: Vec::new(),
             }
             .into(),
             "stderr",

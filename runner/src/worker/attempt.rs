@@ -18,7 +18,8 @@ use super::watch::{Attempt, Ending};
 use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::config::TopicConfig;
-use crate::redis::{AttemptCost, ClaimedJob, Usage};
+use crate::redis::flow::Policy;
+use crate::redis::{AttemptCost, ClaimedJob, Dependency, EndState, FlowRef, Usage};
 use crate::wasm::{Attempted, Finish, LoadedHandler};
 
 /// A finished attempt on its way to Redis.
@@ -35,6 +36,8 @@ pub(super) struct Completion {
     pub decision: Decision,
     /// When it was decided (ms): the time of the ack, burial or release.
     pub at_ms: u64,
+    /// The flow the job belongs to, told of its end.
+    pub flow: Option<FlowRef>,
 }
 
 /// The guard of one claimed job: its capacity, and the one completion it owes.
@@ -43,6 +46,7 @@ pub(super) struct InFlight {
     id: String,
     attempt: u32,
     version: Arc<str>,
+    flow: Option<FlowRef>,
     commits: mpsc::UnboundedSender<Completion>,
     committed: bool,
     _slot: Slot,
@@ -64,6 +68,7 @@ impl InFlight {
             id,
             attempt,
             version,
+            flow: None,
             commits,
             committed: false,
             _slot: slot,
@@ -80,6 +85,7 @@ impl InFlight {
             version: self.version.clone(),
             decision,
             at_ms,
+            flow: self.flow.take(),
         };
         if let Err(lost) = self.commits.send(completion) {
             let c = lost.0;
@@ -110,13 +116,23 @@ pub(super) async fn run(
     hold_until_due(job.due_at_ms).await;
     let topic = flight.topic.clone();
     let cfg = &topic.cfg;
-    let ready = match decide::before_run(cfg, job, now_ms()) {
+    flight.flow = job.record.as_ref().ok().and_then(|r| r.flow.clone());
+    let mut ready = match decide::before_run(cfg, job, now_ms()) {
         Ok(ready) => ready,
         Err(decision) => {
             flight.complete(decision, now_ms());
             return flight;
         }
     };
+    if let Some(flow) = &flight.flow {
+        match dependencies(&shared, &cfg.name, flow, ready.input.attempt).await {
+            Ok(deps) => ready.input.dependencies = deps,
+            Err(decision) => {
+                flight.complete(decision, now_ms());
+                return flight;
+            }
+        }
+    }
     let Some((handler, canary)) = pick_version(&shared, &mut flight, handler, canary, &ready).await
     else {
         return flight;
@@ -193,6 +209,40 @@ fn decide(
     let (at_ms, unit) = (now_ms(), rand::random::<f64>());
     let decision = decide::after_run(cfg, on, number, max_attempts, finish, at_ms, unit, costs);
     (decision, at_ms)
+}
+
+/// What a flow job's attempt needs of its flow: its dependencies, each with
+/// how it ended; or the decision instead: dead-lettered unrun when one it
+/// requires did not ack, released (uncounted) when Redis did not answer.
+async fn dependencies(
+    shared: &Shared,
+    topic: &str,
+    flow: &FlowRef,
+    attempt: u32,
+) -> Result<Vec<Dependency>, Decision> {
+    let read = shared.queue.flows().dependencies(flow);
+    let deps = match tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
+        Ok(Ok(Some(deps))) => deps,
+        Ok(Ok(None)) => {
+            tracing::warn!(topic, flow = %flow.flow, "the job's flow is gone (expired or purged): it runs without its dependencies");
+            return Ok(Vec::new());
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(topic, flow = %flow.flow, "the job's flow was not read, released to run later: {e}");
+            return Err(Decision::Release);
+        }
+        Err(_) => {
+            tracing::warn!(topic, flow = %flow.flow, "the job's flow was not read within 10s, released to run later");
+            return Err(Decision::Release);
+        }
+    };
+    let failed = deps.iter().find(|d| {
+        d.policy == Policy::Require && d.end.as_ref().is_none_or(|e| e.state != EndState::Acked)
+    });
+    match failed {
+        Some(dep) => Err(decide::dependency_failed(attempt, dep, now_ms())),
+        None => Ok(deps),
+    }
 }
 
 /// Claimed a little ahead (scheduler.rs: CLAIM_AHEAD): never start early.

@@ -18,8 +18,8 @@ use super::watch::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
 use crate::redis::{
-    Burial, Done, EndState, Held, JobEnd, Parked, QueueError, Refusal, Refused, Retrying,
-    Suspending,
+    Burial, Done, EndState, Entry, FlowRef, Held, JobEnd, Notice, QueueError, Refusal, Refused,
+    Retrying, Suspending,
 };
 use crate::telemetry::{Begun, Ended, Telemetry, spans};
 
@@ -82,19 +82,21 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             b.at_ms = b.at_ms.max(c.at_ms);
             match c.decision {
                 Decision::Ack { follow_ups, result } => {
-                    let end = c.topic.cfg.results.map(|_| JobEnd {
+                    let end = JobEnd {
                         state: EndState::Acked,
                         result,
                         reason: None,
                         version: Some(c.version.to_string()),
                         attempts: c.attempt,
                         at_ms: c.at_ms,
-                    });
+                    };
+                    let (end, notice) = tell(c.topic.cfg.results.is_some(), end, c.flow);
                     let done = Done {
                         id: c.id,
                         attempt: c.attempt,
                         follow_ups,
                         end,
+                        notice,
                     };
                     b.acks.push(done, c.version);
                 }
@@ -111,19 +113,21 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                     b.retries.push(failed, c.version);
                 }
                 Decision::Dead(info) => {
-                    let end = c.topic.cfg.results.map(|_| JobEnd {
+                    let end = JobEnd {
                         state: EndState::Dead,
                         result: None,
                         reason: Some(info.reason.clone()),
                         version: info.handler.clone(),
                         attempts: info.attempts,
                         at_ms: c.at_ms,
-                    });
+                    };
+                    let (end, notice) = tell(c.topic.cfg.results.is_some(), end, c.flow);
                     let burial = Burial {
                         id: c.id,
                         attempt: c.attempt,
                         info,
                         end,
+                        notice,
                     };
                     b.dead.push(burial, c.version);
                 }
@@ -152,6 +156,17 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
     released
 }
 
+/// A job's end as it is kept (on a topic that keeps results: `keep`) and
+/// as its flow is told it (a job of a flow).
+fn tell(keep: bool, end: JobEnd, flow: Option<FlowRef>) -> (Option<JobEnd>, Option<Notice>) {
+    match (keep, flow) {
+        (false, None) => (None, None),
+        (true, None) => (Some(end), None),
+        (false, Some(job)) => (None, Some(Notice { job, end })),
+        (true, Some(job)) => (Some(end.clone()), Some(Notice { job, end })),
+    }
+}
+
 /// Commit one topic's batch and report what was committed; how many were released.
 async fn commit(shared: &Shared, b: Batch) -> usize {
     let topic = b.topic.expect("a batch has a topic");
@@ -175,10 +190,16 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             tracing::debug!(topic = %name, job_id = %d.id, attempt = d.attempt, follow_ups = d.follow_ups.len(), "done");
             shared.emit(name, &d.id, d.attempt, EventKind::Acked);
         }
-        let parked: Vec<(String, Vec<Parked>)> = acked
+        let parked: Vec<(String, Entry)> = acked
             .into_iter()
-            .filter(|d| !d.follow_ups.is_empty())
-            .map(|d| (crate::redis::outbox_token(d.attempt, &d.id), d.follow_ups))
+            .filter(|d| !d.follow_ups.is_empty() || d.notice.is_some())
+            .map(|d| {
+                let entry = Entry {
+                    jobs: d.follow_ups,
+                    notices: d.notice.into_iter().collect(),
+                };
+                (crate::redis::outbox_token(d.attempt, &d.id), entry)
+            })
             .collect();
         // the ack has parked them; if this fails, a sweep delivers them later
         if !parked.is_empty() {
@@ -242,8 +263,13 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         .await
     {
         count(shared, name, &b.dead, &refused, |d| &d.id, Outcome::Dead);
+        let mut parked = Vec::new();
         for Burial {
-            id, attempt, info, ..
+            id,
+            attempt,
+            info,
+            notice,
+            ..
         } in b
             .dead
             .items
@@ -259,6 +285,23 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
                     reason: info.reason,
                 },
             );
+            if let Some(notice) = notice {
+                let entry = Entry {
+                    jobs: Vec::new(),
+                    notices: vec![notice],
+                };
+                parked.push((crate::redis::outbox_token(attempt, &id), entry));
+            }
+        }
+        // a flow job's burial parked its notice; if this fails, a sweep delivers it
+        if !parked.is_empty() {
+            match q.pipeline().deliver(keys, &parked, now).await {
+                Ok(new) => shared.meter.enqueued(&new),
+                Err(e) => tracing::warn!(
+                    topic = name,
+                    "flow notices parked, delivery deferred to the sweep: {e}"
+                ),
+            }
         }
     }
     if !b.suspends.items.is_empty() {
@@ -299,13 +342,13 @@ type Delivered = Result<std::collections::BTreeMap<String, usize>, QueueError>;
 /// parent attempt's span), when spans are exported, with how it ends.
 fn delivery_spans(
     telemetry: &Telemetry,
-    parked: &[(String, Vec<Parked>)],
+    parked: &[(String, Entry)],
 ) -> Vec<(Begun, impl Fn(&Delivered) -> Ended + use<>)> {
     if !telemetry.is_on() {
         return Vec::new();
     }
     let mut out = Vec::new();
-    for p in parked.iter().flat_map(|(_, jobs)| jobs) {
+    for p in parked.iter().flat_map(|(_, entry)| &entry.jobs) {
         let Some(trace) = &p.job.trace else { continue };
         let Some(span) = telemetry.begin(Some(trace)) else {
             continue;

@@ -8,7 +8,7 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{
-    AttemptCost, ClaimedJob, DeadInfo, Failure, NewJob, Parked, Suspension, TraceContext,
+    AttemptCost, ClaimedJob, DeadInfo, Dependency, Failure, NewJob, Parked, Suspension, TraceContext,
     with_attempt,
 };
 use crate::wasm::{Acked, Finish, FollowUp, JobInput};
@@ -124,6 +124,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         trace: None,
         pass_through: None,
         journal,
+        dependencies: Vec::new(),
     };
     Ok(Ready {
         input,
@@ -141,6 +142,27 @@ pub(super) fn pinned_elsewhere(attempt: u32, version: &str, why: &str, now: u64)
         attempt.saturating_sub(1),
         format!(
             "cannot run: the job is pinned to handler version {version} ({why}); replay it on a kept version with `hourglass dead retry TOPIC ID --version HASH`"
+        ),
+        None,
+        now,
+        Vec::new(),
+    ))
+}
+
+/// A job of a flow that cannot run because `dep`, which it requires, did
+/// not ack: dead-lettered unrun, its reason naming the dependency (which
+/// the flow's other dependents see in turn).
+pub(super) fn dependency_failed(attempt: u32, dep: &Dependency, now: u64) -> Decision {
+    let (how, why) = match &dep.end {
+        Some(end) => (end.state.as_str(), end.reason.as_deref().unwrap_or("-")),
+        None => ("lost", "-"),
+    };
+    let how = if how == "dead" { "dead-lettered" } else { how };
+    Decision::Dead(dead(
+        attempt.saturating_sub(1),
+        format!(
+            "cannot run: dependency {:?} (topic {}, job {}) was {how}: {why}",
+            dep.name, dep.topic, dep.id
         ),
         None,
         now,

@@ -1,0 +1,42 @@
+-- Tell a flow how some of its jobs ended (the notices their acks and burials parked).
+-- Each end is counted once: a repeated delivery changes nothing, a new end of a job
+-- that had ended (a dead letter retried, then acked) replaces the old one without
+-- counting again. A dependent whose dependencies have all ended is parked in the
+-- flow's outbox under 'r:<index>' for the caller (or a sweep) to enqueue.
+-- KEYS[1]: flow hash   KEYS[2]: flow outbox hash   KEYS[3]: flow outbox_due zset
+-- ARGV[1]: now ms   ARGV[2]: sweep time (ms) of what is parked now
+-- ARGV[3]: how long a finished flow is kept (ms)
+-- ARGV[4..]: triples of job index, state ('acked', 'dead', 'cancelled'), encoded end
+-- Returns: flat array of token, outbox entry of each dependent parked now
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+if not n then return {} end -- the flow is gone (expired or purged)
+local out = {}
+for k = 4, #ARGV, 3 do
+  local i, state = ARGV[k], ARGV[k + 1]
+  local before = redis.call('HGET', KEYS[1], 's:' .. i)
+  if before ~= state then
+    redis.call('HSET', KEYS[1], 's:' .. i, state, 'r:' .. i, ARGV[k + 2])
+    if before == 'dead' then redis.call('HINCRBY', KEYS[1], 'dead', -1) end
+    if state == 'dead' then redis.call('HINCRBY', KEYS[1], 'dead', 1) end
+    if not before then
+      local dependents = redis.call('HGET', KEYS[1], 'd:' .. i)
+      if dependents then
+        for m in string.gmatch(dependents, '%d+') do
+          if redis.call('HINCRBY', KEYS[1], 'w:' .. m, -1) == 0 then
+            local token = 'r:' .. m
+            local entry = redis.call('HGET', KEYS[1], 'j:' .. m)
+            redis.call('HSET', KEYS[2], token, entry)
+            redis.call('ZADD', KEYS[3], ARGV[2], token)
+            out[#out + 1] = token
+            out[#out + 1] = entry
+          end
+        end
+      end
+      if redis.call('HINCRBY', KEYS[1], 'ended', 1) == n then
+        redis.call('HSET', KEYS[1], 'done', ARGV[1])
+        redis.call('PEXPIRE', KEYS[1], ARGV[3])
+      end
+    end
+  end
+end
+return out

@@ -1,0 +1,392 @@
+//! The [`Flows`] handle: create a flow, tell it its jobs' ends, read what a
+//! job's attempt needs of it, show it, sweep the releases a runner left.
+//!
+//! A flow's hash (`<ns>:{flow:<id>}:flow`, [`Flows::keys`]): `n` jobs,
+//! `created`, `ended`, `dead`, `done` (when the last ended); per job `i`:
+//! `x:i` its description (JSON: name, topic, id, after), `j:i` its outbox
+//! entry (a dependent, enqueued when released), `w:i` how many of its
+//! dependencies have not ended, `d:i` its dependents (comma-separated),
+//! `s:i` and `r:i` how it ended (state, encoded [`JobEnd`]).
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+use serde::{Deserialize, Serialize};
+
+use super::spec::{Plan, Policy};
+use super::wire::{FlowRef, Notice};
+use super::{RESERVE, job_id};
+use crate::clock::millis;
+use crate::outbox::{self, Entry, Parked};
+use crate::reply::{bytes, optional_bytes};
+use crate::{JobEnd, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, scripts};
+
+/// Flows ([`Queue::flows`]).
+#[derive(Clone, Copy)]
+pub struct Flows<'q> {
+    pub(crate) q: &'q Queue,
+}
+
+/// A job's description as its flow keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Described {
+    name: String,
+    topic: String,
+    id: String,
+    after: Vec<(u32, Policy)>,
+}
+
+/// One job a flow job depends on, as its attempt sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    /// Its name in the flow.
+    pub name: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its id in that topic.
+    pub id: String,
+    /// What its failure does to the dependent.
+    pub policy: Policy,
+    /// How it ended (none: it has not, which a released job never sees).
+    pub end: Option<JobEnd>,
+}
+
+/// A flow as `flow show` draws it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowView {
+    /// Its id.
+    pub id: String,
+    /// When it was created (ms).
+    pub created_ms: u64,
+    /// When its last job ended (ms), if all have.
+    pub done_ms: Option<u64>,
+    /// Its jobs, in the order described.
+    pub jobs: Vec<FlowJobView>,
+}
+
+/// One job of a [`FlowView`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowJobView {
+    /// Its name in the flow.
+    pub name: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its id in that topic.
+    pub id: String,
+    /// The jobs it waits for: index and policy.
+    pub after: Vec<(u32, Policy)>,
+    /// How it ended, if it has: `acked`, `dead`, `cancelled`.
+    pub ended: Option<String>,
+    /// Whether it has been enqueued into its topic (a root, or every
+    /// dependency ended).
+    pub released: bool,
+}
+
+impl Flows<'_> {
+    /// The keys of flow `id`: the pseudo-topic `flow:<id>`, whose `flow`
+    /// hash, `outbox` and `outbox_due` share one hash tag.
+    pub fn keys(self, id: &str) -> TopicKeys {
+        self.q.keys(&format!("flow:{id}"))
+    }
+
+    /// The index of flows that may have releases to sweep: id → when.
+    fn index(self) -> String {
+        format!("{}:flows:due", self.q.namespace)
+    }
+
+    /// Create the flow `plan` in one step and enqueue its roots. Refused
+    /// with [`QueueError::Invalid`] when a flow with its id exists. Answers
+    /// how many new jobs each topic got.
+    pub async fn create(
+        self,
+        plan: &Plan,
+        now_ms: u64,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let id = &plan.id;
+        let parked = |i: u32| {
+            let job = &plan.jobs[i as usize];
+            Parked {
+                topic: job.topic.clone(),
+                job: NewJob {
+                    id: Some(job_id(id, &job.name)),
+                    payload: job.payload.clone(),
+                    due_at_ms: 0,
+                    max_attempts: job.max_attempts,
+                    unique_for_ms: millis(RESERVE),
+                    flow: Some(FlowRef {
+                        flow: id.clone(),
+                        index: i,
+                    }),
+                    ..Default::default()
+                },
+            }
+        };
+        let roots: Vec<Parked> = plan.roots().map(parked).collect();
+        let keys = self.keys(id);
+        let sweep_at = now_ms + millis(OUTBOX_SWEEP);
+        let mut inv = scripts::FLOW_CREATE.on(&keys);
+        inv.arg(now_ms)
+            .arg(sweep_at)
+            .arg(plan.jobs.len())
+            .arg(outbox::encode(&roots));
+        for (i, job) in plan.jobs.iter().enumerate() {
+            let described = Described {
+                name: job.name.clone(),
+                topic: job.topic.clone(),
+                id: job_id(id, &job.name),
+                after: plan.deps[i].clone(),
+            };
+            let json = serde_json::to_vec(&described).expect("a description serializes");
+            inv.arg(format!("x:{i}")).arg(json);
+            if !plan.deps[i].is_empty() {
+                inv.arg(format!("j:{i}"))
+                    .arg(outbox::encode(&[parked(i as u32)]))
+                    .arg(format!("w:{i}"))
+                    .arg(plan.deps[i].len());
+            }
+            if !plan.dependents[i].is_empty() {
+                let list: Vec<String> = plan.dependents[i].iter().map(u32::to_string).collect();
+                inv.arg(format!("d:{i}")).arg(list.join(","));
+            }
+        }
+        self.mark(id, sweep_at).await?;
+        let created: i64 = self.q.invoke_durable(&inv).await?;
+        if created == 0 {
+            return Err(QueueError::Invalid(format!(
+                "a flow with id {id:?} exists: choose another id"
+            )));
+        }
+        let entries = vec![(
+            "roots".to_owned(),
+            Entry {
+                jobs: roots,
+                notices: Vec::new(),
+            },
+        )];
+        self.deliver(&keys, &entries, now_ms).await
+    }
+
+    /// Mark flow `id` for the sweep at `at_ms`: before anything is parked
+    /// in its outbox, so that nothing parked is left unswept.
+    async fn mark(self, id: &str, at_ms: u64) -> Result<(), QueueError> {
+        let _: i64 = redis::cmd("ZADD")
+            .arg(self.index())
+            .arg(at_ms)
+            .arg(id)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Enqueue the released jobs of `entries` and clear them from the flow's outbox.
+    async fn deliver(
+        self,
+        keys: &TopicKeys,
+        entries: &[(String, Entry)],
+        now_ms: u64,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let p = self.q.pipeline();
+        let new = p.enqueue_parked(entries, now_ms).await?;
+        p.clear(keys, entries).await?;
+        Ok(new)
+    }
+
+    /// Tell flows the ends in `notices` (`flow_end.lua`) and enqueue the
+    /// dependents that became ready. Answers how many new jobs each topic got.
+    pub async fn end(
+        self,
+        notices: &[&Notice],
+        now_ms: u64,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let mut by_flow: BTreeMap<&str, Vec<&Notice>> = BTreeMap::new();
+        for n in notices {
+            by_flow.entry(&n.job.flow).or_default().push(n);
+        }
+        let sweep_at = now_ms + millis(OUTBOX_SWEEP);
+        let mut new = BTreeMap::new();
+        for (id, notices) in by_flow {
+            let keys = self.keys(id);
+            self.mark(id, sweep_at).await?;
+            let mut inv = scripts::FLOW_END.on(&keys);
+            inv.arg(now_ms).arg(sweep_at).arg(millis(RESERVE));
+            for n in notices {
+                inv.arg(n.job.index)
+                    .arg(n.end.state.as_str())
+                    .arg(n.end.encode());
+            }
+            let reply: Vec<Value> = self.q.invoke_durable(&inv).await?;
+            let entries = parked_entries(&reply)?;
+            if !entries.is_empty() {
+                for (topic, n) in self.deliver(&keys, &entries, now_ms).await? {
+                    *new.entry(topic).or_default() += n;
+                }
+            }
+        }
+        Ok(new)
+    }
+
+    /// What job `job`'s attempt needs of its flow: its dependencies and how
+    /// each ended. `None` when the flow is gone (expired, or never existed).
+    pub async fn dependencies(self, job: &FlowRef) -> Result<Option<Vec<Dependency>>, QueueError> {
+        let reply: Vec<Value> = scripts::FLOW_READ
+            .on(&self.keys(&job.flow))
+            .arg(job.index)
+            .invoke_async(&mut self.q.conn.clone())
+            .await?;
+        let Some(first) = reply.first() else {
+            return Err(QueueError::Protocol("flow_read answered nothing".into()));
+        };
+        let Some(described) = optional_bytes(first)? else {
+            return Ok(None);
+        };
+        let described: Described = serde_json::from_slice(&described)
+            .map_err(|e| QueueError::Protocol(format!("a flow job's description: {e}")))?;
+        let mut out = Vec::with_capacity(described.after.len());
+        let ids: Vec<u32> = described.after.iter().map(|&(i, _)| i).collect();
+        let views = self.describe(&job.flow, &ids).await?;
+        for ((view, &(_, policy)), end) in views.into_iter().zip(&described.after).zip(&reply[1..]) {
+            let end = optional_bytes(end)?
+                .map(|b| JobEnd::decode(&b))
+                .transpose()
+                .map_err(|e| QueueError::Protocol(e.to_string()))?;
+            out.push(Dependency {
+                name: view.name,
+                topic: view.topic,
+                id: view.id,
+                policy,
+                end,
+            });
+        }
+        Ok(Some(out))
+    }
+
+    /// The descriptions of jobs `indices` of flow `id`.
+    async fn describe(self, id: &str, indices: &[u32]) -> Result<Vec<Described>, QueueError> {
+        let mut out = Vec::with_capacity(indices.len());
+        for chunk in indices.chunks(1000) {
+            let fields: Vec<String> = chunk.iter().map(|i| format!("x:{i}")).collect();
+            let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+                .arg(&self.keys(id).flow)
+                .arg(&fields)
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            for (field, v) in fields.iter().zip(values) {
+                let v = v.ok_or_else(|| {
+                    QueueError::Protocol(format!("flow {id} lacks {field}"))
+                })?;
+                out.push(serde_json::from_slice(&v).map_err(|e| {
+                    QueueError::Protocol(format!("flow {id}: {field}: {e}"))
+                })?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Flow `id` as it stands, or `None` when there is no such flow (or it
+    /// ended longer ago than it is kept).
+    pub async fn show(self, id: &str) -> Result<Option<FlowView>, QueueError> {
+        let key = self.keys(id).flow;
+        let head: Vec<Option<u64>> = redis::cmd("HMGET")
+            .arg(&key)
+            .arg(&["n", "created", "done"])
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        let [Some(n), created, done] = head[..] else {
+            return Ok(None);
+        };
+        let indices: Vec<u32> = (0..n as u32).collect();
+        let described = self.describe(id, &indices).await?;
+        let mut jobs = Vec::with_capacity(described.len());
+        for (chunk, described) in indices.chunks(1000).zip(described.chunks(1000)) {
+            let fields: Vec<String> = chunk
+                .iter()
+                .flat_map(|i| [format!("s:{i}"), format!("w:{i}")])
+                .collect();
+            let values: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(&key)
+                .arg(&fields)
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            for (d, pair) in described.iter().zip(values.chunks(2)) {
+                let waiting = pair[1].as_deref().and_then(|w| w.parse::<i64>().ok());
+                jobs.push(FlowJobView {
+                    name: d.name.clone(),
+                    topic: d.topic.clone(),
+                    id: d.id.clone(),
+                    after: d.after.clone(),
+                    ended: pair[0].clone(),
+                    released: d.after.is_empty() || waiting.is_some_and(|w| w <= 0),
+                });
+            }
+        }
+        Ok(Some(FlowView {
+            id: id.to_owned(),
+            created_ms: created.unwrap_or(0),
+            done_ms: done,
+            jobs,
+        }))
+    }
+
+    /// Deliver the releases of up to `limit` flows whose runner did not
+    /// deliver them in time (it died between parking and enqueueing).
+    /// Answers how many new jobs each topic got.
+    pub async fn sweep(
+        self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let due: Vec<(String, String)> = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.index())
+            .arg("-inf")
+            .arg(now_ms)
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        let mut new = BTreeMap::new();
+        for (id, score) in due {
+            let keys = self.keys(&id);
+            let taken = self.q.pipeline().take_outbox(&keys, now_ms, 1000).await?;
+            if taken.is_empty() {
+                let _: i64 = scripts::FLOW_UNINDEX
+                    .bare()
+                    .key(self.index())
+                    .arg(&id)
+                    .arg(&score)
+                    .invoke_async(&mut self.q.conn.clone())
+                    .await?;
+                continue;
+            }
+            let mut entries = Vec::with_capacity(taken.len());
+            for (token, entry) in taken {
+                match entry {
+                    Ok(entry) => entries.push((token, entry)),
+                    // left where it is: the sweep holds it a while and tries again
+                    Err(e) => tracing::warn!(flow = %id, token, "a flow's outbox entry cannot be read: {e}"),
+                }
+            }
+            for (topic, n) in self.deliver(&keys, &entries, now_ms).await? {
+                *new.entry(topic).or_default() += n;
+            }
+        }
+        Ok(new)
+    }
+}
+
+/// The (token, entry) pairs `flow_end.lua` parked.
+fn parked_entries(reply: &[Value]) -> Result<Vec<(String, Entry)>, QueueError> {
+    reply
+        .chunks(2)
+        .map(|pair| match pair {
+            [token, entry] => {
+                let token = crate::reply::string(token)?;
+                let entry = outbox::decode_entry(&bytes(entry)?)
+                    .map_err(|e| QueueError::Protocol(format!("flow release {token}: {e}")))?;
+                Ok((token, entry))
+            }
+            other => Err(QueueError::Protocol(format!("flow_end answered {other:?}"))),
+        })
+        .collect()
+}

@@ -1,0 +1,413 @@
+//! Flows: a job runs once after every job it depends on has ended, with
+//! their results; across topics on a three-master Cluster; `require` and
+//! `ignore`; a release left by a runner that died is swept and enqueued
+//! once; two ends at the same instant release their dependent once; bad
+//! flows are refused whole.
+
+use std::time::Duration;
+
+use hourglass::clock::now_ms;
+use hourglass::events::EventKind;
+use hourglass::redis::flow::{Dep, FlowJob, FlowSpec, Policy};
+use hourglass::redis::{EndState, JobEnd, Notice, Queue, Standing};
+use serde_json::{Value, json};
+use test_support::RedisCluster;
+
+use crate::util::{Project, Running, hourglass, of};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn topics(names: &[&str]) -> String {
+    let mut out = String::from("[defaults]\nmax_attempts = 1\n\n");
+    for name in names {
+        out.push_str(&format!(
+            "[[topic]]\nname = \"{name}\"\nhandler = \"probe.wasm\"\nresults = {{ keep = \"1h\", max = \"1MiB\" }}\n\n"
+        ));
+    }
+    out
+}
+
+fn job(name: &str, topic: &str, payload: Value, after: &[(&str, Policy)]) -> FlowJob {
+    FlowJob {
+        name: name.into(),
+        topic: topic.into(),
+        payload: payload.to_string().into_bytes(),
+        after: after
+            .iter()
+            .map(|&(name, policy)| Dep {
+                name: name.into(),
+                policy,
+            })
+            .collect(),
+        max_attempts: 0,
+    }
+}
+
+async fn create(queue: &Queue, id: &str, jobs: Vec<FlowJob>) {
+    let plan = FlowSpec {
+        id: Some(id.into()),
+        jobs,
+    }
+    .plan(|| unreachable!())
+    .unwrap();
+    queue.flows().create(&plan, now_ms()).await.unwrap();
+}
+
+/// The kept end of `topic`/`id`.
+async fn end_of(queue: &Queue, topic: &str, id: &str) -> JobEnd {
+    match queue.standing(&queue.keys(topic), id).await.unwrap() {
+        Standing::Ended(end) => end,
+        other => panic!("{topic}/{id} has not ended: {other:?}"),
+    }
+}
+
+fn result_json(end: &JobEnd) -> Value {
+    let result = end.result.as_deref();
+    serde_json::from_slice(result.unwrap_or_else(|| panic!("no result: {end:?}"))).unwrap()
+}
+
+/// How many attempts of `topic`/`id` started.
+fn starts(events: &[hourglass::events::Event], topic: &str, id: &str) -> usize {
+    of(events, topic, id)
+        .iter()
+        .filter(|k| matches!(k, EventKind::Started { .. }))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its_dependencies() {
+    let cluster = RedisCluster::start();
+    let project = Project::on_cluster(
+        cluster.urls(),
+        "concurrency = 4",
+        &topics(&["first", "middle", "last"]),
+    );
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let require = Policy::Require;
+    create(
+        &queue,
+        "diamond",
+        vec![
+            job("d", "last", json!({"echo_deps": true}), &[("b", require), ("c", require)]),
+            job("a", "first", json!({"result": {"a": 1}}), &[]),
+            job("b", "middle", json!({"result": "from b"}), &[("a", require)]),
+            job("c", "middle", json!({"result": {"c": [3]}}), &[("a", require)]),
+        ],
+    )
+    .await;
+    let events = runner.until_settled("last", "diamond/d", WAIT).await;
+    // every later event too: a duplicate start cannot hide
+    let later = runner
+        .after_drained(&queue, &["first", "middle", "last"], WAIT)
+        .await;
+    let events = [events, later].concat();
+    for (topic, id) in [
+        ("first", "diamond/a"),
+        ("middle", "diamond/b"),
+        ("middle", "diamond/c"),
+        ("last", "diamond/d"),
+    ] {
+        assert_eq!(starts(&events, topic, id), 1, "{id} started once: {events:#?}");
+    }
+    let position = |topic: &str, id: &str, acked: bool| {
+        events
+            .iter()
+            .position(|e| {
+                e.topic == topic
+                    && e.id == id
+                    && if acked {
+                        e.kind == EventKind::Acked
+                    } else {
+                        matches!(e.kind, EventKind::Started { .. })
+                    }
+            })
+            .unwrap_or_else(|| panic!("{id} acked={acked} in {events:#?}"))
+    };
+    assert!(position("first", "diamond/a", true) < position("middle", "diamond/b", false));
+    assert!(position("first", "diamond/a", true) < position("middle", "diamond/c", false));
+    assert!(position("middle", "diamond/b", true) < position("last", "diamond/d", false));
+    assert!(position("middle", "diamond/c", true) < position("last", "diamond/d", false));
+    let d = end_of(&queue, "last", "diamond/d").await;
+    assert_eq!(d.state, EndState::Acked);
+    assert_eq!(
+        result_json(&d),
+        json!({"deps": [
+            {"name": "b", "topic": "middle", "id": "diamond/b", "ended": "acked", "result": "from b", "reason": null},
+            {"name": "c", "topic": "middle", "id": "diamond/c", "ended": "acked", "result": {"c": [3]}, "reason": null},
+        ]})
+    );
+    let flow = queue.flows().show("diamond").await.unwrap().expect("the flow");
+    assert!(flow.done_ms.is_some(), "every job ended: {flow:?}");
+    assert!(flow.jobs.iter().all(|j| j.ended.as_deref() == Some("acked")));
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_of_1000_children_runs_its_parent_once_with_every_result() {
+    let project = Project::new("concurrency = 8", &topics(&["child", "parent"]));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let mut jobs: Vec<FlowJob> = (0..1000)
+        .map(|i| job(&format!("c{i}"), "child", json!({"result": {"i": i}}), &[]))
+        .collect();
+    let names: Vec<String> = (0..1000).map(|i| format!("c{i}")).collect();
+    let after: Vec<(&str, Policy)> = names.iter().map(|n| (n.as_str(), Policy::Require)).collect();
+    jobs.push(job("all", "parent", json!({"echo_deps": true}), &after));
+    create(&queue, "fan", jobs).await;
+    let events = runner.until_settled("parent", "fan/all", Duration::from_secs(120)).await;
+    assert_eq!(starts(&events, "parent", "fan/all"), 1);
+    let end = end_of(&queue, "parent", "fan/all").await;
+    let deps = result_json(&end)["deps"].as_array().cloned().unwrap();
+    assert_eq!(deps.len(), 1000);
+    for (i, d) in deps.iter().enumerate() {
+        assert_eq!(d["name"], format!("c{i}"));
+        assert_eq!(d["result"], json!({"i": i}), "{d}");
+    }
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_failure() {
+    let project = Project::new("concurrency = 4", &topics(&["work"]));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    create(
+        &queue,
+        "f",
+        vec![
+            job("x", "work", json!({"then": "fail"}), &[]),
+            job("ok", "work", json!({"result": 1}), &[]),
+            job("strict", "work", json!({"echo_deps": true}), &[("x", Policy::Require), ("ok", Policy::Require)]),
+            job("lenient", "work", json!({"echo_deps": true}), &[("x", Policy::Ignore), ("ok", Policy::Require)]),
+            job("after-strict", "work", json!({}), &[("strict", Policy::Require)]),
+        ],
+    )
+    .await;
+    let events = runner
+        .until(WAIT, |seen| {
+            ["f/lenient", "f/after-strict"].iter().all(|id| {
+                seen.iter()
+                    .any(|e| e.id == *id && crate::util::is_final(&e.kind))
+            })
+        })
+        .await;
+    assert_eq!(starts(&events, "work", "f/strict"), 0, "strict ran: {events:#?}");
+    let strict = end_of(&queue, "work", "f/strict").await;
+    assert_eq!(strict.state, EndState::Dead);
+    let reason = strict.reason.unwrap();
+    assert!(
+        reason.contains(r#"dependency "x" (topic work, job f/x) was dead-lettered"#)
+            && reason.contains("asked to fail"),
+        "{reason}"
+    );
+    // and what required it in turn
+    let after = end_of(&queue, "work", "f/after-strict").await;
+    assert_eq!(after.state, EndState::Dead);
+    assert!(after.reason.unwrap().contains(r#"dependency "strict""#));
+    let lenient = end_of(&queue, "work", "f/lenient").await;
+    assert_eq!(lenient.state, EndState::Acked);
+    let deps = result_json(&lenient)["deps"].clone();
+    assert_eq!(deps[0]["name"], "x");
+    assert_eq!(deps[0]["ended"], "dead");
+    assert!(deps[0]["reason"].as_str().unwrap().contains("asked to fail"));
+    assert_eq!(deps[1]["ended"], "acked");
+    assert_eq!(deps[1]["result"], 1);
+    let flow = queue.flows().show("f").await.unwrap().unwrap();
+    assert!(flow.done_ms.is_some(), "{flow:?}");
+    runner.stop().await;
+}
+
+/// Two notices at the same instant (two runners acking the last two
+/// children) release the dependent once, however the race falls; a
+/// repeated delivery of a notice changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ends_at_the_same_instant_release_their_dependent_once() {
+    let project = Project::new("", &topics(&["t"]));
+    let (q1, q2) = (project.queue().await, project.queue().await);
+    for round in 0..20 {
+        let id = format!("race-{round}");
+        create(
+            &q1,
+            &id,
+            vec![
+                job("a", "t", json!({}), &[]),
+                job("b", "t", json!({}), &[]),
+                job("p", "t", json!({}), &[("a", Policy::Require), ("b", Policy::Require)]),
+            ],
+        )
+        .await;
+        let notice = |index: u32| Notice {
+            job: hourglass::redis::FlowRef {
+                flow: id.clone(),
+                index,
+            },
+            end: JobEnd {
+                state: EndState::Acked,
+                result: None,
+                reason: None,
+                version: None,
+                attempts: 1,
+                at_ms: now_ms(),
+            },
+        };
+        let (na, nb) = (notice(0), notice(1));
+        let (sa, sb) = ([&na], [&nb]);
+        let (ra, rb) = tokio::join!(
+            q1.flows().end(&sa, now_ms()),
+            q2.flows().end(&sb, now_ms())
+        );
+        let released: usize = ra.unwrap().values().sum::<usize>() + rb.unwrap().values().sum::<usize>();
+        assert_eq!(released, 1, "round {round}: the dependent was enqueued {released} times");
+        // one end delivered twice at once (a sweep and its runner): counted once
+        let twice = format!("twice-{round}");
+        create(
+            &q1,
+            &twice,
+            vec![
+                job("a", "t", json!({}), &[]),
+                job("b", "t", json!({}), &[]),
+                job("p", "t", json!({}), &[("a", Policy::Require), ("b", Policy::Require)]),
+            ],
+        )
+        .await;
+        let mut na2 = notice(0);
+        na2.job.flow.clone_from(&twice);
+        let same = [&na2];
+        let (r1, r2) = tokio::join!(q1.flows().end(&same, now_ms()), q2.flows().end(&same, now_ms()));
+        let early = r1.unwrap().values().sum::<usize>() + r2.unwrap().values().sum::<usize>();
+        assert_eq!(early, 0, "round {round}: a's end counted twice released p before b ended");
+        // delivered again (a sweep after a runner died mid-delivery): nothing more
+        let again = q1.flows().end(&[&na, &nb], now_ms()).await.unwrap();
+        assert_eq!(again.values().sum::<usize>(), 0, "round {round}");
+        let p = q1
+            .inspect(&q1.keys("t"), &format!("{id}/p"), now_ms())
+            .await
+            .unwrap();
+        assert!(p.is_some(), "round {round}: the dependent is not in its topic");
+    }
+}
+
+/// A runner that parked a release and died before enqueueing it: another
+/// runner's sweep enqueues it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
+    let project = Project::new("concurrency = 2", &topics(&["t"]));
+    let queue = project.queue().await;
+    create(
+        &queue,
+        "left",
+        vec![
+            job("a", "t", json!({}), &[]),
+            job("p", "t", json!({"result": "p ran"}), &[("a", Policy::Require)]),
+        ],
+    )
+    .await;
+    // what flow_end does for the runner that dies right after it: park the
+    // release in the flow's outbox, sweep time now, the flow marked
+    let keys = queue.flows().keys("left");
+    let mut conn = redis::Client::open(project.endpoint.urls()[0].as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let end = JobEnd {
+        state: EndState::Acked,
+        result: None,
+        reason: None,
+        version: None,
+        attempts: 1,
+        at_ms: now_ms(),
+    };
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../client/lua/flow_end.lua"
+    ))
+    .unwrap();
+    let parked: Vec<redis::Value> = redis::Script::new(&script)
+        .key(&keys.flow)
+        .key(&keys.outbox)
+        .key(&keys.outbox_due)
+        .arg(now_ms())
+        .arg(0)
+        .arg(60_000)
+        .arg(0)
+        .arg("acked")
+        .arg(end.encode())
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(parked.len(), 2, "one release parked: {parked:?}");
+    let _: i64 = redis::cmd("ZADD")
+        .arg("test:flows:due")
+        .arg(0)
+        .arg("left")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // the job a's own attempt is irrelevant here: p is released already
+    let mut runner = Running::start(project.config()).await;
+    let events = runner.until_settled("t", "left/p", WAIT).await;
+    let later = runner.after_drained(&queue, &["t"], WAIT).await;
+    let events = [events, later].concat();
+    assert_eq!(starts(&events, "t", "left/p"), 1, "{events:#?}");
+    let outbox: u64 = redis::cmd("HLEN")
+        .arg(&keys.outbox)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(outbox, 0, "the swept release was cleared");
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_flows_are_refused_whole_naming_the_job() {
+    let project = Project::new("", &topics(&["t", "u"]));
+    let write = |name: &str, text: &str| {
+        let path = project.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let cases = [
+        (
+            r#"{"id": "c", "jobs": [{"name": "a", "topic": "t", "after": ["b"]}, {"name": "b", "topic": "t", "after": ["a"]}, {"name": "r", "topic": "t"}]}"#,
+            "a cycle: a → b → a",
+        ),
+        (
+            r#"{"id": "c", "jobs": [{"name": "a", "topic": "t", "after": ["ghost"]}, {"name": "r", "topic": "t"}]}"#,
+            r#"job "a" depends on "ghost", which is not in the flow"#,
+        ),
+        (
+            r#"{"id": "c", "jobs": [{"name": "r", "topic": "t"}, {"name": "a", "topic": "nope", "after": ["r"]}]}"#,
+            r#"job "a": no topic "nope" in queues.toml"#,
+        ),
+        (r#"{"id": "c", "jobs": [{"name": "a", "topic": "t"}], "extra": 1}"#, "unknown field `extra`"),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let file = write(&format!("bad-{i}.json"), text);
+        let out = hourglass(&project, &["flow", "enqueue", &file]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(expected), "{text}: {stderr}");
+    }
+    let queue = project.queue().await;
+    for topic in ["t", "u"] {
+        let stats = queue.stats(&queue.keys(topic), now_ms()).await.unwrap();
+        assert_eq!(stats.ready + stats.scheduled, 0, "{topic}: a refused flow enqueued something");
+    }
+    assert!(queue.flows().show("c").await.unwrap().is_none());
+    // a good one, then the same id again
+    let good = write("good.toml", "id = \"g\"\n[[jobs]]\nname = \"a\"\ntopic = \"t\"\n[[jobs]]\nname = \"b\"\ntopic = \"u\"\nafter = [\"a\"]\n");
+    let out = hourglass(&project, &["flow", "enqueue", &good]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("created flow g (2 jobs; 1 enqueued now"));
+    let again = hourglass(&project, &["flow", "enqueue", &good]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("a flow with id \"g\" exists"));
+    let shown = hourglass(&project, &["flow", "show", "g"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("flow g: 2 jobs (1 enqueued, 1 waiting)"), "{text}");
+    assert!(text.contains("after a"), "{text}");
+    let missing = hourglass(&project, &["flow", "show", "nope"]);
+    assert_eq!(missing.status.code(), Some(3));
+}
