@@ -15,6 +15,10 @@ pub enum QueueError {
     /// nothing was written, and retrying cannot help.
     #[error("{0}")]
     Invalid(String),
+    /// What the request would create exists already (a flow's id): nothing
+    /// was written.
+    #[error("{0}")]
+    Exists(String),
     /// The change was made on the primary, but fewer replicas than
     /// `[redis] durability` asks for confirmed it in time: a failover now
     /// could lose it. Retry (every such change is idempotent).
@@ -41,7 +45,7 @@ impl QueueError {
     /// Whether trying again later may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            QueueError::Invalid(_) => false,
+            QueueError::Invalid(_) | QueueError::Exists(_) => false,
             QueueError::Protocol(_) | QueueError::NotReplicated { .. } => true,
             QueueError::Redis(e) => !is_misconfigured(e),
         }

@@ -1,6 +1,7 @@
 //! A flow as a file or an API request describes it (JSON, or TOML for a
 //! file), turned into the client's [`FlowSpec`] and checked against
-//! queues.toml: every job's topic must exist there and its payload fit.
+//! queues.toml: every job's topic must exist there and its payload fit;
+//! and a flow as `flow show --json` and the API show it ([`to_json`]).
 //!
 //! ```json
 //! {"id": "album-7",
@@ -16,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Config;
-use crate::redis::flow::{Dep, FlowJob, FlowSpec, Policy};
+use crate::redis::flow::{Dep, FlowJob, FlowJobView, FlowSpec, FlowView, Policy};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -125,6 +126,45 @@ pub fn check_against(spec: &FlowSpec, config: &Config) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A job's state as `flow show` names it.
+pub fn state(job: &FlowJobView) -> &str {
+    match (&job.ended, job.released) {
+        (Some(end), _) => end,
+        (None, true) => "enqueued",
+        (None, false) => "waiting",
+    }
+}
+
+/// The flow as the API and `flow show --json` give it.
+pub fn to_json(flow: &FlowView) -> serde_json::Value {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    let jobs: Vec<serde_json::Value> = flow
+        .jobs
+        .iter()
+        .map(|j| {
+            *counts.entry(state(j)).or_default() += 1;
+            let after: Vec<serde_json::Value> = j
+                .after
+                .iter()
+                .map(|&(i, policy)| {
+                    serde_json::json!({"name": flow.jobs[i as usize].name, "policy": policy})
+                })
+                .collect();
+            serde_json::json!({
+                "name": j.name, "topic": j.topic, "id": j.id,
+                "state": state(j), "after": after,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "id": flow.id,
+        "created_at_ms": flow.created_ms,
+        "done_at_ms": flow.done_ms,
+        "counts": counts,
+        "jobs": jobs,
+    })
 }
 
 /// A new flow id: `f-` and 16 hex digits of randomness.

@@ -41,7 +41,9 @@
 
 import { log as hostLog } from 'hourglass:handler/log@0.1.0';
 import { enqueue, enqueueUnique, enqueueWithResult } from 'hourglass:handler/follow-up@0.1.0';
-import { setResult, progress as hostProgress, parentResult } from 'hourglass:handler/report@0.1.0';
+import {
+  setResult, progress as hostProgress, parentResult, dependencies as hostDependencies,
+} from 'hourglass:handler/report@0.1.0';
 import {
   beginStep, recordStep, sleep as hostSleep, sleepUntil as hostSleepUntil,
   waitForSignal as hostWaitForSignal, signal as hostSignal,
@@ -107,6 +109,31 @@ export class Job {
     } catch (e) {
       throw new Fail(`parent result is not JSON: ${e.message}`);
     }
+  }
+  /**
+   * The jobs this one waits for in its flow, in the order the flow names
+   * them, each with how it ended: { name, topic, id, ended ('acked', 'dead'
+   * or 'cancelled'), result (a Uint8Array or undefined), reason, json() };
+   * [] outside a flow.
+   */
+  dependencies() {
+    return hostDependencies().map((d) => ({
+      name: d.name,
+      topic: d.topic,
+      id: d.id,
+      ended: d.ended,
+      result: d.result ?? undefined,
+      reason: d.reason ?? undefined,
+      /** result parsed as JSON (undefined without one); not JSON fails the job for good. */
+      json() {
+        if (this.result === undefined) return undefined;
+        try {
+          return JSON.parse(new TextDecoder('utf-8').decode(this.result));
+        } catch (e) {
+          throw new Fail(`result of dependency ${d.name} is not JSON: ${e.message}`);
+        }
+      },
+    }));
   }
 }
 

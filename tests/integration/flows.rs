@@ -411,3 +411,95 @@ async fn bad_flows_are_refused_whole_naming_the_job() {
     let missing = hourglass(&project, &["flow", "show", "nope"]);
     assert_eq!(missing.status.code(), Some(3));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_creates_and_shows_a_flow_and_refuses_a_bad_one() {
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            "{}[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n",
+            topics(&["thumbs", "albums"])
+        ),
+    );
+    let mut runner = Running::start(project.config()).await;
+    let api = crate::util::Api(runner.http.expect("[http] is served").to_string());
+    let album = json!({"id": "album-7", "jobs": [
+        {"name": "thumb-1", "topic": "thumbs", "payload": {"result": "t1.png"}},
+        {"name": "thumb-2", "topic": "thumbs", "payload": {"result": "t2.png"}},
+        {"name": "publish", "topic": "albums", "payload": {"echo_deps": true},
+         "after": ["thumb-1", {"name": "thumb-2", "policy": "ignore"}]}]});
+    let created = api.post("/api/flows", &album.to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.json(), json!({"id": "album-7", "jobs": 3, "enqueued": {"thumbs": 2}}));
+    let again = api.post("/api/flows", &album.to_string()).await;
+    assert_eq!(again.status, 409, "{}", again.body);
+    let cycle = json!({"jobs": [
+        {"name": "a", "topic": "thumbs", "after": ["b"]},
+        {"name": "b", "topic": "thumbs", "after": ["a"]}]});
+    let refused = api.post("/api/flows", &cycle.to_string()).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.json()["error"].as_str().unwrap().contains("a cycle: a → b → a"), "{}", refused.body);
+    let unknown = json!({"jobs": [{"name": "a", "topic": "nowhere"}]});
+    let refused = api.post("/api/flows", &unknown.to_string()).await;
+    assert_eq!(refused.status, 400);
+    assert!(refused.body.contains(r#"no topic \"nowhere\""#), "{}", refused.body);
+    runner.until_settled("albums", "album-7/publish", WAIT).await;
+    let shown = api
+        .until("/api/flows/album-7", |v| v["done_at_ms"].is_u64())
+        .await;
+    assert_eq!(shown["counts"], json!({"acked": 3}));
+    assert_eq!(shown["jobs"][2]["after"][1], json!({"name": "thumb-2", "policy": "ignore"}));
+    assert_eq!(shown["jobs"][2]["id"], "album-7/publish");
+    assert_eq!(api.get("/api/flows/nope").await.status, 404);
+    assert_eq!(api.get("/api/flows/%7Bbad%7D").await.status, 400);
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_handlers_read_their_dependencies() {
+    use test_support::components::{JS_SDK_PROBE, PY_PROBE};
+    let mut toml = topics(&["work"]);
+    for (name, wasm) in [("py", "py.wasm"), ("js", "js.wasm")] {
+        toml.push_str(&format!(
+            "[[topic]]\nname = \"{name}\"\nhandler = \"{wasm}\"\nresults = {{ keep = \"1h\" }}\n\n"
+        ));
+    }
+    let project = Project::new("concurrency = 4", &toml);
+    crate::util::add_handler(&project, "py.wasm", PY_PROBE);
+    crate::util::add_handler(&project, "js.wasm", JS_SDK_PROBE);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let deps = [("a", Policy::Require), ("x", Policy::Ignore)];
+    create(
+        &queue,
+        "langs",
+        vec![
+            job("a", "work", json!({"result": {"a": 1}}), &[]),
+            job("x", "work", json!({"then": "fail"}), &[]),
+            job("p", "py", json!({"echo_deps": true}), &deps),
+            job("j", "js", json!({"echo_deps": true}), &deps),
+        ],
+    )
+    .await;
+    runner
+        .until(WAIT, |seen| {
+            [("py", "langs/p"), ("js", "langs/j")].iter().all(|(t, id)| {
+                seen.iter()
+                    .any(|e| e.topic == *t && e.id == *id && crate::util::is_final(&e.kind))
+            })
+        })
+        .await;
+    for (topic, id) in [("py", "langs/p"), ("js", "langs/j")] {
+        let end = end_of(&queue, topic, id).await;
+        let deps = result_json(&end)["deps"].clone();
+        assert_eq!(
+            deps[0],
+            json!({"name": "a", "topic": "work", "id": "langs/a", "ended": "acked", "result": {"a": 1}, "reason": null}),
+            "{topic}"
+        );
+        assert_eq!(deps[1]["ended"], "dead", "{topic}: {deps}");
+        assert!(deps[1]["reason"].as_str().unwrap().contains("asked to fail"), "{topic}: {deps}");
+        assert_eq!(deps[1]["result"], Value::Null);
+    }
+    runner.stop().await;
+}

@@ -95,7 +95,7 @@ impl Flows<'_> {
     }
 
     /// Create the flow `plan` in one step and enqueue its roots. Refused
-    /// with [`QueueError::Invalid`] when a flow with its id exists. Answers
+    /// with [`QueueError::Exists`] when a flow with its id exists. Answers
     /// how many new jobs each topic got.
     pub async fn create(
         self,
@@ -152,7 +152,7 @@ impl Flows<'_> {
         self.mark(id, sweep_at).await?;
         let created: i64 = self.q.invoke_durable(&inv).await?;
         if created == 0 {
-            return Err(QueueError::Invalid(format!(
+            return Err(QueueError::Exists(format!(
                 "a flow with id {id:?} exists: choose another id"
             )));
         }

@@ -11,6 +11,7 @@ use super::when::when;
 use super::{Exit, load_producer_config};
 use crate::clock::now_ms;
 use crate::flow_file;
+use crate::flow_file::{state, to_json};
 use crate::redis::flow::{FlowView, Policy, check_flow_id};
 use crate::redis::{QueueError, connect};
 
@@ -90,7 +91,9 @@ async fn enqueue(config: &Path, file: &str, id: Option<String>, json: bool) -> R
     let (queue, _embedded) = connect(&config).await?;
     let new = match queue.flows().create(&plan, now_ms()).await {
         Ok(new) => new,
-        Err(QueueError::Invalid(why)) => return Err(Exit::input(anyhow!(why))),
+        Err(QueueError::Invalid(why) | QueueError::Exists(why)) => {
+            return Err(Exit::input(anyhow!(why)));
+        }
         Err(e) => return Err(e.into()),
     };
     let roots: usize = new.values().sum();
@@ -127,45 +130,6 @@ async fn show(config: &Path, id: &str, json: bool) -> Result<(), Exit> {
         print!("{}", draw(&flow, now_ms()));
     }
     Ok(())
-}
-
-/// A job's state as `flow show` names it.
-fn state(job: &crate::redis::flow::FlowJobView) -> &str {
-    match (&job.ended, job.released) {
-        (Some(end), _) => end,
-        (None, true) => "enqueued",
-        (None, false) => "waiting",
-    }
-}
-
-/// The flow as the API and `flow show --json` give it.
-pub fn to_json(flow: &FlowView) -> serde_json::Value {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    let jobs: Vec<serde_json::Value> = flow
-        .jobs
-        .iter()
-        .map(|j| {
-            *counts.entry(state(j)).or_default() += 1;
-            let after: Vec<serde_json::Value> = j
-                .after
-                .iter()
-                .map(|&(i, policy)| {
-                    serde_json::json!({"name": flow.jobs[i as usize].name, "policy": policy})
-                })
-                .collect();
-            serde_json::json!({
-                "name": j.name, "topic": j.topic, "id": j.id,
-                "state": state(j), "after": after,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "id": flow.id,
-        "created_at_ms": flow.created_ms,
-        "done_at_ms": flow.done_ms,
-        "counts": counts,
-        "jobs": jobs,
-    })
 }
 
 /// The flow in layers: each job under the deepest of the jobs it waits for,

@@ -48,6 +48,7 @@ impl From<QueueError> for ApiError {
     fn from(e: QueueError) -> ApiError {
         match e {
             QueueError::Invalid(why) => ApiError::new(StatusCode::BAD_REQUEST, why),
+            QueueError::Exists(why) => ApiError::new(StatusCode::CONFLICT, why),
             e if e.is_retryable() => ApiError {
                 retry_after: Some(1),
                 ..ApiError::new(

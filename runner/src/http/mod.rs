@@ -15,6 +15,7 @@ mod dashboard;
 mod dead;
 mod error;
 mod exposition;
+mod flows;
 mod rollout;
 mod scrape;
 mod signal;
@@ -133,6 +134,8 @@ fn router(ops: Ops) -> Router {
             "/topics/{topic}/pin",
             post(rollout::pin).delete(rollout::unpin),
         )
+        .route("/flows", post(flows::create))
+        .route("/flows/{id}", get(flows::show))
         .route("/stats", get(api::stats))
         .route("/runners", get(api::runners))
         .route("/usage", get(api::usage))

@@ -82,13 +82,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             b.at_ms = b.at_ms.max(c.at_ms);
             match c.decision {
                 Decision::Ack { follow_ups, result } => {
-                    let end = JobEnd {
+                    let (version, attempts, at_ms) = (&c.version, c.attempt, c.at_ms);
+                    let end = || JobEnd {
                         state: EndState::Acked,
                         result,
                         reason: None,
-                        version: Some(c.version.to_string()),
-                        attempts: c.attempt,
-                        at_ms: c.at_ms,
+                        version: Some(version.to_string()),
+                        attempts,
+                        at_ms,
                     };
                     let (end, notice) = tell(c.topic.cfg.results.is_some(), end, c.flow);
                     let done = Done {
@@ -113,7 +114,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                     b.retries.push(failed, c.version);
                 }
                 Decision::Dead(info) => {
-                    let end = JobEnd {
+                    let end = || JobEnd {
                         state: EndState::Dead,
                         result: None,
                         reason: Some(info.reason.clone()),
@@ -157,13 +158,21 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
 }
 
 /// A job's end as it is kept (on a topic that keeps results: `keep`) and
-/// as its flow is told it (a job of a flow).
-fn tell(keep: bool, end: JobEnd, flow: Option<FlowRef>) -> (Option<JobEnd>, Option<Notice>) {
+/// as its flow is told it (a job of a flow); made only when needed (most
+/// topics keep no ends and run no flows: nothing is allocated for them).
+fn tell(
+    keep: bool,
+    end: impl FnOnce() -> JobEnd,
+    flow: Option<FlowRef>,
+) -> (Option<JobEnd>, Option<Notice>) {
     match (keep, flow) {
         (false, None) => (None, None),
-        (true, None) => (Some(end), None),
-        (false, Some(job)) => (None, Some(Notice { job, end })),
-        (true, Some(job)) => (Some(end.clone()), Some(Notice { job, end })),
+        (true, None) => (Some(end()), None),
+        (false, Some(job)) => (None, Some(Notice { job, end: end() })),
+        (true, Some(job)) => {
+            let end = end();
+            (Some(end.clone()), Some(Notice { job, end }))
+        }
     }
 }
 

@@ -143,6 +143,36 @@ class Job:
         except ValueError as e:
             raise Fail(f"parent result is not JSON: {e}") from None
 
+    def dependencies(self):
+        """The jobs this one waits for in its flow, in the order the flow names
+        them, each with how it ended (a Dependency); [] outside a flow."""
+        return [Dependency(d) for d in _report.dependencies()]
+
+
+class Dependency:
+    """A job a flow job waits for: name, topic, id, ended ("acked", "dead" or
+    "cancelled"), result (bytes or None), reason (why it is dead, or None)."""
+
+    def __init__(self, raw):
+        self.name = raw.name
+        self.topic = raw.topic
+        self.id = raw.id
+        self.ended = raw.ended.name.lower()
+        self.result = None if raw.result is None else bytes(raw.result)
+        self.reason = raw.reason
+
+    def json(self):
+        """result parsed as JSON (None without one); not JSON fails the job for good."""
+        if self.result is None:
+            return None
+        try:
+            return _json.loads(self.result)
+        except ValueError as e:
+            raise Fail(f"result of dependency {self.name!r} is not JSON: {e}") from None
+
+    def __repr__(self):
+        return f"Dependency({self.name!r}, {self.ended})"
+
     def __repr__(self):
         return f"Job(topic={self.topic!r}, id={self.id!r}, attempt={self.attempt})"
 

@@ -23,6 +23,7 @@
 //   {"progress": [P, ...]}             report each percentage, 300 ms apart
 //   {"result": V}                      ack with V as the result (JSON)
 //   {"echo_parent": true}              ack with {"parent": the parent's result}
+//   {"echo_deps": true}                ack with {"deps": its flow dependencies}
 //   {"served": true}                   ack with {"served": jobs this instance ran}
 //   {}                                 ack
 import {
@@ -76,6 +77,14 @@ function finish(job, plan) {
   startFollowUp(plan);
   if (plan.served) return result({ served });
   if (plan.echo_parent) return result({ parent: job.parentJson() ?? null });
+  if (plan.echo_deps) {
+    return result({
+      deps: job.dependencies().map((d) => ({
+        name: d.name, topic: d.topic, id: d.id, ended: d.ended,
+        result: d.json() ?? null, reason: d.reason ?? null,
+      })),
+    });
+  }
   if (plan.result !== undefined) return result(plan.result);
 }
 

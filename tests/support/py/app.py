@@ -25,6 +25,7 @@ asks for one thing, checked in this order:
     {"progress": [P, ...]}            report each percentage, 300 ms apart
     {"result": V}                     ack with V as the result (JSON)
     {"echo_parent": true}             ack with {"parent": the parent's result}
+    {"echo_deps": true}               ack with {"deps": its flow dependencies}
     {"served": true}                  ack with {"served": jobs this instance ran}
     {}                                ack
 """
@@ -82,6 +83,12 @@ def handle(job):
         return hourglass.result({"served": SERVED})
     if plan.get("echo_parent"):
         return hourglass.result({"parent": job.parent_json()})
+    if plan.get("echo_deps"):
+        return hourglass.result({"deps": [
+            {"name": d.name, "topic": d.topic, "id": d.id, "ended": d.ended,
+             "result": d.json(), "reason": d.reason}
+            for d in job.dependencies()
+        ]})
     if "result" in plan:
         return hourglass.result(plan["result"])
     return None

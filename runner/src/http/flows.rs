@@ -1,0 +1,46 @@
+//! Flows over the API: `POST /api/flows` creates one (the body is a flow
+//! as `hourglass flow enqueue` reads it, JSON), `GET /api/flows/{id}` shows
+//! it as `flow show --json` does.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::change::Answer;
+use super::{ApiError, AppState};
+use crate::clock::now_ms;
+use crate::flow_file;
+use crate::redis::flow::check_flow_id;
+
+/// `POST /api/flows`: 201 `{"id", "jobs", "enqueued": {topic: n}}`; 400 a
+/// bad flow (a cycle, an unknown dependency or topic, a payload over the
+/// limit: the error names the job), nothing enqueued; 409 its id is taken.
+pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
+    let bad = |e: String| ApiError::field(StatusCode::BAD_REQUEST, "body", e);
+    let spec = flow_file::from_json(body).map_err(bad)?;
+    let serving = app.ops.serving();
+    flow_file::check_against(&spec, &serving.config).map_err(bad)?;
+    let plan = spec.plan(flow_file::new_id).map_err(bad)?;
+    let new = app.ops.queue.flows().create(&plan, now_ms()).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "id": plan.id, "jobs": plan.jobs.len(), "enqueued": new })),
+    ))
+}
+
+/// `GET /api/flows/{id}`: the flow with each job's state; 404 none such
+/// (or it ended longer ago than flows are kept).
+pub(super) async fn show(State(app): AppState, Path(id): Path<String>) -> Answer {
+    check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    match app.ops.queue.flows().show(&id).await? {
+        Some(flow) => Ok((StatusCode::OK, Json(flow_file::to_json(&flow)))),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no flow {id:?} (or it ended longer ago than flows are kept)"),
+        )),
+    }
+}
