@@ -7,22 +7,30 @@
 -- ARGV[1]: now ms   ARGV[2]: sweep time (ms) of what is parked now
 -- ARGV[3]: how long a finished flow is kept (ms)
 -- ARGV[4..]: triples of job index, state ('acked', 'dead', 'cancelled'), encoded end
--- Returns: flat array of token, outbox entry of each dependent parked now
+-- Returns: 1 when the flow should now be cancelled (it is fail_fast and a job died)
+-- else 0, then flat token, outbox entry of each dependent parked now
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
-if not n then return {} end -- the flow is gone (expired or purged)
-local out = {}
+if not n then return {0} end -- the flow is gone (expired or purged)
+local fail_fast = redis.call('HGET', KEYS[1], 'ff') == '1'
+    and redis.call('HEXISTS', KEYS[1], 'cancelled') == 0
+local out = {0}
 for k = 4, #ARGV, 3 do
   local i, state = ARGV[k], ARGV[k + 1]
   local before = redis.call('HGET', KEYS[1], 's:' .. i)
   if before ~= state then
     redis.call('HSET', KEYS[1], 's:' .. i, state, 'r:' .. i, ARGV[k + 2])
     if before == 'dead' then redis.call('HINCRBY', KEYS[1], 'dead', -1) end
-    if state == 'dead' then redis.call('HINCRBY', KEYS[1], 'dead', 1) end
+    if state == 'dead' then
+      redis.call('HINCRBY', KEYS[1], 'dead', 1)
+      if fail_fast then out[1] = 1 end
+    end
     if not before then
       local dependents = redis.call('HGET', KEYS[1], 'd:' .. i)
       if dependents then
         for m in string.gmatch(dependents, '%d+') do
-          if redis.call('HINCRBY', KEYS[1], 'w:' .. m, -1) == 0 then
+          -- (a job cancelled with its flow is never released)
+          if redis.call('HINCRBY', KEYS[1], 'w:' .. m, -1) == 0
+              and not redis.call('HGET', KEYS[1], 's:' .. m) then
             local token = 'r:' .. m
             local entry = redis.call('HGET', KEYS[1], 'j:' .. m)
             redis.call('HSET', KEYS[2], token, entry)

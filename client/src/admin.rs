@@ -7,7 +7,8 @@ use std::time::Duration;
 use redis::Value;
 
 use super::reply::number;
-use super::{EndState, JobEnd, Queue, QueueError, TopicKeys, scripts};
+use super::flow::{FlowRef, Notice};
+use super::{EndState, JobEnd, Queue, QueueError, Record, TopicKeys, scripts};
 
 /// Where a cancelled job was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +31,9 @@ impl Admin<'_> {
     /// Delete jobs wherever they are; per id, where it was (`None`: no such job).
     /// On a topic that keeps results (`keep`), each cancelled job's end
     /// (`cancelled`, at `now_ms`) is kept that long and announced to its
-    /// waiters.
+    /// waiters. A cancelled job of a flow is an end its flow is told of
+    /// (right after, not in the same step: a cancel cut short by a lost
+    /// connection is repaired by cancelling again).
     pub async fn cancel(
         self,
         keys: &TopicKeys,
@@ -52,6 +55,7 @@ impl Admin<'_> {
             attempts: 0,
             at_ms: now_ms,
         };
+        let flows = self.flows_of(keys, ids).await?;
         inv.arg(crate::results::keep_ms(keep))
             .arg(&keys.events)
             .arg(end.encode());
@@ -59,7 +63,7 @@ impl Admin<'_> {
             inv.arg(id);
         }
         let reply: Vec<String> = self.q.invoke_durable(&inv).await?;
-        reply
+        let was: Vec<Option<Cancelled>> = reply
             .iter()
             .map(|was| match was.as_str() {
                 "pending" => Ok(Some(Cancelled::Pending)),
@@ -68,7 +72,49 @@ impl Admin<'_> {
                 "" => Ok(None),
                 other => Err(QueueError::Protocol(format!("cancel answered {other:?}"))),
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        let notices: Vec<Notice> = flows
+            .into_iter()
+            .zip(&was)
+            .filter_map(|(flow, was)| {
+                let job = flow?;
+                was.as_ref()?;
+                Some(Notice {
+                    job,
+                    end: end.clone(),
+                })
+            })
+            .collect();
+        if !notices.is_empty() {
+            let notices: Vec<&Notice> = notices.iter().collect();
+            Box::pin(self.q.flows().end(&notices, now_ms)).await?;
+        }
+        Ok(was)
+    }
+
+    /// Per id, the flow the job belongs to, if any. Only ids of the form a
+    /// flow gives its jobs (`<flow>/<name>`) are read.
+    async fn flows_of(
+        self,
+        keys: &TopicKeys,
+        ids: &[String],
+    ) -> Result<Vec<Option<FlowRef>>, QueueError> {
+        if !ids.iter().any(|id| id.contains('/')) {
+            return Ok(vec![None; ids.len()]);
+        }
+        let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+            .arg(&keys.job)
+            .arg(ids)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        Ok(values
+            .into_iter()
+            .map(|v| {
+                let v = v?;
+                let (_, record) = crate::record::split_stored(&v);
+                Record::decode(record).ok()?.flow
+            })
+            .collect())
     }
 
     /// Pause (`true`) or resume a topic; whether that changed anything.

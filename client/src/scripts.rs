@@ -171,6 +171,7 @@ script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
 script!(FLOW_CREATE, "flow_create.lua", [flow, outbox, outbox_due], alone);
 script!(FLOW_END, "flow_end.lua", [flow, outbox, outbox_due], alone);
 script!(FLOW_READ, "flow_read.lua", [flow], alone);
+script!(FLOW_CANCEL, "flow_cancel.lua", [flow], alone);
 script!(FLOW_UNINDEX, "flow_unindex.lua", [], alone);
 
 #[cfg(test)]
@@ -223,6 +224,7 @@ mod tests {
             (&FLOW_CREATE, 0),
             (&FLOW_END, 0),
             (&FLOW_READ, 0),
+            (&FLOW_CANCEL, 0),
             (&FLOW_UNINDEX, 1),
         ];
         for (lua, added) in all {

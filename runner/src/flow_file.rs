@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `after` lists names, or objects `{"name": ..., "policy": "require" |
-//! "ignore"}`; `require` is the default. A string payload is stored as is,
+//! "ignore"}`; `require` is the default. `"fail_fast": true` cancels every
+//! job not started once one is dead-lettered. A string payload is stored as is,
 //! any other JSON value as JSON text (as `POST /api/topics/{topic}/jobs`).
 
 use serde::Deserialize;
@@ -25,6 +26,8 @@ struct FlowIn {
     #[serde(default)]
     id: Option<String>,
     jobs: Vec<JobIn>,
+    #[serde(default)]
+    fail_fast: bool,
 }
 
 #[derive(Deserialize)]
@@ -100,7 +103,11 @@ fn from_value(flow: FlowIn) -> Result<FlowSpec, String> {
             })
         })
         .collect::<Result<_, String>>()?;
-    Ok(FlowSpec { id: flow.id, jobs })
+    Ok(FlowSpec {
+        id: flow.id,
+        jobs,
+        fail_fast: flow.fail_fast,
+    })
 }
 
 /// Every job's topic is one of `config`'s (when it names any) and its
@@ -162,6 +169,7 @@ pub fn to_json(flow: &FlowView) -> serde_json::Value {
         "id": flow.id,
         "created_at_ms": flow.created_ms,
         "done_at_ms": flow.done_ms,
+        "cancelled_at_ms": flow.cancelled_ms,
         "counts": counts,
         "jobs": jobs,
     })

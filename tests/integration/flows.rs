@@ -47,6 +47,7 @@ async fn create(queue: &Queue, id: &str, jobs: Vec<FlowJob>) {
     let plan = FlowSpec {
         id: Some(id.into()),
         jobs,
+        fail_fast: false,
     }
     .plan(|| unreachable!())
     .unwrap();
@@ -337,7 +338,7 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(parked.len(), 2, "one release parked: {parked:?}");
+    assert_eq!(parked.len(), 3, "no cancel, one release parked: {parked:?}");
     let _: i64 = redis::cmd("ZADD")
         .arg("test:flows:due")
         .arg(0)
@@ -501,5 +502,88 @@ async fn python_and_javascript_handlers_read_their_dependencies() {
         assert!(deps[1]["reason"].as_str().unwrap().contains("asked to fail"), "{topic}: {deps}");
         assert_eq!(deps[1]["result"], Value::Null);
     }
+    runner.stop().await;
+}
+
+/// Whether any of `ids` started (in any topic).
+fn any_started(events: &[hourglass::events::Event], ids: &[&str]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| ids.contains(&e.id.as_str()) && matches!(e.kind, EventKind::Started { .. }))
+        .map(|e| e.id.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_flow_mid_way_cancels_every_job_not_started() {
+    let project = Project::new("concurrency = 1", &topics(&["t"]));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let slow = json!({"sleep_ms": 1500});
+    create(
+        &queue,
+        "mid",
+        vec![
+            job("a", "t", slow.clone(), &[]),
+            job("b", "t", slow, &[]),
+            job("c", "t", json!({}), &[("a", Policy::Require)]),
+            job("d", "t", json!({}), &[("c", Policy::Ignore), ("b", Policy::Ignore)]),
+        ],
+    )
+    .await;
+    // one root runs (concurrency 1), the other waits in its topic
+    let first = runner
+        .until(WAIT, |seen| !any_started(seen, &["mid/a", "mid/b"]).is_empty())
+        .await;
+    let out = hourglass(&project, &["flow", "cancel", "mid"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("cancelled flow mid (2 jobs cancelled in their topics"), "{stdout}");
+    let later = runner.after_drained(&queue, &["t"], WAIT).await;
+    // let a late start show itself: the sleeping attempt ends meanwhile
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = [first, later].concat();
+    assert_eq!(any_started(&events, &["mid/a", "mid/b", "mid/c", "mid/d"]).len(), 1, "{events:#?}");
+    let flow = queue.flows().show("mid").await.unwrap().unwrap();
+    assert!(flow.cancelled_ms.is_some() && flow.done_ms.is_some(), "{flow:?}");
+    for j in &flow.jobs {
+        assert_eq!(j.ended.as_deref(), Some("cancelled"), "{flow:?}");
+    }
+    let shown = hourglass(&project, &["flow", "show", "mid"]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("4 cancelled"));
+    assert_eq!(hourglass(&project, &["flow", "cancel", "nope"]).status.code(), Some(3));
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_cancels_the_rest_when_one_job_dies() {
+    let project = Project::new("concurrency = 2", &topics(&["t"]));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let plan = FlowSpec {
+        id: Some("ff".into()),
+        jobs: vec![
+            job("x", "t", json!({"sleep_ms": 300, "then": "fail"}), &[]),
+            job("s", "t", json!({"sleep_ms": 3000}), &[]),
+            job("w", "t", json!({}), &[("s", Policy::Ignore), ("x", Policy::Ignore)]),
+        ],
+        fail_fast: true,
+    }
+    .plan(|| unreachable!())
+    .unwrap();
+    queue.flows().create(&plan, now_ms()).await.unwrap();
+    let first = runner.until_settled("t", "ff/x", WAIT).await;
+    let later = runner.after_drained(&queue, &["t"], WAIT).await;
+    let events = [first, later].concat();
+    assert!(any_started(&events, &["ff/w"]).is_empty(), "w ran: {events:#?}");
+    let flow = crate::util::eventually(WAIT, "the flow is done", || async {
+        match queue.flows().show("ff").await.unwrap().unwrap() {
+            f if f.done_ms.is_some() => Ok(f),
+            f => Err(format!("{f:?}")),
+        }
+    })
+    .await;
+    let states: Vec<_> = flow.jobs.iter().map(|j| j.ended.as_deref()).collect();
+    assert_eq!(states, [Some("dead"), Some("cancelled"), Some("cancelled")], "{flow:?}");
     runner.stop().await;
 }

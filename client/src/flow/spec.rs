@@ -18,6 +18,9 @@ pub struct FlowSpec {
     pub id: Option<String>,
     /// Its jobs, in any order.
     pub jobs: Vec<FlowJob>,
+    /// When a job is dead-lettered, cancel every job of the flow that has
+    /// not started.
+    pub fail_fast: bool,
 }
 
 /// One job of a flow.
@@ -78,6 +81,8 @@ pub struct Plan {
     pub deps: Vec<Vec<(u32, Policy)>>,
     /// Per job, the indices of the jobs that wait for it.
     pub dependents: Vec<Vec<u32>>,
+    /// Cancel the rest when a job is dead-lettered.
+    pub fail_fast: bool,
 }
 
 /// A flow id: 1 to 64 letters, digits or `_-.:@` (it is part of a key's
@@ -173,6 +178,7 @@ impl FlowSpec {
             jobs: self.jobs,
             deps,
             dependents,
+            fail_fast: self.fail_fast,
         })
     }
 }
@@ -246,6 +252,7 @@ mod tests {
         FlowSpec {
             id: Some("f1".into()),
             jobs,
+            fail_fast: false,
         }
         .plan(|| unreachable!())
     }
@@ -286,6 +293,7 @@ mod tests {
         let bad_id = FlowSpec {
             id: Some("{x}".into()),
             jobs: vec![job("a", &[])],
+            fail_fast: false,
         };
         assert!(bad_id.plan(|| unreachable!()).unwrap_err().contains("flow id"));
     }

@@ -60,6 +60,8 @@ pub struct FlowView {
     pub created_ms: u64,
     /// When its last job ended (ms), if all have.
     pub done_ms: Option<u64>,
+    /// When it was cancelled (ms), if it was.
+    pub cancelled_ms: Option<u64>,
     /// Its jobs, in the order described.
     pub jobs: Vec<FlowJobView>,
 }
@@ -128,7 +130,8 @@ impl Flows<'_> {
         inv.arg(now_ms)
             .arg(sweep_at)
             .arg(plan.jobs.len())
-            .arg(outbox::encode(&roots));
+            .arg(outbox::encode(&roots))
+            .arg(if plan.fail_fast { "1" } else { "0" });
         for (i, job) in plan.jobs.iter().enumerate() {
             let described = Described {
                 name: job.name.clone(),
@@ -215,14 +218,68 @@ impl Flows<'_> {
                     .arg(n.end.encode());
             }
             let reply: Vec<Value> = self.q.invoke_durable(&inv).await?;
-            let entries = parked_entries(&reply)?;
+            let Some((cancel, parked)) = reply.split_first() else {
+                return Err(QueueError::Protocol("flow_end answered nothing".into()));
+            };
+            let entries = parked_entries(parked)?;
             if !entries.is_empty() {
                 for (topic, n) in self.deliver(&keys, &entries, now_ms).await? {
                     *new.entry(topic).or_default() += n;
                 }
             }
+            if matches!(cancel, Value::Int(1)) {
+                // fail_fast: a job died; the rest of the flow will not start
+                Box::pin(self.cancel(id, now_ms, &|_| None)).await?;
+            }
         }
         Ok(new)
+    }
+
+    /// Cancel flow `id`: every job that has not started is cancelled (those
+    /// still waiting, here; those enqueued, in their topics, keeping their
+    /// end there for `keep(topic)`); running ones finish, their outcome
+    /// discarded, as `hourglass cancel` does. `None` when there is no such
+    /// flow; else how many jobs were cancelled in their topics.
+    pub async fn cancel(
+        self,
+        id: &str,
+        now_ms: u64,
+        keep: &(dyn Fn(&str) -> Option<std::time::Duration> + Sync),
+    ) -> Result<Option<usize>, QueueError> {
+        let end = JobEnd {
+            state: crate::EndState::Cancelled,
+            result: None,
+            reason: Some(format!("flow {id} was cancelled")),
+            version: None,
+            attempts: 0,
+            at_ms: now_ms,
+        };
+        let reply: Value = scripts::FLOW_CANCEL
+            .on(&self.keys(id))
+            .arg(now_ms)
+            .arg(millis(RESERVE))
+            .arg(end.encode())
+            .invoke_async(&mut self.q.conn.clone())
+            .await?;
+        let live: Vec<u32> = match reply {
+            Value::Nil => return Ok(None),
+            Value::Array(items) => items
+                .iter()
+                .map(|v| crate::reply::number(v).map(|n| n as u32))
+                .collect::<Result<_, _>>()?,
+            other => return Err(QueueError::Protocol(format!("flow_cancel answered {other:?}"))),
+        };
+        let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for d in self.describe(id, &live).await? {
+            by_topic.entry(d.topic).or_default().push(d.id);
+        }
+        let mut cancelled = 0;
+        for (topic, ids) in by_topic {
+            let keys = self.q.keys(&topic);
+            let was = self.q.admin().cancel(&keys, &ids, now_ms, keep(&topic)).await?;
+            cancelled += was.iter().flatten().count();
+        }
+        Ok(Some(cancelled))
     }
 
     /// What job `job`'s attempt needs of its flow: its dependencies and how
@@ -288,10 +345,10 @@ impl Flows<'_> {
         let key = self.keys(id).flow;
         let head: Vec<Option<u64>> = redis::cmd("HMGET")
             .arg(&key)
-            .arg(&["n", "created", "done"])
+            .arg(&["n", "created", "done", "cancelled"])
             .query_async(&mut self.q.conn.clone())
             .await?;
-        let [Some(n), created, done] = head[..] else {
+        let [Some(n), created, done, cancelled] = head[..] else {
             return Ok(None);
         };
         let indices: Vec<u32> = (0..n as u32).collect();
@@ -323,6 +380,7 @@ impl Flows<'_> {
             id: id.to_owned(),
             created_ms: created.unwrap_or(0),
             done_ms: done,
+            cancelled_ms: cancelled,
             jobs,
         }))
     }

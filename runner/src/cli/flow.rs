@@ -42,6 +42,17 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Cancel a flow: every job of it that has not started is cancelled
+    /// (running ones finish, their outcome discarded).
+    #[command(after_help = "Jobs still waiting for others end as cancelled in the flow; \
+        jobs already in their topics are cancelled there as `hourglass cancel` does (their \
+        ends kept on topics that keep results). Running again finishes a cancel cut short.\n\
+        Exit status: 0 cancelled, 1 Redis failed, 2 bad input, 3 no such flow.\n\n\
+        Example: hourglass flow cancel album-7")]
+    Cancel {
+        /// The flow's id.
+        id: String,
+    },
     /// Show a flow: each job with its topic, what it waits for and its state.
     #[command(after_help = "States: waiting (for the jobs it names), enqueued (in its \
         topic: scheduled, running or retrying; `hourglass inspect TOPIC ID` says which), \
@@ -62,6 +73,24 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Exit> {
     match command {
         Command::Enqueue { file, id, json } => enqueue(config, &file, id, json).await,
         Command::Show { id, json } => show(config, &id, json).await,
+        Command::Cancel { id } => cancel(config, &id).await,
+    }
+}
+
+async fn cancel(config: &Path, id: &str) -> Result<(), Exit> {
+    check_flow_id(id).map_err(|e| Exit::input(anyhow!(e)))?;
+    let config = load_producer_config(config)?;
+    let (queue, _embedded) = connect(&config).await?;
+    let keep = |topic: &str| config.topic(topic).and_then(|t| t.results).map(|r| r.keep);
+    match queue.flows().cancel(id, now_ms(), &keep).await? {
+        Some(n) => {
+            println!("cancelled flow {id} ({n} jobs cancelled in their topics, the rest before they were enqueued)");
+            Ok(())
+        }
+        None => Err(Exit {
+            code: 3,
+            error: anyhow!("no flow {id} (or it ended longer ago than flows are kept)"),
+        }),
     }
 }
 
@@ -168,9 +197,13 @@ fn draw(flow: &FlowView, now: u64) -> String {
         flow.id,
         summary.join(", "),
         when(flow.created_ms, now),
-        flow.done_ms
-            .map(|d| format!(", done {}", when(d, now)))
+        flow.cancelled_ms
+            .map(|c| format!(", cancelled {}", when(c, now)))
             .unwrap_or_default()
+            + &flow
+                .done_ms
+                .map(|d| format!(", done {}", when(d, now)))
+                .unwrap_or_default()
     );
     let width = flow.jobs.iter().map(|j| j.name.len()).max().unwrap_or(0);
     let topic_width = flow.jobs.iter().map(|j| j.topic.len()).max().unwrap_or(0);

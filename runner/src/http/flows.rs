@@ -1,6 +1,6 @@
 //! Flows over the API: `POST /api/flows` creates one (the body is a flow
 //! as `hourglass flow enqueue` reads it, JSON), `GET /api/flows/{id}` shows
-//! it as `flow show --json` does.
+//! it as `flow show --json` does, `POST /api/flows/{id}/cancel` cancels it.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -32,15 +32,33 @@ pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
     ))
 }
 
+/// `POST /api/flows/{id}/cancel`: every job not started is cancelled (see
+/// `hourglass flow cancel`). 200 `{"id", "cancelled_in_topics": n}`; 404
+/// none such.
+pub(super) async fn cancel(State(app): AppState, Path(id): Path<String>) -> Answer {
+    check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    let serving = app.ops.serving();
+    let config = &serving.config;
+    let keep = |topic: &str| config.topic(topic).and_then(|t| t.results).map(|r| r.keep);
+    match app.ops.queue.flows().cancel(&id, now_ms(), &keep).await? {
+        Some(n) => Ok((StatusCode::OK, Json(json!({ "id": id, "cancelled_in_topics": n })))),
+        None => Err(no_such_flow(&id)),
+    }
+}
+
+fn no_such_flow(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no flow {id:?} (or it ended longer ago than flows are kept)"),
+    )
+}
+
 /// `GET /api/flows/{id}`: the flow with each job's state; 404 none such
 /// (or it ended longer ago than flows are kept).
 pub(super) async fn show(State(app): AppState, Path(id): Path<String>) -> Answer {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     match app.ops.queue.flows().show(&id).await? {
         Some(flow) => Ok((StatusCode::OK, Json(flow_file::to_json(&flow)))),
-        None => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no flow {id:?} (or it ended longer ago than flows are kept)"),
-        )),
+        None => Err(no_such_flow(&id)),
     }
 }

@@ -136,6 +136,7 @@ fn router(ops: Ops) -> Router {
         )
         .route("/flows", post(flows::create))
         .route("/flows/{id}", get(flows::show))
+        .route("/flows/{id}/cancel", post(flows::cancel))
         .route("/stats", get(api::stats))
         .route("/runners", get(api::runners))
         .route("/usage", get(api::usage))

@@ -1,0 +1,28 @@
+-- Cancel a flow: every job not yet released (still waiting for others) ends as
+-- cancelled here; the jobs released and not ended are returned for the caller to
+-- cancel in their topics (which tells the flow, as any cancel of a flow job does).
+-- KEYS[1]: flow hash
+-- ARGV[1]: now ms   ARGV[2]: how long a finished flow is kept (ms)
+-- ARGV[3]: the encoded end of a job cancelled here
+-- Returns: false when there is no such flow, else the indices released and not ended
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+if not n then return false end
+redis.call('HSETNX', KEYS[1], 'cancelled', ARGV[1])
+local live = {}
+local cancelled = 0
+for i = 0, n - 1 do
+  if not redis.call('HGET', KEYS[1], 's:' .. i) then
+    local waiting = tonumber(redis.call('HGET', KEYS[1], 'w:' .. i) or '0')
+    if waiting > 0 then
+      redis.call('HSET', KEYS[1], 's:' .. i, 'cancelled', 'r:' .. i, ARGV[3])
+      cancelled = cancelled + 1
+    else
+      live[#live + 1] = i
+    end
+  end
+end
+if cancelled > 0 and redis.call('HINCRBY', KEYS[1], 'ended', cancelled) == n then
+  redis.call('HSET', KEYS[1], 'done', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return live
