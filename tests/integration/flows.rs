@@ -335,6 +335,7 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
         .arg(0)
         .arg("acked")
         .arg(end.encode())
+        .arg("0")
         .invoke_async(&mut conn)
         .await
         .unwrap();
@@ -585,5 +586,59 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
     .await;
     let states: Vec<_> = flow.jobs.iter().map(|j| j.ended.as_deref()).collect();
     assert_eq!(states, [Some("dead"), Some("cancelled"), Some("cancelled")], "{flow:?}");
+    runner.stop().await;
+}
+
+/// A dependency dead-lettered, its dependents dead-lettered unrun because
+/// of it (and theirs in turn); the dependency retried from the dead-letter
+/// set acks: the flow goes on, each blocked job running once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrying_a_dead_dependency_resumes_the_flow() {
+    let data = tempfile::tempdir().unwrap();
+    let mut toml = topics(&["t"]);
+    toml = toml.replace(
+        "handler = \"probe.wasm\"\n",
+        &format!(
+            "handler = \"probe.wasm\"\ngrants = {{ dirs = [{{ host = \"{}\", guest = \"/data\" }}] }}\n",
+            data.path().display()
+        ),
+    );
+    let project = Project::new("concurrency = 2", &toml);
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    create(
+        &queue,
+        "resume",
+        vec![
+            // fails while /data/ok is missing
+            job("x", "t", json!({"read": "/data/ok", "result": "x ok"}), &[]),
+            job("p", "t", json!({"echo_deps": true}), &[("x", Policy::Require)]),
+            job("k", "t", json!({"result": "k ran"}), &[("p", Policy::Require)]),
+        ],
+    )
+    .await;
+    let first = runner.until_settled("t", "resume/k", WAIT).await;
+    assert_eq!(end_of(&queue, "t", "resume/p").await.state, EndState::Dead);
+    assert_eq!(end_of(&queue, "t", "resume/k").await.state, EndState::Dead);
+    std::fs::write(data.path().join("ok"), "yes").unwrap();
+    let keys = queue.keys("t");
+    let retried = queue
+        .dead()
+        .retry(&keys, &["resume/x".to_owned()], now_ms())
+        .await
+        .unwrap();
+    assert_eq!(retried, ["resume/x"]);
+    let second = runner.until_settled("t", "resume/k", WAIT).await;
+    let later = runner.after_drained(&queue, &["t"], WAIT).await;
+    let events = [first, second, later].concat();
+    assert_eq!(starts(&events, "t", "resume/p"), 1, "{events:#?}");
+    assert_eq!(starts(&events, "t", "resume/k"), 1, "{events:#?}");
+    let p = end_of(&queue, "t", "resume/p").await;
+    assert_eq!(p.state, EndState::Acked, "{p:?}");
+    assert_eq!(result_json(&p)["deps"][0]["result"], "x ok");
+    assert_eq!(result_json(&end_of(&queue, "t", "resume/k").await), "k ran");
+    let flow = queue.flows().show("resume").await.unwrap().unwrap();
+    assert!(flow.done_ms.is_some(), "{flow:?}");
+    assert!(flow.jobs.iter().all(|j| j.ended.as_deref() == Some("acked")), "{flow:?}");
     runner.stop().await;
 }

@@ -38,6 +38,11 @@ use std::time::Duration;
 /// also how long a finished flow's record is kept for `flow show`.
 pub const RESERVE: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// How the reason of a job dead-lettered unrun, because a dependency it
+/// requires did not ack, begins: its flow revives it when that dependency
+/// acks after a retry.
+pub const BLOCKED: &str = "cannot run: dependency ";
+
 /// The id a flow's job `name` has in its topic: `<flow>/<name>`.
 pub fn job_id(flow: &str, name: &str) -> String {
     format!("{flow}/{name}")

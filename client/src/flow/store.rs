@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::{Plan, Policy};
 use super::wire::{FlowRef, Notice};
-use super::{RESERVE, job_id};
+use super::{BLOCKED, RESERVE, job_id};
 use crate::clock::millis;
 use crate::outbox::{self, Entry, Parked};
 use crate::reply::{bytes, optional_bytes};
@@ -181,7 +181,9 @@ impl Flows<'_> {
         Ok(())
     }
 
-    /// Enqueue the released jobs of `entries` and clear them from the flow's outbox.
+    /// Enqueue the released jobs of `entries` and clear them from the flow's
+    /// outbox. A revived job (token `v:<index>`) is enqueued afresh over its
+    /// dead letter: without its id's reservation, which would refuse it.
     async fn deliver(
         self,
         keys: &TopicKeys,
@@ -189,6 +191,13 @@ impl Flows<'_> {
         now_ms: u64,
     ) -> Result<BTreeMap<String, usize>, QueueError> {
         let p = self.q.pipeline();
+        let mut entries = entries.to_vec();
+        for (token, entry) in &mut entries {
+            if token.starts_with("v:") {
+                entry.jobs.iter_mut().for_each(|p| p.job.unique_for_ms = 0);
+            }
+        }
+        let entries = &entries[..];
         let new = p.enqueue_parked(entries, now_ms).await?;
         p.clear(keys, entries).await?;
         Ok(new)
@@ -213,9 +222,12 @@ impl Flows<'_> {
             let mut inv = scripts::FLOW_END.on(&keys);
             inv.arg(now_ms).arg(sweep_at).arg(millis(RESERVE));
             for n in notices {
+                let blocked = n.end.state == crate::EndState::Dead
+                    && n.end.reason.as_deref().is_some_and(|r| r.starts_with(BLOCKED));
                 inv.arg(n.job.index)
                     .arg(n.end.state.as_str())
-                    .arg(n.end.encode());
+                    .arg(n.end.encode())
+                    .arg(if blocked { "1" } else { "0" });
             }
             let reply: Vec<Value> = self.q.invoke_durable(&inv).await?;
             let Some((cancel, parked)) = reply.split_first() else {

@@ -161,8 +161,11 @@ pub(super) fn dependency_failed(attempt: u32, dep: &Dependency, now: u64) -> Dec
     Decision::Dead(dead(
         attempt.saturating_sub(1),
         format!(
-            "cannot run: dependency {:?} (topic {}, job {}) was {how}: {why}",
-            dep.name, dep.topic, dep.id
+            "{}{:?} (topic {}, job {}) was {how}: {why}",
+            crate::redis::flow::BLOCKED,
+            dep.name,
+            dep.topic,
+            dep.id
         ),
         None,
         now,
