@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::reply::number;
 use super::flow::{FlowRef, Notice};
+use super::reply::number;
 use super::{EndState, JobEnd, Queue, QueueError, Record, TopicKeys, scripts};
 
 /// Where a cancelled job was.

@@ -107,8 +107,7 @@ script!(
     BURY,
     "bury.lua",
     [
-        lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox,
-        outbox_due
+        lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox, outbox_due
     ]
 );
 script!(REQUEUE, "requeue.lua", [lease, pending, error, job]);
@@ -168,7 +167,12 @@ script!(
     [pending, job, lease, dead, paused, legacy_pending, suspended]
 );
 script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
-script!(FLOW_CREATE, "flow_create.lua", [flow, outbox, outbox_due], alone);
+script!(
+    FLOW_CREATE,
+    "flow_create.lua",
+    [flow, outbox, outbox_due],
+    alone
+);
 script!(FLOW_END, "flow_end.lua", [flow, outbox, outbox_due], alone);
 script!(FLOW_READ, "flow_read.lua", [flow], alone);
 script!(FLOW_CANCEL, "flow_cancel.lua", [flow], alone);

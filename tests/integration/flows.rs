@@ -90,10 +90,25 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
         &queue,
         "diamond",
         vec![
-            job("d", "last", json!({"echo_deps": true}), &[("b", require), ("c", require)]),
+            job(
+                "d",
+                "last",
+                json!({"echo_deps": true}),
+                &[("b", require), ("c", require)],
+            ),
             job("a", "first", json!({"result": {"a": 1}}), &[]),
-            job("b", "middle", json!({"result": "from b"}), &[("a", require)]),
-            job("c", "middle", json!({"result": {"c": [3]}}), &[("a", require)]),
+            job(
+                "b",
+                "middle",
+                json!({"result": "from b"}),
+                &[("a", require)],
+            ),
+            job(
+                "c",
+                "middle",
+                json!({"result": {"c": [3]}}),
+                &[("a", require)],
+            ),
         ],
     )
     .await;
@@ -109,7 +124,11 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
         ("middle", "diamond/c"),
         ("last", "diamond/d"),
     ] {
-        assert_eq!(starts(&events, topic, id), 1, "{id} started once: {events:#?}");
+        assert_eq!(
+            starts(&events, topic, id),
+            1,
+            "{id} started once: {events:#?}"
+        );
     }
     let position = |topic: &str, id: &str, acked: bool| {
         events
@@ -138,9 +157,18 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
             {"name": "c", "topic": "middle", "id": "diamond/c", "ended": "acked", "result": {"c": [3]}, "reason": null},
         ]})
     );
-    let flow = queue.flows().show("diamond").await.unwrap().expect("the flow");
+    let flow = queue
+        .flows()
+        .show("diamond")
+        .await
+        .unwrap()
+        .expect("the flow");
     assert!(flow.done_ms.is_some(), "every job ended: {flow:?}");
-    assert!(flow.jobs.iter().all(|j| j.ended.as_deref() == Some("acked")));
+    assert!(
+        flow.jobs
+            .iter()
+            .all(|j| j.ended.as_deref() == Some("acked"))
+    );
     runner.stop().await;
 }
 
@@ -153,10 +181,15 @@ async fn a_fan_out_of_1000_children_runs_its_parent_once_with_every_result() {
         .map(|i| job(&format!("c{i}"), "child", json!({"result": {"i": i}}), &[]))
         .collect();
     let names: Vec<String> = (0..1000).map(|i| format!("c{i}")).collect();
-    let after: Vec<(&str, Policy)> = names.iter().map(|n| (n.as_str(), Policy::Require)).collect();
+    let after: Vec<(&str, Policy)> = names
+        .iter()
+        .map(|n| (n.as_str(), Policy::Require))
+        .collect();
     jobs.push(job("all", "parent", json!({"echo_deps": true}), &after));
     create(&queue, "fan", jobs).await;
-    let events = runner.until_settled("parent", "fan/all", Duration::from_secs(120)).await;
+    let events = runner
+        .until_settled("parent", "fan/all", Duration::from_secs(120))
+        .await;
     assert_eq!(starts(&events, "parent", "fan/all"), 1);
     let end = end_of(&queue, "parent", "fan/all").await;
     let deps = result_json(&end)["deps"].as_array().cloned().unwrap();
@@ -179,9 +212,24 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
         vec![
             job("x", "work", json!({"then": "fail"}), &[]),
             job("ok", "work", json!({"result": 1}), &[]),
-            job("strict", "work", json!({"echo_deps": true}), &[("x", Policy::Require), ("ok", Policy::Require)]),
-            job("lenient", "work", json!({"echo_deps": true}), &[("x", Policy::Ignore), ("ok", Policy::Require)]),
-            job("after-strict", "work", json!({}), &[("strict", Policy::Require)]),
+            job(
+                "strict",
+                "work",
+                json!({"echo_deps": true}),
+                &[("x", Policy::Require), ("ok", Policy::Require)],
+            ),
+            job(
+                "lenient",
+                "work",
+                json!({"echo_deps": true}),
+                &[("x", Policy::Ignore), ("ok", Policy::Require)],
+            ),
+            job(
+                "after-strict",
+                "work",
+                json!({}),
+                &[("strict", Policy::Require)],
+            ),
         ],
     )
     .await;
@@ -193,7 +241,11 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
             })
         })
         .await;
-    assert_eq!(starts(&events, "work", "f/strict"), 0, "strict ran: {events:#?}");
+    assert_eq!(
+        starts(&events, "work", "f/strict"),
+        0,
+        "strict ran: {events:#?}"
+    );
     let strict = end_of(&queue, "work", "f/strict").await;
     assert_eq!(strict.state, EndState::Dead);
     let reason = strict.reason.unwrap();
@@ -211,7 +263,12 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
     let deps = result_json(&lenient)["deps"].clone();
     assert_eq!(deps[0]["name"], "x");
     assert_eq!(deps[0]["ended"], "dead");
-    assert!(deps[0]["reason"].as_str().unwrap().contains("asked to fail"));
+    assert!(
+        deps[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("asked to fail")
+    );
     assert_eq!(deps[1]["ended"], "acked");
     assert_eq!(deps[1]["result"], 1);
     let flow = queue.flows().show("f").await.unwrap().unwrap();
@@ -234,7 +291,12 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
             vec![
                 job("a", "t", json!({}), &[]),
                 job("b", "t", json!({}), &[]),
-                job("p", "t", json!({}), &[("a", Policy::Require), ("b", Policy::Require)]),
+                job(
+                    "p",
+                    "t",
+                    json!({}),
+                    &[("a", Policy::Require), ("b", Policy::Require)],
+                ),
             ],
         )
         .await;
@@ -254,12 +316,13 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
         };
         let (na, nb) = (notice(0), notice(1));
         let (sa, sb) = ([&na], [&nb]);
-        let (ra, rb) = tokio::join!(
-            q1.flows().end(&sa, now_ms()),
-            q2.flows().end(&sb, now_ms())
+        let (ra, rb) = tokio::join!(q1.flows().end(&sa, now_ms()), q2.flows().end(&sb, now_ms()));
+        let released: usize =
+            ra.unwrap().values().sum::<usize>() + rb.unwrap().values().sum::<usize>();
+        assert_eq!(
+            released, 1,
+            "round {round}: the dependent was enqueued {released} times"
         );
-        let released: usize = ra.unwrap().values().sum::<usize>() + rb.unwrap().values().sum::<usize>();
-        assert_eq!(released, 1, "round {round}: the dependent was enqueued {released} times");
         // one end delivered twice at once (a sweep and its runner): counted once
         let twice = format!("twice-{round}");
         create(
@@ -268,16 +331,27 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
             vec![
                 job("a", "t", json!({}), &[]),
                 job("b", "t", json!({}), &[]),
-                job("p", "t", json!({}), &[("a", Policy::Require), ("b", Policy::Require)]),
+                job(
+                    "p",
+                    "t",
+                    json!({}),
+                    &[("a", Policy::Require), ("b", Policy::Require)],
+                ),
             ],
         )
         .await;
         let mut na2 = notice(0);
         na2.job.flow.clone_from(&twice);
         let same = [&na2];
-        let (r1, r2) = tokio::join!(q1.flows().end(&same, now_ms()), q2.flows().end(&same, now_ms()));
+        let (r1, r2) = tokio::join!(
+            q1.flows().end(&same, now_ms()),
+            q2.flows().end(&same, now_ms())
+        );
         let early = r1.unwrap().values().sum::<usize>() + r2.unwrap().values().sum::<usize>();
-        assert_eq!(early, 0, "round {round}: a's end counted twice released p before b ended");
+        assert_eq!(
+            early, 0,
+            "round {round}: a's end counted twice released p before b ended"
+        );
         // delivered again (a sweep after a runner died mid-delivery): nothing more
         let again = q1.flows().end(&[&na, &nb], now_ms()).await.unwrap();
         assert_eq!(again.values().sum::<usize>(), 0, "round {round}");
@@ -285,7 +359,10 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
             .inspect(&q1.keys("t"), &format!("{id}/p"), now_ms())
             .await
             .unwrap();
-        assert!(p.is_some(), "round {round}: the dependent is not in its topic");
+        assert!(
+            p.is_some(),
+            "round {round}: the dependent is not in its topic"
+        );
     }
 }
 
@@ -300,7 +377,12 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
         "left",
         vec![
             job("a", "t", json!({}), &[]),
-            job("p", "t", json!({"result": "p ran"}), &[("a", Policy::Require)]),
+            job(
+                "p",
+                "t",
+                json!({"result": "p ran"}),
+                &[("a", Policy::Require)],
+            ),
         ],
     )
     .await;
@@ -383,7 +465,10 @@ async fn bad_flows_are_refused_whole_naming_the_job() {
             r#"{"id": "c", "jobs": [{"name": "r", "topic": "t"}, {"name": "a", "topic": "nope", "after": ["r"]}]}"#,
             r#"job "a": no topic "nope" in queues.toml"#,
         ),
-        (r#"{"id": "c", "jobs": [{"name": "a", "topic": "t"}], "extra": 1}"#, "unknown field `extra`"),
+        (
+            r#"{"id": "c", "jobs": [{"name": "a", "topic": "t"}], "extra": 1}"#,
+            "unknown field `extra`",
+        ),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
         let file = write(&format!("bad-{i}.json"), text);
@@ -395,20 +480,37 @@ async fn bad_flows_are_refused_whole_naming_the_job() {
     let queue = project.queue().await;
     for topic in ["t", "u"] {
         let stats = queue.stats(&queue.keys(topic), now_ms()).await.unwrap();
-        assert_eq!(stats.ready + stats.scheduled, 0, "{topic}: a refused flow enqueued something");
+        assert_eq!(
+            stats.ready + stats.scheduled,
+            0,
+            "{topic}: a refused flow enqueued something"
+        );
     }
     assert!(queue.flows().show("c").await.unwrap().is_none());
     // a good one, then the same id again
-    let good = write("good.toml", "id = \"g\"\n[[jobs]]\nname = \"a\"\ntopic = \"t\"\n[[jobs]]\nname = \"b\"\ntopic = \"u\"\nafter = [\"a\"]\n");
+    let good = write(
+        "good.toml",
+        "id = \"g\"\n[[jobs]]\nname = \"a\"\ntopic = \"t\"\n[[jobs]]\nname = \"b\"\ntopic = \"u\"\nafter = [\"a\"]\n",
+    );
     let out = hourglass(&project, &["flow", "enqueue", &good]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("created flow g (2 jobs; 1 enqueued now"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("created flow g (2 jobs; 1 enqueued now")
+    );
     let again = hourglass(&project, &["flow", "enqueue", &good]);
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("a flow with id \"g\" exists"));
     let shown = hourglass(&project, &["flow", "show", "g"]);
     let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("flow g: 2 jobs (1 enqueued, 1 waiting)"), "{text}");
+    assert!(
+        text.contains("flow g: 2 jobs (1 enqueued, 1 waiting)"),
+        "{text}"
+    );
     assert!(text.contains("after a"), "{text}");
     let missing = hourglass(&project, &["flow", "show", "nope"]);
     assert_eq!(missing.status.code(), Some(3));
@@ -432,7 +534,10 @@ async fn the_api_creates_and_shows_a_flow_and_refuses_a_bad_one() {
          "after": ["thumb-1", {"name": "thumb-2", "policy": "ignore"}]}]});
     let created = api.post("/api/flows", &album.to_string()).await;
     assert_eq!(created.status, 201, "{}", created.body);
-    assert_eq!(created.json(), json!({"id": "album-7", "jobs": 3, "enqueued": {"thumbs": 2}}));
+    assert_eq!(
+        created.json(),
+        json!({"id": "album-7", "jobs": 3, "enqueued": {"thumbs": 2}})
+    );
     let again = api.post("/api/flows", &album.to_string()).await;
     assert_eq!(again.status, 409, "{}", again.body);
     let cycle = json!({"jobs": [
@@ -440,17 +545,33 @@ async fn the_api_creates_and_shows_a_flow_and_refuses_a_bad_one() {
         {"name": "b", "topic": "thumbs", "after": ["a"]}]});
     let refused = api.post("/api/flows", &cycle.to_string()).await;
     assert_eq!(refused.status, 400, "{}", refused.body);
-    assert!(refused.json()["error"].as_str().unwrap().contains("a cycle: a → b → a"), "{}", refused.body);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("a cycle: a → b → a"),
+        "{}",
+        refused.body
+    );
     let unknown = json!({"jobs": [{"name": "a", "topic": "nowhere"}]});
     let refused = api.post("/api/flows", &unknown.to_string()).await;
     assert_eq!(refused.status, 400);
-    assert!(refused.body.contains(r#"no topic \"nowhere\""#), "{}", refused.body);
-    runner.until_settled("albums", "album-7/publish", WAIT).await;
+    assert!(
+        refused.body.contains(r#"no topic \"nowhere\""#),
+        "{}",
+        refused.body
+    );
+    runner
+        .until_settled("albums", "album-7/publish", WAIT)
+        .await;
     let shown = api
         .until("/api/flows/album-7", |v| v["done_at_ms"].is_u64())
         .await;
     assert_eq!(shown["counts"], json!({"acked": 3}));
-    assert_eq!(shown["jobs"][2]["after"][1], json!({"name": "thumb-2", "policy": "ignore"}));
+    assert_eq!(
+        shown["jobs"][2]["after"][1],
+        json!({"name": "thumb-2", "policy": "ignore"})
+    );
     assert_eq!(shown["jobs"][2]["id"], "album-7/publish");
     assert_eq!(api.get("/api/flows/nope").await.status, 404);
     assert_eq!(api.get("/api/flows/%7Bbad%7D").await.status, 400);
@@ -485,10 +606,12 @@ async fn python_and_javascript_handlers_read_their_dependencies() {
     .await;
     runner
         .until(WAIT, |seen| {
-            [("py", "langs/p"), ("js", "langs/j")].iter().all(|(t, id)| {
-                seen.iter()
-                    .any(|e| e.topic == *t && e.id == *id && crate::util::is_final(&e.kind))
-            })
+            [("py", "langs/p"), ("js", "langs/j")]
+                .iter()
+                .all(|(t, id)| {
+                    seen.iter()
+                        .any(|e| e.topic == *t && e.id == *id && crate::util::is_final(&e.kind))
+                })
         })
         .await;
     for (topic, id) in [("py", "langs/p"), ("js", "langs/j")] {
@@ -500,7 +623,13 @@ async fn python_and_javascript_handlers_read_their_dependencies() {
             "{topic}"
         );
         assert_eq!(deps[1]["ended"], "dead", "{topic}: {deps}");
-        assert!(deps[1]["reason"].as_str().unwrap().contains("asked to fail"), "{topic}: {deps}");
+        assert!(
+            deps[1]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("asked to fail"),
+            "{topic}: {deps}"
+        );
         assert_eq!(deps[1]["result"], Value::Null);
     }
     runner.stop().await;
@@ -528,31 +657,58 @@ async fn cancelling_a_flow_mid_way_cancels_every_job_not_started() {
             job("a", "t", slow.clone(), &[]),
             job("b", "t", slow, &[]),
             job("c", "t", json!({}), &[("a", Policy::Require)]),
-            job("d", "t", json!({}), &[("c", Policy::Ignore), ("b", Policy::Ignore)]),
+            job(
+                "d",
+                "t",
+                json!({}),
+                &[("c", Policy::Ignore), ("b", Policy::Ignore)],
+            ),
         ],
     )
     .await;
     // one root runs (concurrency 1), the other waits in its topic
     let first = runner
-        .until(WAIT, |seen| !any_started(seen, &["mid/a", "mid/b"]).is_empty())
+        .until(WAIT, |seen| {
+            !any_started(seen, &["mid/a", "mid/b"]).is_empty()
+        })
         .await;
     let out = hourglass(&project, &["flow", "cancel", "mid"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("cancelled flow mid (2 jobs cancelled in their topics"), "{stdout}");
+    assert!(
+        stdout.contains("cancelled flow mid (2 jobs cancelled in their topics"),
+        "{stdout}"
+    );
     let later = runner.after_drained(&queue, &["t"], WAIT).await;
     // let a late start show itself: the sleeping attempt ends meanwhile
     tokio::time::sleep(Duration::from_secs(2)).await;
     let events = [first, later].concat();
-    assert_eq!(any_started(&events, &["mid/a", "mid/b", "mid/c", "mid/d"]).len(), 1, "{events:#?}");
+    assert_eq!(
+        any_started(&events, &["mid/a", "mid/b", "mid/c", "mid/d"]).len(),
+        1,
+        "{events:#?}"
+    );
     let flow = queue.flows().show("mid").await.unwrap().unwrap();
-    assert!(flow.cancelled_ms.is_some() && flow.done_ms.is_some(), "{flow:?}");
+    assert!(
+        flow.cancelled_ms.is_some() && flow.done_ms.is_some(),
+        "{flow:?}"
+    );
     for j in &flow.jobs {
         assert_eq!(j.ended.as_deref(), Some("cancelled"), "{flow:?}");
     }
     let shown = hourglass(&project, &["flow", "show", "mid"]);
     assert!(String::from_utf8_lossy(&shown.stdout).contains("4 cancelled"));
-    assert_eq!(hourglass(&project, &["flow", "cancel", "nope"]).status.code(), Some(3));
+    assert_eq!(
+        hourglass(&project, &["flow", "cancel", "nope"])
+            .status
+            .code(),
+        Some(3)
+    );
     runner.stop().await;
 }
 
@@ -566,7 +722,12 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
         jobs: vec![
             job("x", "t", json!({"sleep_ms": 300, "then": "fail"}), &[]),
             job("s", "t", json!({"sleep_ms": 3000}), &[]),
-            job("w", "t", json!({}), &[("s", Policy::Ignore), ("x", Policy::Ignore)]),
+            job(
+                "w",
+                "t",
+                json!({}),
+                &[("s", Policy::Ignore), ("x", Policy::Ignore)],
+            ),
         ],
         fail_fast: true,
     }
@@ -576,7 +737,10 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
     let first = runner.until_settled("t", "ff/x", WAIT).await;
     let later = runner.after_drained(&queue, &["t"], WAIT).await;
     let events = [first, later].concat();
-    assert!(any_started(&events, &["ff/w"]).is_empty(), "w ran: {events:#?}");
+    assert!(
+        any_started(&events, &["ff/w"]).is_empty(),
+        "w ran: {events:#?}"
+    );
     let flow = crate::util::eventually(WAIT, "the flow is done", || async {
         match queue.flows().show("ff").await.unwrap().unwrap() {
             f if f.done_ms.is_some() => Ok(f),
@@ -585,7 +749,11 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
     })
     .await;
     let states: Vec<_> = flow.jobs.iter().map(|j| j.ended.as_deref()).collect();
-    assert_eq!(states, [Some("dead"), Some("cancelled"), Some("cancelled")], "{flow:?}");
+    assert_eq!(
+        states,
+        [Some("dead"), Some("cancelled"), Some("cancelled")],
+        "{flow:?}"
+    );
     runner.stop().await;
 }
 
@@ -612,8 +780,18 @@ async fn retrying_a_dead_dependency_resumes_the_flow() {
         vec![
             // fails while /data/ok is missing
             job("x", "t", json!({"read": "/data/ok", "result": "x ok"}), &[]),
-            job("p", "t", json!({"echo_deps": true}), &[("x", Policy::Require)]),
-            job("k", "t", json!({"result": "k ran"}), &[("p", Policy::Require)]),
+            job(
+                "p",
+                "t",
+                json!({"echo_deps": true}),
+                &[("x", Policy::Require)],
+            ),
+            job(
+                "k",
+                "t",
+                json!({"result": "k ran"}),
+                &[("p", Policy::Require)],
+            ),
         ],
     )
     .await;
@@ -639,6 +817,11 @@ async fn retrying_a_dead_dependency_resumes_the_flow() {
     assert_eq!(result_json(&end_of(&queue, "t", "resume/k").await), "k ran");
     let flow = queue.flows().show("resume").await.unwrap().unwrap();
     assert!(flow.done_ms.is_some(), "{flow:?}");
-    assert!(flow.jobs.iter().all(|j| j.ended.as_deref() == Some("acked")), "{flow:?}");
+    assert!(
+        flow.jobs
+            .iter()
+            .all(|j| j.ended.as_deref() == Some("acked")),
+        "{flow:?}"
+    );
     runner.stop().await;
 }

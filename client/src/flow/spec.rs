@@ -205,7 +205,8 @@ fn find_cycle(deps: &[Vec<(u32, Policy)>]) -> Option<Vec<u32>> {
                         }
                         1 => {
                             let from = path.iter().position(|&(p, _)| p == d).expect("on path");
-                            let mut cycle: Vec<u32> = path[from..].iter().map(|&(p, _)| p).collect();
+                            let mut cycle: Vec<u32> =
+                                path[from..].iter().map(|&(p, _)| p).collect();
                             cycle.push(d);
                             return Some(cycle);
                         }
@@ -279,7 +280,9 @@ mod tests {
             err(vec![job("a", &["c"]), job("b", &["a"]), job("c", &["b"])]),
             "flow f1: a cycle: a → c → b → a (each waits for the next)"
         );
-        assert!(err(vec![job("a", &["zz"])]).contains("depends on \"zz\", which is not in the flow"));
+        assert!(
+            err(vec![job("a", &["zz"])]).contains("depends on \"zz\", which is not in the flow")
+        );
         assert!(err(vec![job("a", &["a"])]).contains("depends on itself"));
         assert!(err(vec![job("a", &[]), job("a", &[])]).contains("two jobs are named \"a\""));
         assert!(err(vec![job("a b", &[])]).contains("is not 1 to 128 letters"));
@@ -288,14 +291,21 @@ mod tests {
         let mut no_topic = job("a", &[]);
         no_topic.topic.clear();
         assert!(err(vec![no_topic]).contains("has no topic"));
-        let many = (0..=MAX_FLOW_JOBS).map(|i| job(&format!("j{i}"), &[])).collect();
+        let many = (0..=MAX_FLOW_JOBS)
+            .map(|i| job(&format!("j{i}"), &[]))
+            .collect();
         assert!(err(many).contains("over the limit of 10000"));
         let bad_id = FlowSpec {
             id: Some("{x}".into()),
             jobs: vec![job("a", &[])],
             fail_fast: false,
         };
-        assert!(bad_id.plan(|| unreachable!()).unwrap_err().contains("flow id"));
+        assert!(
+            bad_id
+                .plan(|| unreachable!())
+                .unwrap_err()
+                .contains("flow id")
+        );
     }
 
     #[test]

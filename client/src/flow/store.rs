@@ -1,24 +1,25 @@
-//! The [`Flows`] handle: create a flow, tell it its jobs' ends, read what a
-//! job's attempt needs of it, show it, sweep the releases a runner left.
+//! The [`Flows`] handle: create a flow, tell it its jobs' ends, cancel it,
+//! sweep the releases a runner left (reading one is in `view.rs`).
 //!
 //! A flow's hash (`<ns>:{flow:<id>}:flow`, [`Flows::keys`]): `n` jobs,
-//! `created`, `ended`, `dead`, `done` (when the last ended); per job `i`:
+//! `created`, `ended`, `dead`, `done` (when the last ended), `ff` (fail
+//! fast), `cancelled`, `reviving` (revived jobs still to end); per job `i`:
 //! `x:i` its description (JSON: name, topic, id, after), `j:i` its outbox
 //! entry (a dependent, enqueued when released), `w:i` how many of its
 //! dependencies have not ended, `d:i` its dependents (comma-separated),
-//! `s:i` and `r:i` how it ended (state, encoded [`JobEnd`]).
+//! `s:i` and `r:i` how it ended (state, encoded [`JobEnd`]), `b:i` set when
+//! it was dead-lettered unrun because of a dependency, `v:i` while revived.
 
 use std::collections::BTreeMap;
 
 use redis::Value;
-use serde::{Deserialize, Serialize};
 
-use super::spec::{Plan, Policy};
+use super::spec::Plan;
 use super::wire::{FlowRef, Notice};
 use super::{BLOCKED, RESERVE, job_id};
 use crate::clock::millis;
 use crate::outbox::{self, Entry, Parked};
-use crate::reply::{bytes, optional_bytes};
+use crate::reply::bytes;
 use crate::{JobEnd, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, scripts};
 
 /// Flows ([`Queue::flows`]).
@@ -27,62 +28,7 @@ pub struct Flows<'q> {
     pub(crate) q: &'q Queue,
 }
 
-/// A job's description as its flow keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Described {
-    name: String,
-    topic: String,
-    id: String,
-    after: Vec<(u32, Policy)>,
-}
-
-/// One job a flow job depends on, as its attempt sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dependency {
-    /// Its name in the flow.
-    pub name: String,
-    /// Its topic.
-    pub topic: String,
-    /// Its id in that topic.
-    pub id: String,
-    /// What its failure does to the dependent.
-    pub policy: Policy,
-    /// How it ended (none: it has not, which a released job never sees).
-    pub end: Option<JobEnd>,
-}
-
-/// A flow as `flow show` draws it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowView {
-    /// Its id.
-    pub id: String,
-    /// When it was created (ms).
-    pub created_ms: u64,
-    /// When its last job ended (ms), if all have.
-    pub done_ms: Option<u64>,
-    /// When it was cancelled (ms), if it was.
-    pub cancelled_ms: Option<u64>,
-    /// Its jobs, in the order described.
-    pub jobs: Vec<FlowJobView>,
-}
-
-/// One job of a [`FlowView`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowJobView {
-    /// Its name in the flow.
-    pub name: String,
-    /// Its topic.
-    pub topic: String,
-    /// Its id in that topic.
-    pub id: String,
-    /// The jobs it waits for: index and policy.
-    pub after: Vec<(u32, Policy)>,
-    /// How it ended, if it has: `acked`, `dead`, `cancelled`.
-    pub ended: Option<String>,
-    /// Whether it has been enqueued into its topic (a root, or every
-    /// dependency ended).
-    pub released: bool,
-}
+use super::view::Described;
 
 impl Flows<'_> {
     /// The keys of flow `id`: the pseudo-topic `flow:<id>`, whose `flow`
@@ -223,7 +169,10 @@ impl Flows<'_> {
             inv.arg(now_ms).arg(sweep_at).arg(millis(RESERVE));
             for n in notices {
                 let blocked = n.end.state == crate::EndState::Dead
-                    && n.end.reason.as_deref().is_some_and(|r| r.starts_with(BLOCKED));
+                    && n.end
+                        .reason
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with(BLOCKED));
                 inv.arg(n.job.index)
                     .arg(n.end.state.as_str())
                     .arg(n.end.encode())
@@ -279,7 +228,11 @@ impl Flows<'_> {
                 .iter()
                 .map(|v| crate::reply::number(v).map(|n| n as u32))
                 .collect::<Result<_, _>>()?,
-            other => return Err(QueueError::Protocol(format!("flow_cancel answered {other:?}"))),
+            other => {
+                return Err(QueueError::Protocol(format!(
+                    "flow_cancel answered {other:?}"
+                )));
+            }
         };
         let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for d in self.describe(id, &live).await? {
@@ -288,113 +241,14 @@ impl Flows<'_> {
         let mut cancelled = 0;
         for (topic, ids) in by_topic {
             let keys = self.q.keys(&topic);
-            let was = self.q.admin().cancel(&keys, &ids, now_ms, keep(&topic)).await?;
+            let was = self
+                .q
+                .admin()
+                .cancel(&keys, &ids, now_ms, keep(&topic))
+                .await?;
             cancelled += was.iter().flatten().count();
         }
         Ok(Some(cancelled))
-    }
-
-    /// What job `job`'s attempt needs of its flow: its dependencies and how
-    /// each ended. `None` when the flow is gone (expired, or never existed).
-    pub async fn dependencies(self, job: &FlowRef) -> Result<Option<Vec<Dependency>>, QueueError> {
-        let reply: Vec<Value> = scripts::FLOW_READ
-            .on(&self.keys(&job.flow))
-            .arg(job.index)
-            .invoke_async(&mut self.q.conn.clone())
-            .await?;
-        let Some(first) = reply.first() else {
-            return Err(QueueError::Protocol("flow_read answered nothing".into()));
-        };
-        let Some(described) = optional_bytes(first)? else {
-            return Ok(None);
-        };
-        let described: Described = serde_json::from_slice(&described)
-            .map_err(|e| QueueError::Protocol(format!("a flow job's description: {e}")))?;
-        let mut out = Vec::with_capacity(described.after.len());
-        let ids: Vec<u32> = described.after.iter().map(|&(i, _)| i).collect();
-        let views = self.describe(&job.flow, &ids).await?;
-        for ((view, &(_, policy)), end) in views.into_iter().zip(&described.after).zip(&reply[1..]) {
-            let end = optional_bytes(end)?
-                .map(|b| JobEnd::decode(&b))
-                .transpose()
-                .map_err(|e| QueueError::Protocol(e.to_string()))?;
-            out.push(Dependency {
-                name: view.name,
-                topic: view.topic,
-                id: view.id,
-                policy,
-                end,
-            });
-        }
-        Ok(Some(out))
-    }
-
-    /// The descriptions of jobs `indices` of flow `id`.
-    async fn describe(self, id: &str, indices: &[u32]) -> Result<Vec<Described>, QueueError> {
-        let mut out = Vec::with_capacity(indices.len());
-        for chunk in indices.chunks(1000) {
-            let fields: Vec<String> = chunk.iter().map(|i| format!("x:{i}")).collect();
-            let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
-                .arg(&self.keys(id).flow)
-                .arg(&fields)
-                .query_async(&mut self.q.conn.clone())
-                .await?;
-            for (field, v) in fields.iter().zip(values) {
-                let v = v.ok_or_else(|| {
-                    QueueError::Protocol(format!("flow {id} lacks {field}"))
-                })?;
-                out.push(serde_json::from_slice(&v).map_err(|e| {
-                    QueueError::Protocol(format!("flow {id}: {field}: {e}"))
-                })?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Flow `id` as it stands, or `None` when there is no such flow (or it
-    /// ended longer ago than it is kept).
-    pub async fn show(self, id: &str) -> Result<Option<FlowView>, QueueError> {
-        let key = self.keys(id).flow;
-        let head: Vec<Option<u64>> = redis::cmd("HMGET")
-            .arg(&key)
-            .arg(&["n", "created", "done", "cancelled"])
-            .query_async(&mut self.q.conn.clone())
-            .await?;
-        let [Some(n), created, done, cancelled] = head[..] else {
-            return Ok(None);
-        };
-        let indices: Vec<u32> = (0..n as u32).collect();
-        let described = self.describe(id, &indices).await?;
-        let mut jobs = Vec::with_capacity(described.len());
-        for (chunk, described) in indices.chunks(1000).zip(described.chunks(1000)) {
-            let fields: Vec<String> = chunk
-                .iter()
-                .flat_map(|i| [format!("s:{i}"), format!("w:{i}")])
-                .collect();
-            let values: Vec<Option<String>> = redis::cmd("HMGET")
-                .arg(&key)
-                .arg(&fields)
-                .query_async(&mut self.q.conn.clone())
-                .await?;
-            for (d, pair) in described.iter().zip(values.chunks(2)) {
-                let waiting = pair[1].as_deref().and_then(|w| w.parse::<i64>().ok());
-                jobs.push(FlowJobView {
-                    name: d.name.clone(),
-                    topic: d.topic.clone(),
-                    id: d.id.clone(),
-                    after: d.after.clone(),
-                    ended: pair[0].clone(),
-                    released: d.after.is_empty() || waiting.is_some_and(|w| w <= 0),
-                });
-            }
-        }
-        Ok(Some(FlowView {
-            id: id.to_owned(),
-            created_ms: created.unwrap_or(0),
-            done_ms: done,
-            cancelled_ms: cancelled,
-            jobs,
-        }))
     }
 
     /// Deliver the releases of up to `limit` flows whose runner did not
@@ -434,7 +288,9 @@ impl Flows<'_> {
                 match entry {
                     Ok(entry) => entries.push((token, entry)),
                     // left where it is: the sweep holds it a while and tries again
-                    Err(e) => tracing::warn!(flow = %id, token, "a flow's outbox entry cannot be read: {e}"),
+                    Err(e) => {
+                        tracing::warn!(flow = %id, token, "a flow's outbox entry cannot be read: {e}")
+                    }
                 }
             }
             for (topic, n) in self.deliver(&keys, &entries, now_ms).await? {

@@ -44,22 +44,26 @@ pub(super) enum Command {
     },
     /// Cancel a flow: every job of it that has not started is cancelled
     /// (running ones finish, their outcome discarded).
-    #[command(after_help = "Jobs still waiting for others end as cancelled in the flow; \
+    #[command(
+        after_help = "Jobs still waiting for others end as cancelled in the flow; \
         jobs already in their topics are cancelled there as `hourglass cancel` does (their \
         ends kept on topics that keep results). Running again finishes a cancel cut short.\n\
         Exit status: 0 cancelled, 1 Redis failed, 2 bad input, 3 no such flow.\n\n\
-        Example: hourglass flow cancel album-7")]
+        Example: hourglass flow cancel album-7"
+    )]
     Cancel {
         /// The flow's id.
         id: String,
     },
     /// Show a flow: each job with its topic, what it waits for and its state.
-    #[command(after_help = "States: waiting (for the jobs it names), enqueued (in its \
+    #[command(
+        after_help = "States: waiting (for the jobs it names), enqueued (in its \
         topic: scheduled, running or retrying; `hourglass inspect TOPIC ID` says which), \
         acked, dead, cancelled.\n\
         Exit status: 0 shown, 1 Redis failed, 2 bad input, 3 no such flow (or it ended \
         longer ago than flows are kept, 7 days).\n\n\
-        Example: hourglass flow show album-7")]
+        Example: hourglass flow show album-7"
+    )]
     Show {
         /// The flow's id.
         id: String,
@@ -84,7 +88,9 @@ async fn cancel(config: &Path, id: &str) -> Result<(), Exit> {
     let keep = |topic: &str| config.topic(topic).and_then(|t| t.results).map(|r| r.keep);
     match queue.flows().cancel(id, now_ms(), &keep).await? {
         Some(n) => {
-            println!("cancelled flow {id} ({n} jobs cancelled in their topics, the rest before they were enqueued)");
+            println!(
+                "cancelled flow {id} ({n} jobs cancelled in their topics, the rest before they were enqueued)"
+            );
             Ok(())
         }
         None => Err(Exit {
@@ -107,8 +113,8 @@ async fn enqueue(config: &Path, file: &str, id: Option<String>, json: bool) -> R
             .map_err(|e| Exit::input(anyhow!("reading flow file {file}: {e}")))?
     };
     let toml = Path::new(file).extension().is_some_and(|e| e == "toml");
-    let mut spec = flow_file::parse(&text, toml)
-        .map_err(|e| Exit::input(anyhow!("flow file {file}: {e}")))?;
+    let mut spec =
+        flow_file::parse(&text, toml).map_err(|e| Exit::input(anyhow!("flow file {file}: {e}")))?;
     if id.is_some() {
         spec.id = id;
     }
@@ -154,7 +160,10 @@ async fn show(config: &Path, id: &str, json: bool) -> Result<(), Exit> {
         });
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&flow)).expect("JSON"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&flow)).expect("JSON")
+        );
     } else {
         print!("{}", draw(&flow, now_ms()));
     }

@@ -41,7 +41,10 @@ pub(super) async fn cancel(State(app): AppState, Path(id): Path<String>) -> Answ
     let config = &serving.config;
     let keep = |topic: &str| config.topic(topic).and_then(|t| t.results).map(|r| r.keep);
     match app.ops.queue.flows().cancel(&id, now_ms(), &keep).await? {
-        Some(n) => Ok((StatusCode::OK, Json(json!({ "id": id, "cancelled_in_topics": n })))),
+        Some(n) => Ok((
+            StatusCode::OK,
+            Json(json!({ "id": id, "cancelled_in_topics": n })),
+        )),
         None => Err(no_such_flow(&id)),
     }
 }

@@ -181,7 +181,9 @@ impl Runtime {
             }),
         };
         let effects = match store.data().effects.clone() {
-            Some(e) => end_journal(&e, &mut finish).await,
+            // boxed: only journaled attempts flush here; every attempt's
+            // future would otherwise carry this one's state
+            Some(e) => Box::pin(end_journal(&e, &mut finish)).await,
             None => EffectCounts::default(),
         };
         let steps = store.data().durable.counts;

@@ -18,12 +18,12 @@ use super::watch::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
 use crate::redis::{
-    Burial, Done, EndState, Entry, FlowRef, Held, JobEnd, Notice, QueueError, Refusal, Refused,
-    Retrying, Suspending,
+    Burial, Done, EndState, Entry, Held, JobEnd, QueueError, Refusal, Refused, Retrying, Suspending,
 };
-use crate::telemetry::{Begun, Ended, Telemetry, spans};
 
+mod deliver;
 mod suspend;
+use deliver::{delivery_spans, tell};
 use suspend::suspend;
 
 /// Most completions committed in one round.
@@ -155,25 +155,6 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
         }
     }
     released
-}
-
-/// A job's end as it is kept (on a topic that keeps results: `keep`) and
-/// as its flow is told it (a job of a flow); made only when needed (most
-/// topics keep no ends and run no flows: nothing is allocated for them).
-fn tell(
-    keep: bool,
-    end: impl FnOnce() -> JobEnd,
-    flow: Option<FlowRef>,
-) -> (Option<JobEnd>, Option<Notice>) {
-    match (keep, flow) {
-        (false, None) => (None, None),
-        (true, None) => (Some(end()), None),
-        (false, Some(job)) => (None, Some(Notice { job, end: end() })),
-        (true, Some(job)) => {
-            let end = end();
-            (Some(end.clone()), Some(Notice { job, end }))
-        }
-    }
 }
 
 /// Commit one topic's batch and report what was committed; how many were released.
@@ -343,32 +324,6 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
     }
     released
-}
-
-type Delivered = Result<std::collections::BTreeMap<String, usize>, QueueError>;
-
-/// A span per follow-up delivered right after its parent's ack (under the
-/// parent attempt's span), when spans are exported, with how it ends.
-fn delivery_spans(
-    telemetry: &Telemetry,
-    parked: &[(String, Entry)],
-) -> Vec<(Begun, impl Fn(&Delivered) -> Ended + use<>)> {
-    if !telemetry.is_on() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for p in parked.iter().flat_map(|(_, entry)| &entry.jobs) {
-        let Some(trace) = &p.job.trace else { continue };
-        let Some(span) = telemetry.begin(Some(trace)) else {
-            continue;
-        };
-        let (topic, id) = (p.topic.clone(), p.job.id.clone().unwrap_or_default());
-        out.push((span, move |delivered: &Delivered| {
-            let deferred = delivered.as_ref().err().map(ToString::to_string);
-            spans::follow_up(&topic, &id, deferred.as_deref())
-        }));
-    }
-    out
 }
 
 /// Count what a script accepted of `pending` as `outcome` per version, and

@@ -8,8 +8,8 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{
-    AttemptCost, ClaimedJob, DeadInfo, Dependency, Failure, NewJob, Parked, Suspension, TraceContext,
-    with_attempt,
+    AttemptCost, ClaimedJob, DeadInfo, Dependency, Failure, NewJob, Parked, Suspension,
+    TraceContext, with_attempt,
 };
 use crate::wasm::{Acked, Finish, FollowUp, JobInput};
 

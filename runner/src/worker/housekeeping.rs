@@ -89,7 +89,10 @@ pub(super) async fn sweep_outboxes(shared: &Shared, topics: &[Arc<Topic>], now: 
     match shared.queue.flows().sweep(now, SWEEP_BATCH).await {
         Ok(new) if new.values().any(|&n| n > 0) => {
             shared.meter.enqueued(&new);
-            tracing::info!(jobs = new.values().sum::<usize>(), "enqueued flow jobs a stopped runner had released");
+            tracing::info!(
+                jobs = new.values().sum::<usize>(),
+                "enqueued flow jobs a stopped runner had released"
+            );
         }
         Ok(_) => {}
         Err(e) => tracing::warn!("cannot sweep the flows' outboxes, trying again later: {e}"),

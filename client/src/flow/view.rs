@@ -1,0 +1,177 @@
+//! Reading a flow: what a job's attempt needs of it ([`Flows::dependencies`])
+//! and the whole of it as `flow show` draws it ([`Flows::show`]).
+
+use redis::Value;
+use serde::{Deserialize, Serialize};
+
+use super::spec::Policy;
+use super::wire::FlowRef;
+use crate::reply::optional_bytes;
+use crate::{Flows, JobEnd, QueueError, scripts};
+
+/// A job's description as its flow keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Described {
+    pub(super) name: String,
+    pub(super) topic: String,
+    pub(super) id: String,
+    pub(super) after: Vec<(u32, Policy)>,
+}
+
+/// One job a flow job depends on, as its attempt sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    /// Its name in the flow.
+    pub name: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its id in that topic.
+    pub id: String,
+    /// What its failure does to the dependent.
+    pub policy: Policy,
+    /// How it ended (none: it has not, which a released job never sees).
+    pub end: Option<JobEnd>,
+}
+
+/// A flow as `flow show` draws it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowView {
+    /// Its id.
+    pub id: String,
+    /// When it was created (ms).
+    pub created_ms: u64,
+    /// When its last job ended (ms), if all have.
+    pub done_ms: Option<u64>,
+    /// When it was cancelled (ms), if it was.
+    pub cancelled_ms: Option<u64>,
+    /// Its jobs, in the order described.
+    pub jobs: Vec<FlowJobView>,
+}
+
+/// One job of a [`FlowView`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowJobView {
+    /// Its name in the flow.
+    pub name: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its id in that topic.
+    pub id: String,
+    /// The jobs it waits for: index and policy.
+    pub after: Vec<(u32, Policy)>,
+    /// How it ended, if it has: `acked`, `dead`, `cancelled`.
+    pub ended: Option<String>,
+    /// Whether it has been enqueued into its topic (a root, or every
+    /// dependency ended).
+    pub released: bool,
+}
+
+impl Flows<'_> {
+    /// What job `job`'s attempt needs of its flow: its dependencies and how
+    /// each ended. `None` when the flow is gone (expired, or never existed).
+    pub async fn dependencies(self, job: &FlowRef) -> Result<Option<Vec<Dependency>>, QueueError> {
+        let reply: Vec<Value> = scripts::FLOW_READ
+            .on(&self.keys(&job.flow))
+            .arg(job.index)
+            .invoke_async(&mut self.q.conn.clone())
+            .await?;
+        let Some(first) = reply.first() else {
+            return Err(QueueError::Protocol("flow_read answered nothing".into()));
+        };
+        let Some(described) = optional_bytes(first)? else {
+            return Ok(None);
+        };
+        let described: Described = serde_json::from_slice(&described)
+            .map_err(|e| QueueError::Protocol(format!("a flow job's description: {e}")))?;
+        let mut out = Vec::with_capacity(described.after.len());
+        let ids: Vec<u32> = described.after.iter().map(|&(i, _)| i).collect();
+        let views = self.describe(&job.flow, &ids).await?;
+        for ((view, &(_, policy)), end) in views.into_iter().zip(&described.after).zip(&reply[1..])
+        {
+            let end = optional_bytes(end)?
+                .map(|b| JobEnd::decode(&b))
+                .transpose()
+                .map_err(|e| QueueError::Protocol(e.to_string()))?;
+            out.push(Dependency {
+                name: view.name,
+                topic: view.topic,
+                id: view.id,
+                policy,
+                end,
+            });
+        }
+        Ok(Some(out))
+    }
+
+    /// The descriptions of jobs `indices` of flow `id`.
+    pub(super) async fn describe(
+        self,
+        id: &str,
+        indices: &[u32],
+    ) -> Result<Vec<Described>, QueueError> {
+        let mut out = Vec::with_capacity(indices.len());
+        for chunk in indices.chunks(1000) {
+            let fields: Vec<String> = chunk.iter().map(|i| format!("x:{i}")).collect();
+            let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+                .arg(&self.keys(id).flow)
+                .arg(&fields)
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            for (field, v) in fields.iter().zip(values) {
+                let v =
+                    v.ok_or_else(|| QueueError::Protocol(format!("flow {id} lacks {field}")))?;
+                out.push(
+                    serde_json::from_slice(&v)
+                        .map_err(|e| QueueError::Protocol(format!("flow {id}: {field}: {e}")))?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Flow `id` as it stands, or `None` when there is no such flow (or it
+    /// ended longer ago than it is kept).
+    pub async fn show(self, id: &str) -> Result<Option<FlowView>, QueueError> {
+        let key = self.keys(id).flow;
+        let head: Vec<Option<u64>> = redis::cmd("HMGET")
+            .arg(&key)
+            .arg(&["n", "created", "done", "cancelled"])
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        let [Some(n), created, done, cancelled] = head[..] else {
+            return Ok(None);
+        };
+        let indices: Vec<u32> = (0..n as u32).collect();
+        let described = self.describe(id, &indices).await?;
+        let mut jobs = Vec::with_capacity(described.len());
+        for (chunk, described) in indices.chunks(1000).zip(described.chunks(1000)) {
+            let fields: Vec<String> = chunk
+                .iter()
+                .flat_map(|i| [format!("s:{i}"), format!("w:{i}")])
+                .collect();
+            let values: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(&key)
+                .arg(&fields)
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            for (d, pair) in described.iter().zip(values.chunks(2)) {
+                let waiting = pair[1].as_deref().and_then(|w| w.parse::<i64>().ok());
+                jobs.push(FlowJobView {
+                    name: d.name.clone(),
+                    topic: d.topic.clone(),
+                    id: d.id.clone(),
+                    after: d.after.clone(),
+                    ended: pair[0].clone(),
+                    released: d.after.is_empty() || waiting.is_some_and(|w| w <= 0),
+                });
+            }
+        }
+        Ok(Some(FlowView {
+            id: id.to_owned(),
+            created_ms: created.unwrap_or(0),
+            done_ms: done,
+            cancelled_ms: cancelled,
+            jobs,
+        }))
+    }
+}
