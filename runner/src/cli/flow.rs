@@ -246,12 +246,14 @@ fn draw(flow: &FlowView, now: u64) -> String {
                 .collect();
             format!("  after {}", names.join(", "))
         };
-        out.push_str(&format!(
-            "    {mark} {:<width$}  {:<topic_width$}  {:<9}{after}\n",
+        let line = format!(
+            "    {mark} {:<width$}  {:<topic_width$}  {:<9}{after}",
             j.name,
             j.topic,
             state(j)
-        ));
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out
 }
