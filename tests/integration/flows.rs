@@ -13,7 +13,7 @@ use hourglass::redis::{EndState, JobEnd, Notice, Queue, Standing};
 use serde_json::{Value, json};
 use test_support::RedisCluster;
 
-use crate::util::{Project, Running, hourglass, of};
+use crate::util::{Project, Running, hourglass, starts};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -67,12 +67,27 @@ fn result_json(end: &JobEnd) -> Value {
     serde_json::from_slice(result.unwrap_or_else(|| panic!("no result: {end:?}"))).unwrap()
 }
 
-/// How many attempts of `topic`/`id` started.
-fn starts(events: &[hourglass::events::Event], topic: &str, id: &str) -> usize {
-    of(events, topic, id)
-        .iter()
-        .filter(|k| matches!(k, EventKind::Started { .. }))
-        .count()
+/// Flow `id`: `a` and `b`, then `p` requiring both.
+async fn two_then_one(queue: &Queue, id: &str) {
+    let both = [("a", Policy::Require), ("b", Policy::Require)];
+    let jobs = vec![
+        job("a", "t", json!({}), &[]),
+        job("b", "t", json!({}), &[]),
+        job("p", "t", json!({}), &both),
+    ];
+    create(queue, id, jobs).await;
+}
+
+/// An acked end, now.
+fn acked() -> JobEnd {
+    JobEnd {
+        state: EndState::Acked,
+        result: None,
+        reason: None,
+        version: None,
+        attempts: 1,
+        at_ms: now_ms(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -285,34 +300,13 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
     let (q1, q2) = (project.queue().await, project.queue().await);
     for round in 0..20 {
         let id = format!("race-{round}");
-        create(
-            &q1,
-            &id,
-            vec![
-                job("a", "t", json!({}), &[]),
-                job("b", "t", json!({}), &[]),
-                job(
-                    "p",
-                    "t",
-                    json!({}),
-                    &[("a", Policy::Require), ("b", Policy::Require)],
-                ),
-            ],
-        )
-        .await;
+        two_then_one(&q1, &id).await;
         let notice = |index: u32| Notice {
             job: hourglass::redis::FlowRef {
                 flow: id.clone(),
                 index,
             },
-            end: JobEnd {
-                state: EndState::Acked,
-                result: None,
-                reason: None,
-                version: None,
-                attempts: 1,
-                at_ms: now_ms(),
-            },
+            end: acked(),
         };
         let (na, nb) = (notice(0), notice(1));
         let (sa, sb) = ([&na], [&nb]);
@@ -325,21 +319,7 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
         );
         // one end delivered twice at once (a sweep and its runner): counted once
         let twice = format!("twice-{round}");
-        create(
-            &q1,
-            &twice,
-            vec![
-                job("a", "t", json!({}), &[]),
-                job("b", "t", json!({}), &[]),
-                job(
-                    "p",
-                    "t",
-                    json!({}),
-                    &[("a", Policy::Require), ("b", Policy::Require)],
-                ),
-            ],
-        )
-        .await;
+        two_then_one(&q1, &twice).await;
         let mut na2 = notice(0);
         na2.job.flow.clone_from(&twice);
         let same = [&na2];
@@ -394,14 +374,7 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let end = JobEnd {
-        state: EndState::Acked,
-        result: None,
-        reason: None,
-        version: None,
-        attempts: 1,
-        at_ms: now_ms(),
-    };
+    let end = acked();
     let script = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../client/lua/flow_end.lua"

@@ -15,6 +15,7 @@ use test_support::{HttpServer, Reply};
 
 use crate::util::{
     Project, RunnerProcess, Running, add_handler, enqueue, hourglass, of, retry_reasons, settled,
+    starts,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -158,13 +159,6 @@ async fn sdk_handlers_ack_retry_with_a_delay_fail_raise_and_follow_up() {
         );
     }
     runner.stop().await;
-}
-
-fn starts(events: &[hourglass::events::Event], topic: &str, id: &str) -> usize {
-    of(events, topic, id)
-        .iter()
-        .filter(|k| matches!(k, EventKind::Started { .. }))
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

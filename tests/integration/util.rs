@@ -425,6 +425,14 @@ pub fn of<'a>(events: &'a [Event], topic: &str, id: &str) -> Vec<&'a EventKind> 
         .collect()
 }
 
+/// How many attempts of `topic`/`id` started.
+pub fn starts(events: &[Event], topic: &str, id: &str) -> usize {
+    of(events, topic, id)
+        .iter()
+        .filter(|k| matches!(k, EventKind::Started { .. }))
+        .count()
+}
+
 pub fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
