@@ -6,8 +6,8 @@ use redis::Value;
 use super::record::split_stored;
 use super::reply::{bytes, number, optional_string};
 use super::{
-    CorruptRecord, DeadInfo, Failure, Journal, Progress, Queue, QueueError, Record, Rollout,
-    Standing, Suspension, TopicKeys,
+    CorruptRecord, DeadInfo, Failure, FlowRef, Journal, Progress, Queue, QueueError, Record,
+    Rollout, Standing, Suspension, TopicKeys,
 };
 
 /// Where a job is in its life.
@@ -138,7 +138,14 @@ impl Queue {
                 max_attempts,
                 rollout: Some(&rollout),
             };
-            return Ok(Some(view.to_json(topic, defaults)));
+            let mut json = view.to_json(topic, defaults);
+            if let Some(Ok(Record {
+                flow: Some(flow), ..
+            })) = &view.record
+            {
+                json["flow"] = self.flow_json(flow).await?;
+            }
+            return Ok(Some(json));
         }
         Ok(match self.standing(keys, id).await? {
             Standing::Ended(end) => {
@@ -148,6 +155,23 @@ impl Queue {
             }
             _ => None,
         })
+    }
+
+    /// A flow job's place in its flow, as `inspect --json` shows it: the
+    /// flow's id, the job's name and index, and each job it waits for with
+    /// its state (`null`: not ended).
+    pub async fn flow_json(&self, flow: &FlowRef) -> Result<serde_json::Value, QueueError> {
+        let deps = self.flows().dependencies(flow).await?.unwrap_or_default();
+        let deps: Vec<serde_json::Value> = deps
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "name": d.name, "topic": d.topic, "id": d.id, "policy": d.policy,
+                    "ended": d.end.as_ref().map(|e| e.state.as_str()),
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({ "id": flow.flow, "index": flow.index, "dependencies": deps }))
     }
 
     /// The job `id` of a topic as of `now_ms`, or `None` if there is none.

@@ -269,6 +269,21 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
             && reason.contains("asked to fail"),
         "{reason}"
     );
+    // inspect shows the dead letter's place in its flow
+    let json = hourglass(&project, &["inspect", "work", "f/strict", "--json"]);
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let deps = &json["flow"]["dependencies"];
+    assert_eq!(
+        deps[0],
+        json!({"name": "x", "topic": "work", "id": "f/x", "policy": "require", "ended": "dead"})
+    );
+    assert_eq!(deps[1]["ended"], "acked");
+    let text = hourglass(&project, &["inspect", "work", "f/strict"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("flow       f, after x dead, ok acked"),
+        "{text}"
+    );
     // and what required it in turn
     let after = end_of(&queue, "work", "f/after-strict").await;
     assert_eq!(after.state, EndState::Dead);
@@ -474,6 +489,18 @@ async fn bad_flows_are_refused_whole_naming_the_job() {
     );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("created flow g (2 jobs; 1 enqueued now")
+    );
+    let inspected = hourglass(&project, &["inspect", "t", "g/a"]);
+    let text = String::from_utf8_lossy(&inspected.stdout);
+    assert!(
+        text.contains("flow       g (`hourglass flow show g`)"),
+        "{text}"
+    );
+    let json = hourglass(&project, &["inspect", "t", "g/a", "--json"]);
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        json["flow"],
+        json!({"id": "g", "index": 0, "dependencies": []})
     );
     let again = hourglass(&project, &["flow", "enqueue", &good]);
     assert_eq!(again.status.code(), Some(2));

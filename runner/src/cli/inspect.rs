@@ -46,7 +46,15 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         return Ok(());
     }
     match queue.inspect(&keys, &args.id, now).await? {
-        Some(view) => print!("{}", to_text(&args.topic, &view, topic_max, now)),
+        Some(view) => {
+            print!("{}", to_text(&args.topic, &view, topic_max, now));
+            if let Some(Ok(crate::redis::Record {
+                flow: Some(flow), ..
+            })) = &view.record
+            {
+                println!("  {:<10} {}", "flow", flow_text(&queue, flow).await?);
+            }
+        }
         // gone from the pipeline: its end may be kept (a topic with `results`)
         None => match queue.standing(&keys, &args.id).await? {
             Standing::Ended(end) => print!("{}", end_text(&args.topic, &args.id, &end, now)),
@@ -54,6 +62,30 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         },
     }
     Ok(())
+}
+
+/// A flow job's line: its flow and how each job it waits for stands.
+async fn flow_text(
+    queue: &crate::redis::Queue,
+    flow: &crate::redis::FlowRef,
+) -> Result<String, Exit> {
+    let deps = queue.flows().dependencies(flow).await?.unwrap_or_default();
+    let deps: Vec<String> = deps
+        .iter()
+        .map(|d| {
+            let state = d.end.as_ref().map_or("not ended", |e| e.state.as_str());
+            format!("{} {state}", d.name)
+        })
+        .collect();
+    Ok(match deps.is_empty() {
+        true => format!("{} (`hourglass flow show {}`)", flow.flow, flow.flow),
+        false => format!(
+            "{}, after {} (`hourglass flow show {}`)",
+            flow.flow,
+            deps.join(", "),
+            flow.flow
+        ),
+    })
 }
 
 fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String {
