@@ -1,7 +1,8 @@
--- Cancel a flow: every job not yet released (still waiting for others) ends as
--- cancelled here; the jobs released and not ended are returned for the caller to
--- cancel in their topics (which tells the flow, as any cancel of a flow job does).
--- KEYS[1]: flow hash
+-- Cancel a flow: every job not yet released (still waiting for others), or released
+-- and still parked in the flow's outbox, ends as cancelled here; the jobs enqueued and
+-- not ended are returned for the caller to cancel in their topics (which tells the
+-- flow, as any cancel of a flow job does).
+-- KEYS[1]: flow hash   KEYS[2]: flow outbox hash   KEYS[3]: flow outbox_due zset
 -- ARGV[1]: now ms   ARGV[2]: how long a finished flow is kept (ms)
 -- ARGV[3]: the encoded end of a job cancelled here
 -- Returns: false when there is no such flow, else the indices released and not ended
@@ -13,7 +14,9 @@ local cancelled = 0
 for i = 0, n - 1 do
   if not redis.call('HGET', KEYS[1], 's:' .. i) then
     local waiting = tonumber(redis.call('HGET', KEYS[1], 'w:' .. i) or '0')
-    if waiting > 0 then
+    local parked = waiting == 0 and redis.call('HDEL', KEYS[2], 'r:' .. i) == 1
+    if parked then redis.call('ZREM', KEYS[3], 'r:' .. i) end
+    if waiting > 0 or parked then
       redis.call('HSET', KEYS[1], 's:' .. i, 'cancelled', 'r:' .. i, ARGV[3])
       cancelled = cancelled + 1
     else

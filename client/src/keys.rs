@@ -159,6 +159,13 @@ pub fn wake_channel(namespace: &str) -> String {
     format!("{namespace}:wake")
 }
 
+/// The zset of flows that may have releases to sweep (flow id → when), in
+/// a slot of its own: each command on it touches only it. A flow's own keys
+/// are those of the pseudo-topic `flow:<id>` ([`TopicKeys::flow`]).
+pub fn flows_due(namespace: &str) -> String {
+    format!("{namespace}:flows:due")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

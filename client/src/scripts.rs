@@ -175,7 +175,12 @@ script!(
 );
 script!(FLOW_END, "flow_end.lua", [flow, outbox, outbox_due], alone);
 script!(FLOW_READ, "flow_read.lua", [flow], alone);
-script!(FLOW_CANCEL, "flow_cancel.lua", [flow], alone);
+script!(
+    FLOW_CANCEL,
+    "flow_cancel.lua",
+    [flow, outbox, outbox_due],
+    alone
+);
 script!(FLOW_UNINDEX, "flow_unindex.lua", [], alone);
 
 #[cfg(test)]

@@ -361,35 +361,29 @@ async fn two_ends_at_the_same_instant_release_their_dependent_once() {
     }
 }
 
-/// A runner that parked a release and died before enqueueing it: another
-/// runner's sweep enqueues it, once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
-    let project = Project::new("concurrency = 2", &topics(&["t"]));
-    let queue = project.queue().await;
-    create(
-        &queue,
-        "left",
-        vec![
-            job("a", "t", json!({}), &[]),
-            job(
-                "p",
-                "t",
-                json!({"result": "p ran"}),
-                &[("a", Policy::Require)],
-            ),
-        ],
-    )
-    .await;
-    // what flow_end does for the runner that dies right after it: park the
-    // release in the flow's outbox, sweep time now, the flow marked
-    let keys = queue.flows().keys("left");
+/// Flow `id` (`a`, then `p` after it) with `a`'s end told and `p`'s
+/// release parked as `flow_end.lua` does for a runner that dies right after
+/// it: in the flow's outbox, sweep time 0, the flow marked for the sweep.
+async fn park_as_a_dead_runner(
+    project: &Project,
+    queue: &Queue,
+    id: &str,
+) -> (
+    hourglass::redis::TopicKeys,
+    redis::aio::MultiplexedConnection,
+) {
+    let after_a = [("a", Policy::Require)];
+    let jobs = vec![
+        job("a", "t", json!({}), &[]),
+        job("p", "t", json!({"result": "p ran"}), &after_a),
+    ];
+    create(queue, id, jobs).await;
+    let keys = queue.flows().keys(id);
     let mut conn = redis::Client::open(project.endpoint.urls()[0].as_str())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let end = acked();
     let script = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../client/lua/flow_end.lua"
@@ -404,7 +398,7 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
         .arg(60_000)
         .arg(0)
         .arg("acked")
-        .arg(end.encode())
+        .arg(acked().encode())
         .arg("0")
         .invoke_async(&mut conn)
         .await
@@ -413,10 +407,52 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
     let _: i64 = redis::cmd("ZADD")
         .arg("test:flows:due")
         .arg(0)
-        .arg("left")
+        .arg(id)
         .query_async(&mut conn)
         .await
         .unwrap();
+    (keys, conn)
+}
+
+/// A release another sweeper holds (and may die delivering) keeps its flow
+/// in the sweep's index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_whose_release_another_sweeper_holds_stays_indexed() {
+    let project = Project::new("", &topics(&["t"]));
+    let queue = project.queue().await;
+    let (keys, mut conn) = park_as_a_dead_runner(&project, &queue, "held").await;
+    let now = now_ms();
+    let held = queue.pipeline().take_outbox(&keys, now, 10).await.unwrap();
+    assert_eq!(held.len(), 1, "the other sweeper holds the release");
+    let new = queue.flows().sweep(now, 100).await.unwrap();
+    assert_eq!(
+        new.values().sum::<usize>(),
+        0,
+        "a held release is not delivered twice"
+    );
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg("test:flows:due")
+        .arg("held")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        score.is_some_and(|s| s as u64 > now),
+        "the flow left the index: {score:?}"
+    );
+    // once the hold ends, a sweep delivers it
+    let later = now + 60_000;
+    let new = queue.flows().sweep(later, 100).await.unwrap();
+    assert_eq!(new.get("t"), Some(&1), "{new:?}");
+}
+
+/// A runner that parked a release and died before enqueueing it: another
+/// runner's sweep enqueues it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
+    let project = Project::new("concurrency = 2", &topics(&["t"]));
+    let queue = project.queue().await;
+    let (keys, mut conn) = park_as_a_dead_runner(&project, &queue, "left").await;
     // the job a's own attempt is irrelevant here: p is released already
     let mut runner = Running::start(project.config()).await;
     let events = runner.until_settled("t", "left/p", WAIT).await;

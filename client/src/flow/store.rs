@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use redis::Value;
 
 use super::spec::Plan;
+use super::view::Described;
 use super::wire::{FlowRef, Notice};
 use super::{BLOCKED, RESERVE, job_id};
 use crate::clock::millis;
@@ -28,8 +29,6 @@ pub struct Flows<'q> {
     pub(crate) q: &'q Queue,
 }
 
-use super::view::Described;
-
 impl Flows<'_> {
     /// The keys of flow `id`: the pseudo-topic `flow:<id>`, whose `flow`
     /// hash, `outbox` and `outbox_due` share one hash tag.
@@ -39,7 +38,7 @@ impl Flows<'_> {
 
     /// The index of flows that may have releases to sweep: id → when.
     fn index(self) -> String {
-        format!("{}:flows:due", self.q.namespace)
+        crate::keys::flows_due(&self.q.namespace)
     }
 
     /// Create the flow `plan` in one step and enqueue its roots. Refused
@@ -274,6 +273,16 @@ impl Flows<'_> {
             let keys = self.keys(&id);
             let taken = self.q.pipeline().take_outbox(&keys, now_ms, 1000).await?;
             if taken.is_empty() {
+                // entries another sweeper holds (it may die delivering them):
+                // look again when its hold ends, never forget the flow
+                let held: u64 = redis::cmd("HLEN")
+                    .arg(&keys.outbox)
+                    .query_async(&mut self.q.conn.clone())
+                    .await?;
+                if held > 0 {
+                    self.mark(&id, now_ms + millis(OUTBOX_SWEEP)).await?;
+                    continue;
+                }
                 let _: i64 = scripts::FLOW_UNINDEX
                     .bare()
                     .key(self.index())
