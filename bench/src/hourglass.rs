@@ -334,7 +334,7 @@ pub async fn instance(
         trace: None,
         pass_through: None,
         journal: None,
-        dependencies: Vec::new(),
+        upstream: Default::default(),
         topic: TOPIC.into(),
         id: i.to_string(),
         attempt: 1,

@@ -161,8 +161,9 @@ impl Queue {
     /// flow's id, the job's name and index, and each job it waits for with
     /// its state (`null`: not ended).
     pub async fn flow_json(&self, flow: &FlowRef) -> Result<serde_json::Value, QueueError> {
-        let deps = self.flows().dependencies(flow).await?.unwrap_or_default();
-        let deps: Vec<serde_json::Value> = deps
+        let upstream = self.flows().dependencies(flow).await?.unwrap_or_default();
+        let deps: Vec<serde_json::Value> = upstream
+            .dependencies
             .iter()
             .map(|d| {
                 serde_json::json!({
@@ -171,7 +172,15 @@ impl Queue {
                 })
             })
             .collect();
-        Ok(serde_json::json!({ "id": flow.flow, "index": flow.index, "dependencies": deps }))
+        let mut json =
+            serde_json::json!({ "id": flow.flow, "index": flow.index, "dependencies": deps });
+        if let Some(b) = upstream.batch {
+            json["batch"] = serde_json::json!({
+                "jobs": b.jobs, "acked": b.acked, "dead": b.dead, "cancelled": b.cancelled,
+                "failed": b.failed,
+            });
+        }
+        Ok(json)
     }
 
     /// The job `id` of a topic as of `now_ms`, or `None` if there is none.

@@ -91,7 +91,7 @@ pub use connect::{Endpoint, Servers, Tls, redact};
 pub use dead::{DEAD_BATCH, DeadLetters};
 pub use durable::Durability;
 pub use error::QueueError;
-pub use flow::{Dependency, FlowRef, FlowSpec, Flows, Notice};
+pub use flow::{BatchSpec, BatchSummary, Dependency, FlowRef, FlowSpec, Flows, Notice, Upstream};
 pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
     AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,

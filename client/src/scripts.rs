@@ -181,6 +181,7 @@ script!(
     [flow, outbox, outbox_due],
     alone
 );
+script!(FLOW_ADD, "flow_add.lua", [flow, outbox, outbox_due], alone);
 script!(FLOW_UNINDEX, "flow_unindex.lua", [], alone);
 
 #[cfg(test)]

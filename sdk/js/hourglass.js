@@ -43,6 +43,7 @@ import { log as hostLog } from 'hourglass:handler/log@0.1.0';
 import { enqueue, enqueueUnique, enqueueWithResult } from 'hourglass:handler/follow-up@0.1.0';
 import {
   setResult, progress as hostProgress, parentResult, dependencies as hostDependencies,
+  batch as hostBatch,
 } from 'hourglass:handler/report@0.1.0';
 import {
   beginStep, recordStep, sleep as hostSleep, sleepUntil as hostSleepUntil,
@@ -134,6 +135,19 @@ export class Job {
         }
       },
     }));
+  }
+  /**
+   * For a batch's callback (on_complete, on_success): how the batch stands,
+   * `{id, jobs, acked, dead, cancelled, failed}` (failed: the dead jobs'
+   * ids); undefined for any other job.
+   */
+  batch() {
+    const b = hostBatch();
+    if (b === undefined || b === null) return undefined;
+    return {
+      id: b.id, jobs: b.jobs, acked: b.acked, dead: b.dead, cancelled: b.cancelled,
+      failed: [...b.failed],
+    };
   }
 }
 

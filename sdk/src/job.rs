@@ -115,6 +115,20 @@ impl Job {
             .collect()
     }
 
+    /// For a batch's callback (`on_complete`, `on_success`): how the batch
+    /// stands (every job of it has ended); `None` for any other job.
+    pub fn batch(&self) -> Option<Batch> {
+        use crate::bindings::hourglass::handler::report;
+        report::batch().map(|b| Batch {
+            id: b.id,
+            jobs: b.jobs,
+            acked: b.acked,
+            dead: b.dead,
+            cancelled: b.cancelled,
+            failed: b.failed,
+        })
+    }
+
     /// When the job was accepted, in milliseconds since the Unix epoch.
     pub fn enqueued_at_ms(&self) -> u64 {
         self.enqueued_at_ms
@@ -145,6 +159,23 @@ pub enum Ended {
     Dead,
     /// An operator cancelled it.
     Cancelled,
+}
+
+/// How a batch stands when its callback runs ([`Job::batch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The batch's id.
+    pub id: String,
+    /// Its jobs (the callbacks not counted).
+    pub jobs: u32,
+    /// How many were acked.
+    pub acked: u32,
+    /// How many were dead-lettered.
+    pub dead: u32,
+    /// How many were cancelled.
+    pub cancelled: u32,
+    /// The ids of the dead-lettered ones (`<batch>/<name>`).
+    pub failed: Vec<String>,
 }
 
 /// A job this one waits for in its flow ([`Job::dependencies`]).

@@ -67,7 +67,7 @@ mod outcome;
 mod progress;
 
 pub use follow_up::FollowUp;
-pub use job::{Dependency, Ended, Job};
+pub use job::{Batch, Dependency, Ended, Job};
 pub use log::{Level, log};
 pub use outcome::{Error, IntoOutcome, Outcome, Result};
 pub use progress::{progress, progress_detail};

@@ -170,7 +170,7 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
         json!({"deps": [
             {"name": "b", "topic": "middle", "id": "diamond/b", "ended": "acked", "result": "from b", "reason": null},
             {"name": "c", "topic": "middle", "id": "diamond/c", "ended": "acked", "result": {"c": [3]}, "reason": null},
-        ]})
+        ], "batch": null})
     );
     let flow = queue
         .flows()

@@ -181,7 +181,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         trace: None,
         pass_through: None,
         journal: None,
-        dependencies: Vec::new(),
+        upstream: Default::default(),
         topic: "probe".into(),
         id: id.into(),
         attempt: 1,

@@ -65,6 +65,7 @@
 //!   compiled once into the run's shared compile cache.
 
 mod api;
+mod batches;
 mod cli;
 mod cluster;
 mod crash;

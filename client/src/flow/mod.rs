@@ -22,18 +22,22 @@
 //! - `spec.rs`: what a producer describes and its checks (cycles, unknown
 //!   dependencies, limits); `wire.rs`: the bytes of a [`FlowRef`] and a
 //!   [`Notice`]; `store.rs`: the [`Flows`] handle (create, end, cancel,
-//!   sweep); `view.rs`: reading one (a job's dependencies, `flow show`).
+//!   sweep); `view.rs`: reading one (a job's dependencies, `flow show`);
+//!   `batch.rs`: batches (a flow with callbacks; add, seal, the summary a
+//!   callback reads).
 
+mod batch;
 mod spec;
 mod store;
 mod view;
 mod wire;
 
+pub use batch::{BatchPlan, BatchSpec, BatchSummary, Callback, CallbackKind};
 pub use spec::{
     Dep, FlowJob, FlowSpec, MAX_FLOW_BYTES, MAX_FLOW_JOBS, Plan, Policy, check_flow_id,
 };
 pub use store::Flows;
-pub use view::{Dependency, FlowJobView, FlowView};
+pub use view::{Dependency, FlowJobView, FlowView, Upstream};
 pub use wire::{FlowRef, Notice};
 
 use std::time::Duration;

@@ -83,6 +83,8 @@ pub struct Plan {
     pub dependents: Vec<Vec<u32>>,
     /// Cancel the rest when a job is dead-lettered.
     pub fail_fast: bool,
+    /// When the flow is a batch: its callbacks and whether it is open.
+    pub batch: Option<super::batch::BatchPlan>,
 }
 
 /// A flow id: 1 to 64 letters, digits or `_-.:@` (it is part of a key's
@@ -96,7 +98,7 @@ pub fn check_flow_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn label_char(c: char) -> bool {
+pub(super) fn label_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_-.:@".contains(c)
 }
 
@@ -113,33 +115,7 @@ impl FlowSpec {
         if n == 0 {
             return Err(format!("flow {id}: no jobs"));
         }
-        if n > MAX_FLOW_JOBS {
-            return Err(format!(
-                "flow {id}: {n} jobs, over the limit of {MAX_FLOW_JOBS}"
-            ));
-        }
-        let bytes: usize = self.jobs.iter().map(|j| j.payload.len()).sum();
-        if bytes > MAX_FLOW_BYTES {
-            return Err(format!(
-                "flow {id}: {bytes} bytes of payloads, over the limit of {MAX_FLOW_BYTES}"
-            ));
-        }
-        let mut index = HashMap::with_capacity(n);
-        for (i, job) in self.jobs.iter().enumerate() {
-            let name = &job.name;
-            if name.is_empty() || name.len() > 128 || !name.chars().all(label_char) {
-                return Err(format!(
-                    "flow {id}: job {}: name {name:?} is not 1 to 128 letters, digits or _-.:@",
-                    i + 1
-                ));
-            }
-            if job.topic.is_empty() {
-                return Err(format!("flow {id}: job {name:?} has no topic"));
-            }
-            if index.insert(name.as_str(), i as u32).is_some() {
-                return Err(format!("flow {id}: two jobs are named {name:?}"));
-            }
-        }
+        let index = check_jobs(&id, &self.jobs)?;
         let mut deps = vec![Vec::new(); n];
         let mut dependents = vec![Vec::new(); n];
         for (i, job) in self.jobs.iter().enumerate() {
@@ -179,8 +155,51 @@ impl FlowSpec {
             deps,
             dependents,
             fail_fast: self.fail_fast,
+            batch: None,
         })
     }
+}
+
+/// Check `jobs` of flow `id` (how many, their bytes, names and topics) and
+/// answer their indices by name.
+pub(super) fn check_jobs<'a>(
+    id: &str,
+    jobs: &'a [FlowJob],
+) -> Result<HashMap<&'a str, u32>, String> {
+    let n = jobs.len();
+    if n > MAX_FLOW_JOBS {
+        return Err(format!(
+            "flow {id}: {n} jobs, over the limit of {MAX_FLOW_JOBS}"
+        ));
+    }
+    let bytes: usize = jobs.iter().map(|j| j.payload.len()).sum();
+    if bytes > MAX_FLOW_BYTES {
+        return Err(format!(
+            "flow {id}: {bytes} bytes of payloads, over the limit of {MAX_FLOW_BYTES}"
+        ));
+    }
+    let mut index = HashMap::with_capacity(n);
+    for (i, job) in jobs.iter().enumerate() {
+        check_job_name(id, i, &job.name)?;
+        if job.topic.is_empty() {
+            return Err(format!("flow {id}: job {:?} has no topic", job.name));
+        }
+        if index.insert(job.name.as_str(), i as u32).is_some() {
+            return Err(format!("flow {id}: two jobs are named {:?}", job.name));
+        }
+    }
+    Ok(index)
+}
+
+/// A job's name: 1 to 128 letters, digits or `_-.:@`; `i` counts from 0.
+pub(super) fn check_job_name(id: &str, i: usize, name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 128 || !name.chars().all(label_char) {
+        return Err(format!(
+            "flow {id}: job {}: name {name:?} is not 1 to 128 letters, digits or _-.:@",
+            i + 1
+        ));
+    }
+    Ok(())
 }
 
 /// A cycle among `deps` (job → the jobs it waits for), as a closed path,
@@ -226,7 +245,17 @@ fn find_cycle(deps: &[Vec<(u32, Policy)>]) -> Option<Vec<u32>> {
 impl Plan {
     /// The jobs that wait for nothing: enqueued with the flow.
     pub fn roots(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.jobs.len() as u32).filter(|&i| self.deps[i as usize].is_empty())
+        (0..self.jobs.len() as u32).filter(|&i| self.waits(i) == 0)
+    }
+
+    /// How many ends job `i` waits for: its dependencies, and for a batch's
+    /// callback while the batch is open, the seal.
+    pub fn waits(&self, i: u32) -> usize {
+        let seal = self
+            .batch
+            .as_ref()
+            .is_some_and(|b| b.open && b.callbacks.iter().any(|&(c, _)| c == i));
+        self.deps[i as usize].len() + usize::from(seal)
     }
 }
 

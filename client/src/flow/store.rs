@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 
 use redis::Value;
 
-use super::spec::Plan;
+use super::batch::CallbackKind;
+use super::spec::{FlowJob, Plan};
 use super::view::Described;
 use super::wire::{FlowRef, Notice};
 use super::{BLOCKED, RESERVE, job_id};
@@ -37,7 +38,7 @@ impl Flows<'_> {
     }
 
     /// The index of flows that may have releases to sweep: id → when.
-    fn index(self) -> String {
+    pub(super) fn index(self) -> String {
         crate::keys::flows_due(&self.q.namespace)
     }
 
@@ -50,24 +51,7 @@ impl Flows<'_> {
         now_ms: u64,
     ) -> Result<BTreeMap<String, usize>, QueueError> {
         let id = &plan.id;
-        let parked = |i: u32| {
-            let job = &plan.jobs[i as usize];
-            Parked {
-                topic: job.topic.clone(),
-                job: NewJob {
-                    id: Some(job_id(id, &job.name)),
-                    payload: job.payload.clone(),
-                    due_at_ms: 0,
-                    max_attempts: job.max_attempts,
-                    unique_for_ms: millis(RESERVE),
-                    flow: Some(FlowRef {
-                        flow: id.clone(),
-                        index: i,
-                    }),
-                    ..Default::default()
-                },
-            }
-        };
+        let parked = |i: u32| parked(id, &plan.jobs[i as usize], i);
         let roots: Vec<Parked> = plan.roots().map(parked).collect();
         let keys = self.keys(id);
         let sweep_at = now_ms + millis(OUTBOX_SWEEP);
@@ -77,25 +61,32 @@ impl Flows<'_> {
             .arg(plan.jobs.len())
             .arg(outbox::encode(&roots))
             .arg(if plan.fail_fast { "1" } else { "0" });
+        let callback = |i: u32| plan.batch.as_ref().and_then(|b| b.kind(i));
         for (i, job) in plan.jobs.iter().enumerate() {
-            let described = Described {
-                name: job.name.clone(),
-                topic: job.topic.clone(),
-                id: job_id(id, &job.name),
-                after: plan.deps[i].clone(),
+            let kind = callback(i as u32);
+            // a callback's dependencies (every job of its batch) are counted,
+            // not listed
+            let after = if kind.is_some() {
+                &[][..]
+            } else {
+                &plan.deps[i][..]
             };
-            let json = serde_json::to_vec(&described).expect("a description serializes");
-            inv.arg(format!("x:{i}")).arg(json);
-            if !plan.deps[i].is_empty() {
+            inv.arg(format!("x:{i}"))
+                .arg(describe(id, job, after, kind));
+            let waits = plan.waits(i as u32);
+            if waits > 0 {
                 inv.arg(format!("j:{i}"))
                     .arg(outbox::encode(&[parked(i as u32)]))
                     .arg(format!("w:{i}"))
-                    .arg(plan.deps[i].len());
+                    .arg(waits);
             }
             if !plan.dependents[i].is_empty() {
                 let list: Vec<String> = plan.dependents[i].iter().map(u32::to_string).collect();
                 inv.arg(format!("d:{i}")).arg(list.join(","));
             }
+        }
+        if let Some(batch) = &plan.batch {
+            batch.fields(plan, &mut inv);
         }
         self.mark(id, sweep_at).await?;
         let created: i64 = self.q.invoke_durable(&inv).await?;
@@ -116,7 +107,7 @@ impl Flows<'_> {
 
     /// Mark flow `id` for the sweep at `at_ms`: before anything is parked
     /// in its outbox, so that nothing parked is left unswept.
-    async fn mark(self, id: &str, at_ms: u64) -> Result<(), QueueError> {
+    pub(super) async fn mark(self, id: &str, at_ms: u64) -> Result<(), QueueError> {
         let _: i64 = redis::cmd("ZADD")
             .arg(self.index())
             .arg(at_ms)
@@ -129,7 +120,7 @@ impl Flows<'_> {
     /// Enqueue the released jobs of `entries` and clear them from the flow's
     /// outbox. A revived job (token `v:<index>`) is enqueued afresh over its
     /// dead letter: without its id's reservation, which would refuse it.
-    async fn deliver(
+    pub(super) async fn deliver(
         self,
         keys: &TopicKeys,
         entries: &[(String, Entry)],
@@ -310,8 +301,45 @@ impl Flows<'_> {
     }
 }
 
+/// Job `i` of flow `id` as its release parks it: enqueued under its fixed
+/// id, reserved for [`RESERVE`], carrying its [`FlowRef`].
+pub(super) fn parked(id: &str, job: &FlowJob, i: u32) -> Parked {
+    Parked {
+        topic: job.topic.clone(),
+        job: NewJob {
+            id: Some(job_id(id, &job.name)),
+            payload: job.payload.clone(),
+            due_at_ms: 0,
+            max_attempts: job.max_attempts,
+            unique_for_ms: millis(RESERVE),
+            flow: Some(FlowRef {
+                flow: id.to_owned(),
+                index: i,
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// Job `job` of flow `id` as the flow describes it (`x:<index>`).
+pub(super) fn describe(
+    id: &str,
+    job: &FlowJob,
+    after: &[(u32, super::Policy)],
+    callback: Option<CallbackKind>,
+) -> Vec<u8> {
+    let described = Described {
+        name: job.name.clone(),
+        topic: job.topic.clone(),
+        id: job_id(id, &job.name),
+        after: after.to_vec(),
+        callback,
+    };
+    serde_json::to_vec(&described).expect("a description serializes")
+}
+
 /// The (token, entry) pairs `flow_end.lua` parked.
-fn parked_entries(reply: &[Value]) -> Result<Vec<(String, Entry)>, QueueError> {
+pub(super) fn parked_entries(reply: &[Value]) -> Result<Vec<(String, Entry)>, QueueError> {
     reply
         .chunks(2)
         .map(|pair| match pair {

@@ -4,6 +4,7 @@
 use redis::Value;
 use serde::{Deserialize, Serialize};
 
+use super::batch::{BatchSummary, CallbackKind, summary};
 use super::spec::Policy;
 use super::wire::FlowRef;
 use crate::reply::optional_bytes;
@@ -16,6 +17,9 @@ pub(super) struct Described {
     pub(super) topic: String,
     pub(super) id: String,
     pub(super) after: Vec<(u32, Policy)>,
+    /// Set for a batch's callback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) callback: Option<super::batch::CallbackKind>,
 }
 
 /// One job a flow job depends on, as its attempt sees it.
@@ -33,6 +37,16 @@ pub struct Dependency {
     pub end: Option<JobEnd>,
 }
 
+/// What a flow job's attempt reads of its flow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Upstream {
+    /// The jobs it waits for, each with how it ended (none for a batch's
+    /// callback: it reads [`Upstream::batch`]).
+    pub dependencies: Vec<Dependency>,
+    /// For a batch's callback: how the batch stands.
+    pub batch: Option<BatchSummary>,
+}
+
 /// A flow as `flow show` draws it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowView {
@@ -44,6 +58,8 @@ pub struct FlowView {
     pub done_ms: Option<u64>,
     /// When it was cancelled (ms), if it was.
     pub cancelled_ms: Option<u64>,
+    /// For a batch: `open` (jobs can be added) or `sealed`.
+    pub batch: Option<String>,
     /// Its jobs, in the order described.
     pub jobs: Vec<FlowJobView>,
 }
@@ -64,12 +80,14 @@ pub struct FlowJobView {
     /// Whether it has been enqueued into its topic (a root, or every
     /// dependency ended).
     pub released: bool,
+    /// For a batch's callback: which.
+    pub callback: Option<CallbackKind>,
 }
 
 impl Flows<'_> {
     /// What job `job`'s attempt needs of its flow: its dependencies and how
     /// each ended. `None` when the flow is gone (expired, or never existed).
-    pub async fn dependencies(self, job: &FlowRef) -> Result<Option<Vec<Dependency>>, QueueError> {
+    pub async fn dependencies(self, job: &FlowRef) -> Result<Option<Upstream>, QueueError> {
         let reply: Vec<Value> = scripts::FLOW_READ
             .on(&self.keys(&job.flow))
             .arg(job.index)
@@ -83,6 +101,12 @@ impl Flows<'_> {
         };
         let described: Described = serde_json::from_slice(&described)
             .map_err(|e| QueueError::Protocol(format!("a flow job's description: {e}")))?;
+        if described.callback.is_some() {
+            return Ok(Some(Upstream {
+                dependencies: Vec::new(),
+                batch: Some(summary(&job.flow, &reply[1..])?),
+            }));
+        }
         let mut out = Vec::with_capacity(described.after.len());
         let ids: Vec<u32> = described.after.iter().map(|&(i, _)| i).collect();
         let views = self.describe(&job.flow, &ids).await?;
@@ -100,7 +124,10 @@ impl Flows<'_> {
                 end,
             });
         }
-        Ok(Some(out))
+        Ok(Some(Upstream {
+            dependencies: out,
+            batch: None,
+        }))
     }
 
     /// The descriptions of jobs `indices` of flow `id`.
@@ -141,6 +168,11 @@ impl Flows<'_> {
         let [Some(n), created, done, cancelled] = head[..] else {
             return Ok(None);
         };
+        let batch: Option<String> = redis::cmd("HGET")
+            .arg(&key)
+            .arg("batch")
+            .query_async(&mut self.q.conn.clone())
+            .await?;
         let indices: Vec<u32> = (0..n as u32).collect();
         let described = self.describe(id, &indices).await?;
         let mut jobs = Vec::with_capacity(described.len());
@@ -162,7 +194,8 @@ impl Flows<'_> {
                     id: d.id.clone(),
                     after: d.after.clone(),
                     ended: pair[0].clone(),
-                    released: d.after.is_empty() || waiting.is_some_and(|w| w <= 0),
+                    released: waiting.is_none_or(|w| w <= 0),
+                    callback: d.callback,
                 });
             }
         }
@@ -171,6 +204,7 @@ impl Flows<'_> {
             created_ms: created.unwrap_or(0),
             done_ms: done,
             cancelled_ms: cancelled,
+            batch,
             jobs,
         }))
     }

@@ -7,7 +7,8 @@
 //! For results and progress: `progress` steps (reported, then slept on),
 //! `chatty_ms` (report in a tight loop), `sleep_ms`, and a `result` to ack
 //! with (`result_bytes` for a big one, `echo_parent` for the parent's,
-//! `echo_deps` for its flow dependencies).
+//! `echo_deps` for its flow dependencies and, for a batch's callback, its
+//! batch).
 //! For instance reuse: `served` acks with how many jobs this instance ran.
 //! For durable handlers: `steps`, each recorded (a result of `bytes` bytes)
 //! under its `name`, first of all; `signal` sent to another job after them.
@@ -309,7 +310,13 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
                 "result": result, "reason": d.reason,
             }));
         }
-        return Outcome::ack_json(&serde_json::json!({ "deps": deps }));
+        let batch = job.batch().map(|b| {
+            serde_json::json!({
+                "id": b.id, "jobs": b.jobs, "acked": b.acked, "dead": b.dead,
+                "cancelled": b.cancelled, "failed": b.failed,
+            })
+        });
+        return Outcome::ack_json(&serde_json::json!({ "deps": deps, "batch": batch }));
     }
     if plan.echo_parent {
         let parent: Option<serde_json::Value> = job.parent_json()?;

@@ -1,5 +1,6 @@
-//! `hourglass flow enqueue FILE` and `hourglass flow show ID`: jobs that
-//! depend on jobs (the client's `flow` module holds how).
+//! `hourglass flow enqueue FILE`, `show ID`, `cancel ID`, and for batches
+//! `add ID FILE`, `seal ID`: jobs that depend on jobs (the client's `flow`
+//! module holds how).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -12,7 +13,7 @@ use super::{Exit, load_producer_config};
 use crate::clock::now_ms;
 use crate::flow_file;
 use crate::flow_file::{state, to_json};
-use crate::redis::flow::{FlowView, Policy, check_flow_id};
+use crate::redis::flow::{CallbackKind, FlowView, Policy, check_flow_id};
 use crate::redis::{QueueError, connect};
 
 #[derive(Debug, clap::Subcommand)]
@@ -29,6 +30,12 @@ pub(super) enum Command {
         it is dead-lettered unrun if one of those was not acked; with `ignore` it runs \
         anyway and sees how each ended (`dependencies()` in the SDKs). Each job's id in \
         its topic is FLOW/NAME. At most 10,000 jobs.\n\
+        A batch: jobs that wait for nothing and callbacks that wait for all of them:\n  \
+        {\"id\": \"import-9\", \"jobs\": [{\"name\": \"chunk-1\", \"topic\": \"rows\", \"payload\": \"1-100\"}],\n   \
+        \"on_complete\": {\"topic\": \"emails\", \"payload\": \"summary\"}, \"on_success\": {\"topic\": \"emails\"}, \"open\": true}\n\
+        on_complete runs when every job has ended; on_success only if none was dead-lettered \
+        (else it is skipped). Each reads the batch's counts and failed ids (`batch()` in the \
+        SDKs). An open batch takes more jobs (`flow add`) until `flow seal`.\n\
         Exit status: 0 created, 1 a run-time failure (Redis), 2 bad input (a cycle, an \
         unknown dependency or topic, an id in use: nothing is enqueued).\n\n\
         Example: hourglass flow enqueue album.json")]
@@ -41,6 +48,30 @@ pub(super) enum Command {
         /// Print the answer as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Add jobs to an open batch: all of them or none, enqueued now.
+    #[command(
+        after_help = "The file lists the jobs as a flow file does (none may have \
+        `after`): {\"jobs\": [{\"name\": \"chunk-2\", \"topic\": \"rows\", \"payload\": \"101-200\"}]}\n\
+        Refused (nothing added): no such batch, a flow that is not a batch, a sealed or \
+        cancelled batch, a name in use, more than 10,000 jobs in all.\n\
+        Exit status: 0 added, 1 Redis failed, 2 bad input or refused.\n\n\
+        Example: hourglass flow add import-9 more.json"
+    )]
+    Add {
+        /// The batch's id.
+        id: String,
+        /// The jobs file, or - for JSON on standard input.
+        file: String,
+    },
+    /// Seal an open batch: no job can be added, and its callbacks run once
+    /// its jobs have ended (at once if they have).
+    #[command(after_help = "Sealing a sealed batch changes nothing.\n\
+        Exit status: 0 sealed, 1 Redis failed, 2 bad input (not a batch), 3 no such flow.\n\n\
+        Example: hourglass flow seal import-9")]
+    Seal {
+        /// The batch's id.
+        id: String,
     },
     /// Cancel a flow: every job of it that has not started is cancelled
     /// (running ones finish, their outcome discarded).
@@ -78,6 +109,59 @@ pub(super) async fn run(config: &Path, command: Command) -> Result<(), Exit> {
         Command::Enqueue { file, id, json } => enqueue(config, &file, id, json).await,
         Command::Show { id, json } => show(config, &id, json).await,
         Command::Cancel { id } => cancel(config, &id).await,
+        Command::Add { id, file } => add(config, &id, &file).await,
+        Command::Seal { id } => seal(config, &id).await,
+    }
+}
+
+async fn add(config: &Path, id: &str, file: &str) -> Result<(), Exit> {
+    check_flow_id(id).map_err(|e| Exit::input(anyhow!(e)))?;
+    let config = load_producer_config(config)?;
+    let text = read_file(file)?;
+    let toml = Path::new(file).extension().is_some_and(|e| e == "toml");
+    let jobs = flow_file::parse_jobs(&text, toml)
+        .map_err(|e| Exit::input(anyhow!("jobs file {file}: {e}")))?;
+    flow_file::check_added(&jobs, &config)
+        .map_err(|e| Exit::input(anyhow!("jobs file {file}: {e}")))?;
+    let (queue, _embedded) = connect(&config).await?;
+    match queue.flows().add(id, &jobs, now_ms()).await {
+        Ok(_) => {
+            println!("added {} jobs to batch {id}", jobs.len());
+            Ok(())
+        }
+        Err(QueueError::Invalid(why)) => Err(Exit::input(anyhow!(why))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn seal(config: &Path, id: &str) -> Result<(), Exit> {
+    check_flow_id(id).map_err(|e| Exit::input(anyhow!(e)))?;
+    let config = load_producer_config(config)?;
+    let (queue, _embedded) = connect(&config).await?;
+    match queue.flows().seal(id, now_ms()).await {
+        Ok(Some(_)) => {
+            println!("sealed batch {id}");
+            Ok(())
+        }
+        Ok(None) => Err(Exit {
+            code: 3,
+            error: anyhow!("no flow {id} (or it ended longer ago than flows are kept)"),
+        }),
+        Err(QueueError::Invalid(why)) => Err(Exit::input(anyhow!(why))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The text of `file`, or standard input for `-`.
+fn read_file(file: &str) -> Result<String, Exit> {
+    if file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Exit::input(anyhow!("reading standard input: {e}")))?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(file).map_err(|e| Exit::input(anyhow!("reading {file}: {e}")))
     }
 }
 
@@ -102,26 +186,21 @@ async fn cancel(config: &Path, id: &str) -> Result<(), Exit> {
 
 async fn enqueue(config: &Path, file: &str, id: Option<String>, json: bool) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
-    let text = if file == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| Exit::input(anyhow!("reading the flow from standard input: {e}")))?;
-        text
-    } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| Exit::input(anyhow!("reading flow file {file}: {e}")))?
-    };
+    let text = read_file(file)?;
     let toml = Path::new(file).extension().is_some_and(|e| e == "toml");
     let mut spec =
         flow_file::parse(&text, toml).map_err(|e| Exit::input(anyhow!("flow file {file}: {e}")))?;
-    if id.is_some() {
-        spec.id = id;
+    if let Some(id) = id {
+        spec.set_id(id);
     }
     flow_file::check_against(&spec, &config)
         .map_err(|e| Exit::input(anyhow!("flow file {file}: {e}")))?;
+    let what = match spec {
+        flow_file::Description::Flow(_) => "flow",
+        flow_file::Description::Batch(_) => "batch",
+    };
     let plan = spec
-        .plan(flow_file::new_id)
+        .plan()
         .map_err(|e| Exit::input(anyhow!("flow file {file}: {e}")))?;
     let (queue, _embedded) = connect(&config).await?;
     let new = match queue.flows().create(&plan, now_ms()).await {
@@ -141,7 +220,7 @@ async fn enqueue(config: &Path, file: &str, id: Option<String>, json: bool) -> R
         println!("{answer}");
     } else {
         println!(
-            "created flow {} ({} jobs; {roots} enqueued now, the rest as they become ready)",
+            "created {what} {} ({} jobs; {roots} enqueued now, the rest as they become ready)",
             plan.id,
             plan.jobs.len()
         );
@@ -194,6 +273,14 @@ fn draw(flow: &FlowView, now: u64) -> String {
             }
         }
     }
+    // a batch's callbacks wait for every job (their dependencies are counted,
+    // not listed)
+    let members = flow.jobs.iter().any(|j| j.callback.is_none());
+    for (i, j) in flow.jobs.iter().enumerate() {
+        if j.callback.is_some() && members {
+            depth[i] = 1;
+        }
+    }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (depth[i], i));
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -201,8 +288,13 @@ fn draw(flow: &FlowView, now: u64) -> String {
         *counts.entry(state(j)).or_default() += 1;
     }
     let summary: Vec<String> = counts.iter().map(|(s, c)| format!("{c} {s}")).collect();
+    let what = match flow.batch.as_deref() {
+        Some("open") => "batch (open: jobs can be added)",
+        Some(_) => "batch",
+        None => "flow",
+    };
     let mut out = format!(
-        "flow {}: {n} jobs ({}), created {}{}\n",
+        "{what} {}: {n} jobs ({}), created {}{}\n",
         flow.id,
         summary.join(", "),
         when(flow.created_ms, now),
@@ -230,7 +322,12 @@ fn draw(flow: &FlowView, now: u64) -> String {
             "enqueued" => "▶",
             _ => "…",
         };
-        let after = if j.after.is_empty() {
+        let after = if let Some(kind) = j.callback {
+            match kind {
+                CallbackKind::Complete => "  after every job".to_owned(),
+                CallbackKind::Success => "  after every job, if none is dead".to_owned(),
+            }
+        } else if j.after.is_empty() {
             String::new()
         } else {
             let names: Vec<String> = j

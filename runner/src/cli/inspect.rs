@@ -69,8 +69,9 @@ async fn flow_text(
     queue: &crate::redis::Queue,
     flow: &crate::redis::FlowRef,
 ) -> Result<String, Exit> {
-    let deps = queue.flows().dependencies(flow).await?.unwrap_or_default();
-    let deps: Vec<String> = deps
+    let upstream = queue.flows().dependencies(flow).await?.unwrap_or_default();
+    let deps: Vec<String> = upstream
+        .dependencies
         .iter()
         .map(|d| {
             let state = d.end.as_ref().map_or("not ended", |e| e.state.as_str());

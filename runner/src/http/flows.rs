@@ -1,6 +1,7 @@
 //! Flows over the API: `POST /api/flows` creates one (the body is a flow
 //! as `hourglass flow enqueue` reads it, JSON), `GET /api/flows/{id}` shows
-//! it as `flow show --json` does, `POST /api/flows/{id}/cancel` cancels it.
+//! it as `flow show --json` does, `POST /api/flows/{id}/cancel` cancels it;
+//! for a batch, `POST /api/flows/{id}/jobs` adds jobs, `.../seal` seals it.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -12,6 +13,7 @@ use super::change::Answer;
 use super::{ApiError, AppState};
 use crate::clock::now_ms;
 use crate::flow_file;
+use crate::redis::QueueError;
 use crate::redis::flow::check_flow_id;
 
 /// `POST /api/flows`: 201 `{"id", "jobs", "enqueued": {topic: n}}`; 400 a
@@ -24,12 +26,43 @@ pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
     let spec = flow_file::from_json(body).map_err(bad)?;
     let serving = app.ops.serving();
     flow_file::check_against(&spec, &serving.config).map_err(bad)?;
-    let plan = spec.plan(flow_file::new_id).map_err(bad)?;
+    let plan = spec.plan().map_err(bad)?;
     let new = app.ops.queue.flows().create(&plan, now_ms()).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({ "id": plan.id, "jobs": plan.jobs.len(), "enqueued": new })),
     ))
+}
+
+/// `POST /api/flows/{id}/jobs`: add jobs to an open batch (the body is
+/// `{"jobs": [...]}`). 200 `{"id", "added", "enqueued": {topic: n}}`; 400
+/// bad jobs or a batch that takes none (sealed, cancelled, not a batch, a
+/// name in use), nothing added; 404 no such flow.
+pub(super) async fn add(State(app): AppState, Path(id): Path<String>, body: Bytes) -> Answer {
+    check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
+    let bad = |e: String| ApiError::field(StatusCode::BAD_REQUEST, "body", e);
+    let jobs = flow_file::jobs_from_json(body).map_err(bad)?;
+    flow_file::check_added(&jobs, &app.ops.serving().config).map_err(bad)?;
+    match app.ops.queue.flows().add(&id, &jobs, now_ms()).await {
+        Ok(new) => Ok((
+            StatusCode::OK,
+            Json(json!({ "id": id, "added": jobs.len(), "enqueued": new })),
+        )),
+        Err(QueueError::Invalid(why)) if why.starts_with("no batch") => Err(no_such_flow(&id)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /api/flows/{id}/seal`: seal a batch (see `hourglass flow seal`).
+/// 200 `{"id", "enqueued": {topic: n}}`; 400 not a batch; 404 none such.
+pub(super) async fn seal(State(app): AppState, Path(id): Path<String>) -> Answer {
+    check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    match app.ops.queue.flows().seal(&id, now_ms()).await? {
+        Some(new) => Ok((StatusCode::OK, Json(json!({ "id": id, "enqueued": new })))),
+        None => Err(no_such_flow(&id)),
+    }
 }
 
 /// `POST /api/flows/{id}/cancel`: every job not started is cancelled (see

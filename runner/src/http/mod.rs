@@ -137,6 +137,8 @@ fn router(ops: Ops) -> Router {
         .route("/flows", post(flows::create))
         .route("/flows/{id}", get(flows::show))
         .route("/flows/{id}/cancel", post(flows::cancel))
+        .route("/flows/{id}/jobs", post(flows::add))
+        .route("/flows/{id}/seal", post(flows::seal))
         .route("/stats", get(api::stats))
         .route("/runners", get(api::runners))
         .route("/usage", get(api::usage))

@@ -20,6 +20,7 @@ pub struct JobContext {
     /// The producer's trace context when the attempt has no span (export
     /// off): outbound requests pass it on as is, as a proxy would.
     pub pass_through: Option<crate::redis::TraceContext>,
-    /// A flow job's dependencies, each with how it ended (`report.dependencies`).
-    pub dependencies: Vec<crate::redis::Dependency>,
+    /// What a flow job reads of its flow: its dependencies, each with how it
+    /// ended (`report.dependencies`), or its batch (`report.batch`).
+    pub upstream: crate::redis::Upstream,
 }

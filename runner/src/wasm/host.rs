@@ -301,6 +301,7 @@ impl report::Host for Host {
     fn dependencies(&mut self) -> Vec<report::Dependency> {
         use crate::redis::EndState;
         self.ctx
+            .upstream
             .dependencies
             .iter()
             .filter_map(|d| {
@@ -319,6 +320,18 @@ impl report::Host for Host {
                 })
             })
             .collect()
+    }
+
+    fn batch(&mut self) -> Option<report::BatchSummary> {
+        let b = self.ctx.upstream.batch.as_ref()?;
+        Some(report::BatchSummary {
+            id: b.id.clone(),
+            jobs: b.jobs,
+            acked: b.acked,
+            dead: b.dead,
+            cancelled: b.cancelled,
+            failed: b.failed.clone(),
+        })
     }
 }
 

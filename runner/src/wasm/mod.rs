@@ -160,8 +160,8 @@ pub struct JobInput {
     pub pass_through: Option<crate::redis::TraceContext>,
     /// The job's journal, if a durable handler has written one.
     pub journal: Option<crate::redis::Journal>,
-    /// A flow job's dependencies, each with how it ended.
-    pub dependencies: Vec<crate::redis::Dependency>,
+    /// A flow job's dependencies, each with how it ended, or its batch.
+    pub upstream: crate::redis::Upstream,
 }
 
 /// `16 MiB` for whole mebibytes (how limits are written), else `16.1 MiB`.

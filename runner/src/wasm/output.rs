@@ -185,7 +185,7 @@ mod tests {
                 handler: "h".into(),
                 trace: None,
                 pass_through: None,
-                dependencies: Vec::new(),
+                upstream: Default::default(),
             }
             .into(),
             "stderr",

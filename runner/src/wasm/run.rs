@@ -44,7 +44,7 @@ impl Runtime {
             handler: handler.hash.clone(),
             trace: job.trace,
             pass_through: job.pass_through,
-            dependencies: job.dependencies,
+            upstream: job.upstream,
         };
         let durable = DurableState::new(job.journal, self.journal_store(), sandbox.journal.max);
         // a topic that reuses takes an idle instance of this version first

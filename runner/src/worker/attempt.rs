@@ -19,7 +19,7 @@ use super::{Shared, Topic};
 use crate::clock::now_ms;
 use crate::config::TopicConfig;
 use crate::redis::flow::Policy;
-use crate::redis::{AttemptCost, ClaimedJob, Dependency, EndState, FlowRef, Usage};
+use crate::redis::{AttemptCost, ClaimedJob, EndState, FlowRef, Upstream, Usage};
 use crate::wasm::{Attempted, Finish, LoadedHandler};
 
 /// A finished attempt on its way to Redis.
@@ -128,7 +128,7 @@ pub(super) async fn run(
         // boxed: only flow jobs wait here, and the attempt's task (every
         // job's) should not carry this wait's state
         match Box::pin(dependencies(&shared, &cfg.name, flow, ready.input.attempt)).await {
-            Ok(deps) => ready.input.dependencies = deps,
+            Ok(upstream) => ready.input.upstream = upstream,
             Err(decision) => {
                 flight.complete(decision, now_ms());
                 return flight;
@@ -223,13 +223,13 @@ async fn dependencies(
     topic: &str,
     flow: &FlowRef,
     attempt: u32,
-) -> Result<Vec<Dependency>, Decision> {
+) -> Result<Upstream, Decision> {
     let read = shared.queue.flows().dependencies(flow);
-    let deps = match tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
-        Ok(Ok(Some(deps))) => deps,
+    let upstream = match tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
+        Ok(Ok(Some(upstream))) => upstream,
         Ok(Ok(None)) => {
             tracing::warn!(topic, flow = %flow.flow, "the job's flow is gone (expired or purged): it runs without its dependencies");
-            return Ok(Vec::new());
+            return Ok(Upstream::default());
         }
         Ok(Err(e)) => {
             tracing::warn!(topic, flow = %flow.flow, "the job's flow was not read, released to run later: {e}");
@@ -240,12 +240,12 @@ async fn dependencies(
             return Err(Decision::Release);
         }
     };
-    let failed = deps.iter().find(|d| {
+    let failed = upstream.dependencies.iter().find(|d| {
         d.policy == Policy::Require && d.end.as_ref().is_none_or(|e| e.state != EndState::Acked)
     });
     match failed {
         Some(dep) => Err(decide::dependency_failed(attempt, dep, now_ms())),
-        None => Ok(deps),
+        None => Ok(upstream),
     }
 }
 

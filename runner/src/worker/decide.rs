@@ -124,7 +124,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         trace: None,
         pass_through: None,
         journal,
-        dependencies: Vec::new(),
+        upstream: Default::default(),
     };
     Ok(Ready {
         input,

@@ -148,6 +148,32 @@ class Job:
         them, each with how it ended (a Dependency); [] outside a flow."""
         return [Dependency(d) for d in _report.dependencies()]
 
+    def batch(self):
+        """For a batch's callback (on_complete, on_success): how the batch
+        stands (a Batch: id, jobs, acked, dead, cancelled, failed ids); None for
+        any other job."""
+        raw = _report.batch()
+        return None if raw is None else Batch(raw)
+
+    def __repr__(self):
+        return f"Job(topic={self.topic!r}, id={self.id!r}, attempt={self.attempt})"
+
+
+class Batch:
+    """How a batch stands when its callback runs: id, jobs (the callbacks not
+    counted), acked, dead, cancelled, failed (the dead jobs' ids)."""
+
+    def __init__(self, raw):
+        self.id = raw.id
+        self.jobs = raw.jobs
+        self.acked = raw.acked
+        self.dead = raw.dead
+        self.cancelled = raw.cancelled
+        self.failed = list(raw.failed)
+
+    def __repr__(self):
+        return f"Batch({self.id!r}, jobs={self.jobs}, acked={self.acked}, dead={self.dead})"
+
 
 class Dependency:
     """A job a flow job waits for: name, topic, id, ended ("acked", "dead" or
@@ -172,9 +198,6 @@ class Dependency:
 
     def __repr__(self):
         return f"Dependency({self.name!r}, {self.ended})"
-
-    def __repr__(self):
-        return f"Job(topic={self.topic!r}, id={self.id!r}, attempt={self.attempt})"
 
 
 class Retry(Exception):

@@ -23,7 +23,8 @@
 //   {"progress": [P, ...]}             report each percentage, 300 ms apart
 //   {"result": V}                      ack with V as the result (JSON)
 //   {"echo_parent": true}              ack with {"parent": the parent's result}
-//   {"echo_deps": true}                ack with {"deps": its flow dependencies}
+//   {"echo_deps": true}                ack with {"deps": its flow dependencies,
+//                                      "batch": its batch (a callback) or null}
 //   {"served": true}                   ack with {"served": jobs this instance ran}
 //   {}                                 ack
 import {
@@ -83,6 +84,7 @@ function finish(job, plan) {
         name: d.name, topic: d.topic, id: d.id, ended: d.ended,
         result: d.json() ?? null, reason: d.reason ?? null,
       })),
+      batch: job.batch() ?? null,
     });
   }
   if (plan.result !== undefined) return result(plan.result);

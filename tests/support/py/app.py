@@ -25,7 +25,8 @@ asks for one thing, checked in this order:
     {"progress": [P, ...]}            report each percentage, 300 ms apart
     {"result": V}                     ack with V as the result (JSON)
     {"echo_parent": true}             ack with {"parent": the parent's result}
-    {"echo_deps": true}               ack with {"deps": its flow dependencies}
+    {"echo_deps": true}               ack with {"deps": its flow dependencies,
+                                      "batch": its batch (a callback) or None}
     {"served": true}                  ack with {"served": jobs this instance ran}
     {}                                ack
 """
@@ -88,10 +89,17 @@ def handle(job):
             {"name": d.name, "topic": d.topic, "id": d.id, "ended": d.ended,
              "result": d.json(), "reason": d.reason}
             for d in job.dependencies()
-        ]})
+        ], "batch": _batch(job.batch())})
     if "result" in plan:
         return hourglass.result(plan["result"])
     return None
+
+
+def _batch(b):
+    if b is None:
+        return None
+    return {"id": b.id, "jobs": b.jobs, "acked": b.acked, "dead": b.dead,
+            "cancelled": b.cancelled, "failed": b.failed}
 
 
 def plain(job, p):
