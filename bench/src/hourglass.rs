@@ -290,6 +290,7 @@ pub async fn scaling_round(
                 id: j.id,
                 attempt: j.attempt,
                 follow_ups: vec![],
+                flows: Vec::new(),
             })
             .collect();
         let t = Instant::now();

@@ -276,6 +276,8 @@ pub struct Done {
     pub end: Option<JobEnd>,
     /// For a job of a flow, its end as the flow is told it.
     pub notice: Option<Notice>,
+    /// Flows its handler created, each created once the ack is delivered.
+    pub flows: Vec<crate::FlowSpec>,
 }
 
 /// A failed attempt whose job runs again.

@@ -13,24 +13,30 @@
 //! payload (u32 LE length + bytes); version 3 adds, after the unique-for
 //! window, a flags byte: bit 0 the parent's result handed on (its length as
 //! a u32 LE, then its bytes), bit 1 the trace context (`traceparent` with a
-//! one-byte length, `tracestate` with a u16 LE length).
+//! one-byte length, `tracestate` with a u16 LE length); version 4 adds bit
+//! 2, the job's [`FlowRef`], and after the jobs the flow notices (u32 LE
+//! count, each [`Notice`]); version 5 adds bit 3, the job's attempts (u32
+//! LE), and after the notices the flows a handler created (u32 LE count,
+//! each a [`FlowSpec`] in postcard with a u32 LE length).
 
 use std::collections::BTreeMap;
 
 use redis::Value;
 
-use super::flow::{FlowRef, Notice};
+use super::flow::{FlowRef, FlowSpec, Notice};
 use super::reply::{bytes, string};
 use super::{
     CorruptRecord, Enqueued, NewJob, OUTBOX_SWEEP, Pipeline, QueueError, TopicKeys, TraceContext,
     clock::millis, scripts,
 };
 
-/// 2 adds each job's unique-for window, 3 the parent's result, 4 flows;
-/// entries of older versions (parked by an older runner) are still read.
-/// Entries without a parent's result are written as version 2, which every
-/// runner since unique-for reads; without flows, as version 3 at most.
-const VERSION: u8 = 4;
+/// 2 adds each job's unique-for window, 3 the parent's result, 4 flows, 5
+/// a job's attempts and flows created by a handler; entries of older
+/// versions (parked by an older runner) are still read. Entries without a
+/// parent's result are written as version 2, which every runner since
+/// unique-for reads; without flows, as version 3 at most; without attempts
+/// or created flows, as version 4 at most.
+const VERSION: u8 = 5;
 
 /// A follow-up job for `topic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,12 +55,15 @@ pub struct Entry {
     pub jobs: Vec<Parked>,
     /// Ends to tell flows.
     pub notices: Vec<Notice>,
+    /// Flows a handler created (acks only): each is created when the entry
+    /// is delivered.
+    pub flows: Vec<FlowSpec>,
 }
 
 impl Entry {
     /// Nothing to park.
     pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty() && self.notices.is_empty()
+        self.jobs.is_empty() && self.notices.is_empty() && self.flows.is_empty()
     }
 }
 
@@ -65,20 +74,28 @@ pub fn encode(jobs: &[Parked]) -> Vec<u8> {
 
 /// The bytes parked for one ended attempt.
 pub fn encode_entry(jobs: &[Parked], notices: &[Notice]) -> Vec<u8> {
+    encode_full(jobs, notices, &[])
+}
+
+/// The bytes parked for one ended attempt, with the flows its handler created.
+pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> Vec<u8> {
     let size: usize = jobs
         .iter()
         .map(|p| 16 + p.topic.len() + p.job.id.as_deref().map_or(0, str::len) + p.job.payload.len())
         .sum();
     let mut out = Vec::with_capacity(5 + size);
-    let flows = !notices.is_empty() || jobs.iter().any(|p| p.job.flow.is_some());
+    let created = flows;
+    let v5 = !created.is_empty() || jobs.iter().any(|p| p.job.max_attempts > 0);
+    let flows = v5 || !notices.is_empty() || jobs.iter().any(|p| p.job.flow.is_some());
     let extended = flows
         || jobs
             .iter()
             .any(|p| p.job.parent_result.is_some() || p.job.trace.is_some());
-    out.push(match (flows, extended) {
-        (true, _) => VERSION,
-        (false, true) => 3,
-        (false, false) => 2,
+    out.push(match (v5, flows, extended) {
+        (true, _, _) => VERSION,
+        (false, true, _) => 4,
+        (false, false, true) => 3,
+        (false, false, false) => 2,
     });
     out.extend_from_slice(&(jobs.len() as u32).to_le_bytes());
     for p in jobs {
@@ -92,7 +109,8 @@ pub fn encode_entry(jobs: &[Parked], notices: &[Notice]) -> Vec<u8> {
         if extended {
             let flags = u8::from(p.job.parent_result.is_some())
                 | u8::from(p.job.trace.is_some()) << 1
-                | u8::from(p.job.flow.is_some()) << 2;
+                | u8::from(p.job.flow.is_some()) << 2
+                | u8::from(p.job.max_attempts > 0) << 3;
             out.push(flags);
             if let Some(r) = &p.job.parent_result {
                 out.extend_from_slice(&(r.len() as u32).to_le_bytes());
@@ -107,6 +125,9 @@ pub fn encode_entry(jobs: &[Parked], notices: &[Notice]) -> Vec<u8> {
             if let Some(f) = &p.job.flow {
                 f.write(&mut out);
             }
+            if p.job.max_attempts > 0 {
+                out.extend_from_slice(&p.job.max_attempts.to_le_bytes());
+            }
         }
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&p.job.payload);
@@ -115,6 +136,14 @@ pub fn encode_entry(jobs: &[Parked], notices: &[Notice]) -> Vec<u8> {
         out.extend_from_slice(&(notices.len() as u32).to_le_bytes());
         for n in notices {
             n.write(&mut out);
+        }
+    }
+    if v5 {
+        out.extend_from_slice(&(created.len() as u32).to_le_bytes());
+        for f in created {
+            let bytes = postcard::to_allocvec(f).expect("a flow serializes");
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(&bytes);
         }
     }
     out
@@ -147,7 +176,11 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
             _ => u64::from_le_bytes(r.array()?),
         };
         let flags = if version >= 3 { r.take(1)?[0] } else { 0 };
-        let known = if version >= 4 { 7 } else { 3 };
+        let known = match version {
+            5.. => 15,
+            4 => 7,
+            _ => 3,
+        };
         if flags & !known != 0 {
             return Err(CorruptRecord("an outbox entry from a newer hourglass"));
         }
@@ -174,6 +207,10 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
             4 => Some(FlowRef::read(&mut r.0)?),
             _ => None,
         };
+        let max_attempts = match flags & 8 {
+            8 => u32::from_le_bytes(r.array()?),
+            _ => 0,
+        };
         let len = u32::from_le_bytes(r.array()?) as usize;
         let payload = r.take(len)?.to_vec();
         jobs.push(Parked {
@@ -182,7 +219,7 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
                 id: Some(id),
                 payload,
                 due_at_ms,
-                max_attempts: 0,
+                max_attempts,
                 unique_for_ms,
                 replace: false,
                 version: None,
@@ -200,10 +237,24 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
             notices.push(Notice::read(&mut r.0)?);
         }
     }
+    let mut flows = Vec::new();
+    if version >= 5 {
+        let count = u32::from_le_bytes(r.array()?);
+        for _ in 0..count {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            let spec = postcard::from_bytes(r.take(len)?)
+                .map_err(|_| CorruptRecord("a flow in an outbox entry"))?;
+            flows.push(spec);
+        }
+    }
     if !r.0.is_empty() {
         return Err(CorruptRecord("trailing bytes in an outbox entry"));
     }
-    Ok(Entry { jobs, notices })
+    Ok(Entry {
+        jobs,
+        notices,
+        flows,
+    })
 }
 
 /// The outbox field an ack parks an attempt's follow-ups under:
@@ -256,6 +307,14 @@ impl Pipeline<'_> {
         now_ms: u64,
     ) -> Result<BTreeMap<String, usize>, QueueError> {
         let mut new = self.enqueue_parked(entries, now_ms).await?;
+        for (token, entry) in entries {
+            for spec in &entry.flows {
+                let origin = format!("{}#{token}", parent.outbox);
+                for (topic, n) in self.q.flows().create_once(spec, &origin, now_ms).await? {
+                    *new.entry(topic).or_default() += n;
+                }
+            }
+        }
         let notices: Vec<&Notice> = entries.iter().flat_map(|(_, e)| &e.notices).collect();
         if !notices.is_empty() {
             for (topic, n) in self.q.flows().end(&notices, now_ms).await? {

@@ -43,11 +43,11 @@ impl Pipeline<'_> {
             .arg(&keys.events);
         for d in done {
             inv.arg(&d.id).arg(d.attempt);
-            if d.follow_ups.is_empty() && d.notice.is_none() {
+            if d.follow_ups.is_empty() && d.notice.is_none() && d.flows.is_empty() {
                 inv.arg("");
             } else {
                 let notices = d.notice.as_slice();
-                inv.arg(outbox::encode_entry(&d.follow_ups, notices));
+                inv.arg(outbox::encode_full(&d.follow_ups, notices, &d.flows));
             }
             match (&d.end, keep) {
                 (Some(end), Some(_)) => inv.arg(end.encode()),

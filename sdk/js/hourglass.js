@@ -40,7 +40,9 @@
 //   await step('email', () => sendReceipt(order, charge));
 
 import { log as hostLog } from 'hourglass:handler/log@0.1.0';
-import { enqueue, enqueueUnique, enqueueWithResult } from 'hourglass:handler/follow-up@0.1.0';
+import {
+  enqueue, enqueueUnique, enqueueWithResult, enqueueFlow,
+} from 'hourglass:handler/follow-up@0.1.0';
 import {
   setResult, progress as hostProgress, parentResult, dependencies as hostDependencies,
   batch as hostBatch,
@@ -245,6 +247,35 @@ export function followUp(topic, payload, { delay, id, uniqueFor, withResult } = 
     return enqueueUnique(job, BigInt(Math.max(0, Math.round(uniqueFor * 1000))));
   } catch (e) {
     throw new Fail(`follow-up refused: ${e.payload ?? e.message ?? e}`);
+  }
+}
+
+/**
+ * Create a flow when this attempt acks (all of it with the ack, or nothing
+ * if the attempt does not ack); returns its id. `jobs` as a flow file lists
+ * them: `{name, topic, payload, after, maxAttempts}`, `after` holding names
+ * or `{name, policy: 'require' | 'ignore'}`. A refusal (a cycle, a
+ * dependency not in the flow, a topic not in may_enqueue, a payload over the
+ * limit) fails the job.
+ */
+export function flow(jobs, { id, failFast = false } = {}) {
+  const described = {
+    id,
+    jobs: jobs.map((j) => ({
+      name: j.name,
+      topic: j.topic,
+      payload: toBytes(j.payload ?? new Uint8Array()),
+      after: (j.after ?? []).map((d) => (typeof d === 'string'
+        ? { name: d, policy: 'require' }
+        : { name: d.name, policy: d.policy ?? 'require' })),
+      maxAttempts: j.maxAttempts,
+    })),
+    failFast,
+  };
+  try {
+    return enqueueFlow(described);
+  } catch (e) {
+    throw new Fail(`flow refused: ${e.payload ?? e.message ?? e}`);
   }
 }
 

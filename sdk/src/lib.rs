@@ -59,6 +59,7 @@ extern crate alloc;
 extern crate self as hourglass_sdk;
 
 pub mod durable;
+mod flow;
 mod follow_up;
 pub mod http;
 mod job;
@@ -66,6 +67,7 @@ mod log;
 mod outcome;
 mod progress;
 
+pub use flow::Flow;
 pub use follow_up::FollowUp;
 pub use job::{Batch, Dependency, Ended, Job};
 pub use log::{Level, log};

@@ -178,6 +178,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
             topic: "child".into(),
             job: job("k1"),
         }],
+        flows: Vec::new(),
     };
     // acked at t=100, then the runner dies before delivering
     assert!(

@@ -26,6 +26,7 @@ fn done(id: &str, attempt: u32) -> Done {
         id: id.into(),
         attempt,
         follow_ups: vec![],
+        flows: Vec::new(),
     }
 }
 
@@ -447,6 +448,7 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
         id: "p".into(),
         attempt,
         follow_ups: vec![follow_up.clone()],
+        flows: Vec::new(),
     };
     assert!(
         q.pipeline()
@@ -463,6 +465,7 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
                 hourglass::redis::Entry {
                     jobs: vec![follow_up],
                     notices: Vec::new(),
+                    flows: Vec::new(),
                 },
             )],
             2,

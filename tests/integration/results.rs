@@ -395,6 +395,7 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
             attempts: 1,
             at_ms: now,
         }),
+        flows: Vec::new(),
     };
     let refused = queue
         .pipeline()

@@ -291,6 +291,7 @@ impl Flows<'_> {
             Entry {
                 jobs: parked,
                 notices: Vec::new(),
+                flows: Vec::new(),
             },
         )];
         self.deliver(&keys, &entries, now_ms).await

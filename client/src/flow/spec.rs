@@ -11,7 +11,7 @@ pub const MAX_FLOW_JOBS: usize = 10_000;
 pub const MAX_FLOW_BYTES: usize = 64 << 20;
 
 /// A flow as a producer describes it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowSpec {
     /// The flow's id (letters, digits and `_-.:@`, 1 to 64); `None`
     /// generates one.
@@ -24,7 +24,7 @@ pub struct FlowSpec {
 }
 
 /// One job of a flow.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowJob {
     /// Unique within the flow (letters, digits and `_-.:@`, 1 to 128); the
     /// job's id in its topic is `<flow>/<name>`.
@@ -40,7 +40,7 @@ pub struct FlowJob {
 }
 
 /// A dependency on the job named `name`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dep {
     /// The job depended on.
     pub name: String,

@@ -8,14 +8,15 @@
 //! entry (a dependent, enqueued when released), `w:i` how many of its
 //! dependencies have not ended, `d:i` its dependents (comma-separated),
 //! `s:i` and `r:i` how it ended (state, encoded [`JobEnd`]), `b:i` set when
-//! it was dead-lettered unrun because of a dependency, `v:i` while revived.
+//! it was dead-lettered unrun because of a dependency, `v:i` while revived;
+//! `origin` for a flow a handler created: the outbox entry that carried it.
 
 use std::collections::BTreeMap;
 
 use redis::Value;
 
 use super::batch::CallbackKind;
-use super::spec::{FlowJob, Plan};
+use super::spec::{FlowJob, FlowSpec, Plan};
 use super::view::Described;
 use super::wire::{FlowRef, Notice};
 use super::{BLOCKED, RESERVE, job_id};
@@ -49,6 +50,15 @@ impl Flows<'_> {
         self,
         plan: &Plan,
         now_ms: u64,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        self.create_from(plan, now_ms, None).await
+    }
+
+    async fn create_from(
+        self,
+        plan: &Plan,
+        now_ms: u64,
+        origin: Option<&str>,
     ) -> Result<BTreeMap<String, usize>, QueueError> {
         let id = &plan.id;
         let parked = |i: u32| parked(id, &plan.jobs[i as usize], i);
@@ -88,6 +98,9 @@ impl Flows<'_> {
         if let Some(batch) = &plan.batch {
             batch.fields(plan, &mut inv);
         }
+        if let Some(origin) = origin {
+            inv.arg("origin").arg(origin);
+        }
         self.mark(id, sweep_at).await?;
         let created: i64 = self.q.invoke_durable(&inv).await?;
         if created == 0 {
@@ -100,9 +113,44 @@ impl Flows<'_> {
             Entry {
                 jobs: roots,
                 notices: Vec::new(),
+                flows: Vec::new(),
             },
         )];
         self.deliver(&keys, &entries, now_ms).await
+    }
+
+    /// Create the flow a handler described (`spec`, its id set), parked
+    /// with its ack under `origin`: a second delivery finds the flow its
+    /// first created and adds nothing. A flow of another origin with the
+    /// same id, or a spec that no longer plans (checked when the handler
+    /// made it), is logged and dropped: retrying cannot help it.
+    pub async fn create_once(
+        self,
+        spec: &FlowSpec,
+        origin: &str,
+        now_ms: u64,
+    ) -> Result<BTreeMap<String, usize>, QueueError> {
+        let plan = match spec.clone().plan(|| String::new()) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::warn!(origin, "a flow a handler created is refused, dropped: {e}");
+                return Ok(BTreeMap::new());
+            }
+        };
+        match self.create_from(&plan, now_ms, Some(origin)).await {
+            Err(QueueError::Exists(why)) => {
+                let by: Option<String> = redis::cmd("HGET")
+                    .arg(self.keys(&plan.id).flow)
+                    .arg("origin")
+                    .query_async(&mut self.q.conn.clone())
+                    .await?;
+                if by.as_deref() != Some(origin) {
+                    tracing::warn!(origin, "a flow a handler created is dropped: {why}");
+                }
+                Ok(BTreeMap::new())
+            }
+            other => other,
+        }
     }
 
     /// Mark flow `id` for the sweep at `at_ms`: before anything is parked

@@ -133,6 +133,50 @@ mod flows {
             [released]
         );
     }
+
+    #[test]
+    fn version_5_keeps_a_jobs_attempts_and_the_flows_a_handler_created() {
+        use crate::flow::{Dep, FlowJob, FlowSpec, Policy};
+        let mut job = parked("child", "c1", b"payload");
+        job.job.max_attempts = 7;
+        let flow = FlowSpec {
+            id: Some("f-1".into()),
+            jobs: vec![
+                FlowJob {
+                    name: "a".into(),
+                    topic: "t".into(),
+                    payload: vec![0, 255, 7],
+                    after: Vec::new(),
+                    max_attempts: 3,
+                },
+                FlowJob {
+                    name: "b".into(),
+                    topic: "t".into(),
+                    payload: Vec::new(),
+                    after: vec![Dep {
+                        name: "a".into(),
+                        policy: Policy::Ignore,
+                    }],
+                    max_attempts: 0,
+                },
+            ],
+            fail_fast: true,
+        };
+        let bytes = encode_full(std::slice::from_ref(&job), &[], std::slice::from_ref(&flow));
+        assert_eq!(bytes[0], 5);
+        let entry = decode_entry(&bytes).unwrap();
+        assert_eq!(entry.jobs, [job.clone()]);
+        assert_eq!(entry.flows, [flow]);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode_entry(&bytes[..cut]).is_err(),
+                "a prefix of {cut} bytes decoded"
+            );
+        }
+        // without attempts or flows, as version 4 or lower still
+        job.job.max_attempts = 0;
+        assert!(encode_full(&[job], &[], &[])[0] < 5);
+    }
 }
 
 mod fuzz {

@@ -28,6 +28,10 @@ struct Plan {
     env: Option<String>,
     #[serde(default)]
     follow_ups: Vec<Next>,
+    /// A flow to create with the ack: `{"id"?, "jobs": [{"name", "topic",
+    /// "payload", "after": [names]}]}`; acks with `{"flow": id}`.
+    #[serde(default)]
+    flow: Option<NewFlow>,
     /// A granted directory: create `<dir>/<id>.<attempt>` in it (once per execution).
     #[serde(default)]
     touch: Option<String>,
@@ -150,6 +154,23 @@ struct Step {
 }
 
 #[derive(serde::Deserialize)]
+struct NewFlow {
+    #[serde(default)]
+    id: Option<String>,
+    jobs: Vec<FlowJobPlan>,
+}
+
+#[derive(serde::Deserialize)]
+struct FlowJobPlan {
+    name: String,
+    topic: String,
+    #[serde(default)]
+    payload: serde_json::Value,
+    #[serde(default)]
+    after: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
 struct Next {
     topic: String,
     payload: String,
@@ -267,6 +288,20 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         info!("follow-up {id} queued");
         queued.push(id);
     }
+    let mut created = None;
+    if let Some(new) = plan.flow {
+        let mut flow = hourglass_sdk::Flow::new();
+        if let Some(id) = new.id {
+            flow = flow.id(id);
+        }
+        for j in new.jobs {
+            flow = flow.job_after(&j.name, &j.topic, &j.payload, &j.after)?;
+        }
+        let id = flow.enqueue()?;
+        info!("flow {id} queued");
+        queued.push(id.clone());
+        created = Some(id);
+    }
     if let Some(addr) = &plan.connect {
         std::net::TcpStream::connect(addr.as_str())
             .map_err(|e| Error::fail(format!("connect {addr}: {e}")))?;
@@ -317,6 +352,9 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
             })
         });
         return Outcome::ack_json(&serde_json::json!({ "deps": deps, "batch": batch }));
+    }
+    if let Some(flow) = created {
+        return Outcome::ack_json(&serde_json::json!({ "flow": flow }));
     }
     if plan.echo_parent {
         let parent: Option<serde_json::Value> = job.parent_json()?;

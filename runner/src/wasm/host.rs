@@ -50,6 +50,8 @@ pub struct Host {
     max_payload: u64,
     follow_ups: Vec<FollowUp>,
     follow_up_bytes: u64,
+    /// Flows the handler created, for the ack.
+    flows: Vec<crate::redis::FlowSpec>,
     /// The result the handler set, if it did.
     pub(super) result: Option<Vec<u8>>,
     /// Whether it reported progress.
@@ -147,6 +149,7 @@ impl Host {
             max_payload: sandbox.max_payload,
             follow_ups: Vec::new(),
             follow_up_bytes: 0,
+            flows: Vec::new(),
             result: None,
             reported: false,
             progress,
@@ -185,6 +188,7 @@ impl Host {
         self.max_payload = sandbox.max_payload;
         self.follow_ups.clear();
         self.follow_up_bytes = 0;
+        self.flows.clear();
         self.result = None;
         self.reported = false;
         self.parent_result = parent_result;
@@ -202,6 +206,11 @@ impl Host {
     /// The follow-ups of an attempt that acked.
     pub(super) fn take_follow_ups(&mut self) -> Vec<FollowUp> {
         std::mem::take(&mut self.follow_ups)
+    }
+
+    /// The flows an attempt that acked created.
+    pub(super) fn take_flows(&mut self) -> Vec<crate::redis::FlowSpec> {
+        std::mem::take(&mut self.flows)
     }
 
     /// The attempt's outbound traffic so far.

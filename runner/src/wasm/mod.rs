@@ -84,6 +84,8 @@ pub struct Acked {
     pub follow_ups: Vec<FollowUp>,
     /// The result the handler set, if any.
     pub result: Option<Vec<u8>>,
+    /// Flows the handler created (`follow-up.enqueue-flow`).
+    pub flows: Vec<crate::redis::FlowSpec>,
 }
 
 /// What one attempt of a topic's handler may use.

@@ -143,6 +143,7 @@ impl Runtime {
                 result => Finish::Ack(Acked {
                     follow_ups: host.take_follow_ups(),
                     result,
+                    flows: host.take_flows(),
                 }),
             },
             Ok(Ok(wit::Outcome::Retry(r))) => Finish::Retry {

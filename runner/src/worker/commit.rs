@@ -81,7 +81,11 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             b.topic.get_or_insert_with(|| c.topic.clone());
             b.at_ms = b.at_ms.max(c.at_ms);
             match c.decision {
-                Decision::Ack { follow_ups, result } => {
+                Decision::Ack {
+                    follow_ups,
+                    result,
+                    flows,
+                } => {
                     let (version, attempts, at_ms) = (&c.version, c.attempt, c.at_ms);
                     let end = || JobEnd {
                         state: EndState::Acked,
@@ -98,6 +102,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         follow_ups,
                         end,
                         notice,
+                        flows,
                     };
                     b.acks.push(done, c.version);
                 }
@@ -182,10 +187,11 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         }
         let parked: Vec<(String, Entry)> = acked
             .into_iter()
-            .filter(|d| !d.follow_ups.is_empty() || d.notice.is_some())
+            .filter(|d| !d.follow_ups.is_empty() || d.notice.is_some() || !d.flows.is_empty())
             .map(|d| {
                 let entry = Entry {
                     jobs: d.follow_ups,
+                    flows: d.flows,
                     notices: d.notice.into_iter().collect(),
                 };
                 (crate::redis::outbox_token(d.attempt, &d.id), entry)
@@ -277,8 +283,8 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             );
             if let Some(notice) = notice {
                 let entry = Entry {
-                    jobs: Vec::new(),
                     notices: vec![notice],
+                    ..Entry::default()
                 };
                 parked.push((crate::redis::outbox_token(attempt, &id), entry));
             }

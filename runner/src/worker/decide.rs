@@ -23,6 +23,8 @@ pub(super) enum Decision {
         follow_ups: Vec<Parked>,
         /// What the handler set.
         result: Option<Vec<u8>>,
+        /// Flows the handler created, parked with the ack.
+        flows: Vec<crate::redis::FlowSpec>,
     },
     /// Try again at `next_due_ms`.
     Retry {
@@ -215,12 +217,20 @@ pub(super) fn after_run(
     let handler = on.version;
     let (delay, reason) = match finish {
         Finish::Ack(acked) => {
-            let Acked { follow_ups, result } = std::mem::take(acked);
+            let Acked {
+                follow_ups,
+                result,
+                flows,
+            } = std::mem::take(acked);
             let follow_ups = follow_ups
                 .into_iter()
                 .map(|f| park(f, result.as_deref(), now))
                 .collect();
-            return Decision::Ack { follow_ups, result };
+            return Decision::Ack {
+                follow_ups,
+                result,
+                flows,
+            };
         }
         Finish::Fail(reason) if on.canary => (
             None,

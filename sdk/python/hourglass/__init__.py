@@ -55,7 +55,7 @@ from wit_world.imports import report as _report
 
 __all__ = [
     "Job", "handler", "ack", "result", "retry", "retry_in", "fail", "Retry", "Fail",
-    "follow_up", "progress", "debug", "info", "warn", "error",
+    "follow_up", "flow", "progress", "debug", "info", "warn", "error",
     "step", "sleep", "sleep_until", "wait_for_signal", "signal",
 ]
 
@@ -286,6 +286,47 @@ def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_resu
         return _follow_up.enqueue_unique(job, max(0, int(unique_for * 1000)))
     except _Err as e:
         raise Fail(f"follow-up refused: {e.value}") from None
+
+
+def flow(jobs, *, id=None, fail_fast=False):
+    """Create a flow when this attempt acks (all of it with the ack, or
+    nothing if the attempt does not ack); returns its id.
+
+    `jobs` as a flow file lists them: dicts with name, topic, payload (bytes,
+    a str, or anything JSON can encode), after (names, or dicts with name and
+    policy "require" or "ignore") and max_attempts. A refusal (a cycle, a
+    dependency not in the flow, a topic not in may_enqueue, a payload over the
+    limit) fails the job.
+    """
+    def dep(d):
+        if isinstance(d, str):
+            d = {"name": d}
+        policy = d.get("policy", "require")
+        if policy not in ("require", "ignore"):
+            raise Fail(f"flow dependency {d.get('name')!r}: policy {policy!r} is not require or ignore")
+        return _follow_up.FlowDependency(
+            name=d["name"],
+            policy=_follow_up.Policy.IGNORE if policy == "ignore" else _follow_up.Policy.REQUIRE,
+        )
+
+    described = _follow_up.NewFlow(
+        id=id,
+        jobs=[
+            _follow_up.FlowJob(
+                name=j["name"],
+                topic=j["topic"],
+                payload=_bytes(j.get("payload", b"")),
+                after=[dep(d) for d in j.get("after", [])],
+                max_attempts=j.get("max_attempts"),
+            )
+            for j in jobs
+        ],
+        fail_fast=fail_fast,
+    )
+    try:
+        return _follow_up.enqueue_flow(described)
+    except _Err as e:
+        raise Fail(f"flow refused: {e.value}") from None
 
 
 def step(name, fn):

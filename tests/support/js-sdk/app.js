@@ -23,13 +23,14 @@
 //   {"progress": [P, ...]}             report each percentage, 300 ms apart
 //   {"result": V}                      ack with V as the result (JSON)
 //   {"echo_parent": true}              ack with {"parent": the parent's result}
+//   {"flow": {"id", "jobs": [...]}}    create a flow with the ack, {"flow": id}
 //   {"echo_deps": true}                ack with {"deps": its flow dependencies,
 //                                      "batch": its batch (a callback) or null}
 //   {"served": true}                   ack with {"served": jobs this instance ran}
 //   {}                                 ack
 import {
   handler, fail, retry, retryIn, followUp, log, progress, result, step, Retry, sleep,
-  waitForSignal,
+  waitForSignal, flow,
 } from './hourglass.js';
 
 // jobs this instance ran: state one job leaves for the next (only where the
@@ -78,6 +79,9 @@ function finish(job, plan) {
   startFollowUp(plan);
   if (plan.served) return result({ served });
   if (plan.echo_parent) return result({ parent: job.parentJson() ?? null });
+  if (plan.flow !== undefined) {
+    return result({ flow: flow(plan.flow.jobs, { id: plan.flow.id }) });
+  }
   if (plan.echo_deps) {
     return result({
       deps: job.dependencies().map((d) => ({

@@ -25,6 +25,7 @@ asks for one thing, checked in this order:
     {"progress": [P, ...]}            report each percentage, 300 ms apart
     {"result": V}                     ack with V as the result (JSON)
     {"echo_parent": true}             ack with {"parent": the parent's result}
+    {"flow": {"id": ..., "jobs": [...]}} create a flow with the ack, {"flow": id}
     {"echo_deps": true}               ack with {"deps": its flow dependencies,
                                       "batch": its batch (a callback) or None}
     {"served": true}                  ack with {"served": jobs this instance ran}
@@ -74,6 +75,9 @@ def handle(job):
             f["topic"], f["payload"], id=f.get("id"), delay=f.get("delay"),
             unique_for=f.get("unique_for"), with_result=f.get("with_result", False),
         )
+    if "flow" in plan:
+        flow_id = hourglass.flow(plan["flow"]["jobs"], id=plan["flow"].get("id"))
+        return hourglass.result({"flow": flow_id})
     if "fetch" in plan:
         res = http.get(plan["fetch"])
         return hourglass.fail(f"fetched {res.status} {res.text()}")

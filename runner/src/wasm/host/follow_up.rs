@@ -1,15 +1,21 @@
 //! The `follow-up` import: the jobs a handler asks for while it runs, each
 //! checked (target topic in `may_enqueue`, payload size, how many per
 //! attempt, its id) and kept on the host as a [`FollowUp`], enqueued only if
-//! the attempt acks.
+//! the attempt acks; and the flows it creates (`enqueue-flow`), checked the
+//! same way and planned (a cycle, an unknown dependency refused), kept until
+//! the ack parks them.
 
 use std::time::Duration;
 
 use super::Host;
+use crate::redis::FlowSpec;
+use crate::redis::flow::{Dep, FlowJob, Policy};
 use crate::wasm::bindings::hourglass::handler::follow_up;
 
 /// Most follow-up jobs one attempt may start.
 const MAX_FOLLOW_UPS: usize = 1000;
+/// Most flows one attempt may create.
+const MAX_FLOWS: usize = 16;
 /// Most follow-up payload bytes one attempt may hold, beyond one `max_payload`.
 const FOLLOW_UP_BYTES: u64 = 16 << 20;
 
@@ -48,6 +54,70 @@ impl follow_up::Host for Host {
             return Err("a unique follow-up needs an id".into());
         }
         self.follow_up(job, Duration::from_millis(unique_for_ms), false)
+    }
+
+    fn enqueue_flow(&mut self, flow: follow_up::NewFlow) -> Result<String, String> {
+        if self.flows.len() >= MAX_FLOWS {
+            return Err(format!("one attempt may create at most {MAX_FLOWS} flows"));
+        }
+        let mut bytes = 0;
+        for job in &flow.jobs {
+            if !self.may_enqueue.contains(&job.topic) {
+                return Err(format!(
+                    "flow job {:?}: topic {:?} may not enqueue to {:?}: add it to the topic's may_enqueue in queues.toml",
+                    job.name, self.ctx.topic, job.topic
+                ));
+            }
+            let size = job.payload.len() as u64;
+            if size > self.max_payload {
+                return Err(format!(
+                    "flow job {:?}: payload of {size} bytes is over the limit of {} bytes ([runner] max_payload)",
+                    job.name, self.max_payload
+                ));
+            }
+            bytes += size;
+        }
+        let budget = FOLLOW_UP_BYTES.max(self.max_payload);
+        if self.follow_up_bytes + bytes > budget {
+            return Err(format!(
+                "one attempt may hand on at most {} MiB of follow-up and flow payloads",
+                budget >> 20
+            ));
+        }
+        let spec = FlowSpec {
+            id: Some(
+                flow.id
+                    .unwrap_or_else(|| format!("f-{:016x}", rand::random::<u64>())),
+            ),
+            jobs: flow
+                .jobs
+                .into_iter()
+                .map(|j| FlowJob {
+                    name: j.name,
+                    topic: j.topic,
+                    payload: j.payload,
+                    after: j
+                        .after
+                        .into_iter()
+                        .map(|d| Dep {
+                            name: d.name,
+                            policy: match d.policy {
+                                follow_up::Policy::Require => Policy::Require,
+                                follow_up::Policy::Ignore => Policy::Ignore,
+                            },
+                        })
+                        .collect(),
+                    max_attempts: j.max_attempts.unwrap_or(0),
+                })
+                .collect(),
+            fail_fast: flow.fail_fast,
+        };
+        // checked now, so that the handler hears what is wrong; planned again
+        // when the ack is delivered
+        let id = spec.clone().plan(String::new)?.id;
+        self.follow_up_bytes += bytes;
+        self.flows.push(spec);
+        Ok(id)
     }
 }
 
