@@ -5,11 +5,12 @@
 -- KEYS[1]: flow hash   KEYS[2]: flow outbox hash   KEYS[3]: flow outbox_due zset
 -- ARGV[1]: now ms   ARGV[2]: how long a finished flow is kept (ms)
 -- ARGV[3]: the encoded end of a job cancelled here
--- Returns: false when there is no such flow, else the indices released and not ended
+-- Returns: false when there is no such flow, else 1 if it is done now (0 if not), then
+-- the indices released and not ended
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
 if not n then return false end
 redis.call('HSETNX', KEYS[1], 'cancelled', ARGV[1])
-local live = {}
+local live = {0}
 local cancelled = 0
 for i = 0, n - 1 do
   if not redis.call('HGET', KEYS[1], 's:' .. i) then
@@ -24,8 +25,9 @@ for i = 0, n - 1 do
     end
   end
 end
-if cancelled > 0 and redis.call('HINCRBY', KEYS[1], 'ended', cancelled) == n then
-  redis.call('HSET', KEYS[1], 'done', ARGV[1])
+if cancelled > 0 and redis.call('HINCRBY', KEYS[1], 'ended', cancelled) == n
+    and redis.call('HSETNX', KEYS[1], 'done', ARGV[1]) == 1 then
+  live[1] = 1
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return live

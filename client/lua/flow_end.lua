@@ -14,14 +14,18 @@
 -- ARGV[4..]: quadruples of job index, state ('acked', 'dead', 'cancelled'), encoded end,
 -- '1' if it was dead-lettered unrun because a dependency it requires did not ack; or
 -- 'seal', '', '', '0': seal the batch (its callbacks no longer wait for more jobs)
--- Returns: 1 when the flow should now be cancelled (it is fail_fast and a job died)
--- else 0, then flat token, outbox entry of each dependent parked now
+-- Returns: flags (1: the flow should now be cancelled, it is fail_fast and a job died;
+-- 2: it is done now, every job acked; 4: it is done now and failed, a job dead or
+-- the flow cancelled; 8: a failed flow is running again, a dead job revived), then
+-- flat token, outbox entry of each dependent parked now
 local flow = KEYS[1]
 local n = tonumber(redis.call('HGET', flow, 'n'))
 if not n then return {0} end -- the flow is gone (expired or purged)
 local fail_fast = redis.call('HGET', flow, 'ff') == '1'
     and redis.call('HEXISTS', flow, 'cancelled') == 0
+local cancel = false
 local out = {0}
+local reopened = false
 local function park(token, m)
   local entry = redis.call('HGET', flow, 'j:' .. m)
   redis.call('HSET', KEYS[2], token, entry)
@@ -54,7 +58,7 @@ local function revive(m)
   park('v:' .. m, m)
   redis.call('HSET', flow, 'v:' .. m, '1')
   redis.call('HINCRBY', flow, 'reviving', 1)
-  redis.call('HDEL', flow, 'done')
+  if redis.call('HDEL', flow, 'done') == 1 then reopened = true end
   redis.call('PERSIST', flow)
 end
 local function ended(i, state, encoded, blocked)
@@ -70,7 +74,7 @@ local function ended(i, state, encoded, blocked)
     if before == 'dead' then redis.call('HINCRBY', flow, 'dead', -1) end
     if state == 'dead' then
       redis.call('HINCRBY', flow, 'dead', 1)
-      if fail_fast then out[1] = 1 end
+      if fail_fast then cancel = true end
     end
     if not before then
       local dependents = redis.call('HGET', flow, 'd:' .. i)
@@ -114,5 +118,10 @@ if tonumber(counts[1]) == n and tonumber(counts[2] or '0') == 0 and not counts[3
     and counts[4] ~= 'open' then
   redis.call('HSET', flow, 'done', ARGV[1])
   redis.call('PEXPIRE', flow, ARGV[3])
+  local failed = dead_jobs() > 0 or redis.call('HEXISTS', flow, 'cancelled') == 1
+  out[1] = failed and 4 or 2
+elseif reopened then
+  out[1] = 8
 end
+if cancel then out[1] = out[1] + 1 end
 return out

@@ -166,6 +166,12 @@ pub fn flows_due(namespace: &str) -> String {
     format!("{namespace}:flows:due")
 }
 
+/// The hash of flow counts for `/metrics` (`created`, `completed`,
+/// `failed`), in a slot of its own.
+pub fn flows_stats(namespace: &str) -> String {
+    format!("{namespace}:flows:stats")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -210,6 +210,12 @@ pub struct Metrics {
     pub redis_up: Gauge,
     /// Runners whose heartbeat is alive.
     pub runners: Gauge,
+    /// Flows (and batches) not finished (from Redis at scrape time).
+    pub flows_open: Gauge,
+    /// Flows finished with every job acked (from Redis: counted once).
+    pub flows_completed: Counter,
+    /// Flows finished with a job dead, or cancelled (from Redis).
+    pub flows_failed: Counter,
 }
 
 impl Default for Metrics {
@@ -247,6 +253,9 @@ impl Metrics {
             version_missing: Family::default(),
             redis_up: Gauge::default(),
             runners: Gauge::default(),
+            flows_open: Gauge::default(),
+            flows_completed: Counter::default(),
+            flows_failed: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -369,6 +378,21 @@ impl Metrics {
             "runners_alive",
             "Runners whose heartbeat is alive",
             m.runners.clone(),
+        );
+        r.register(
+            "flows_open",
+            "Flows and batches created and not finished",
+            m.flows_open.clone(),
+        );
+        r.register(
+            "flows_completed",
+            "Flows and batches finished with every job acked",
+            m.flows_completed.clone(),
+        );
+        r.register(
+            "flows_failed",
+            "Flows and batches finished with a job dead-lettered, or cancelled",
+            m.flows_failed.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -187,6 +187,17 @@ async fn an_open_batch_takes_jobs_until_sealed_then_runs_its_callback_once() {
         404
     );
     runner.until_settled("rows", "imp/c3", WAIT).await;
+    // every job's end told to the batch (right after each one's commit)
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let flow = queue.flows().show("imp").await.unwrap().unwrap();
+        let ended = flow.jobs.iter().filter(|j| j.ended.is_some()).count();
+        if ended == 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{flow:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let sealed = api.post("/api/flows/imp/seal", "").await;
     assert_eq!(sealed.status, 200, "{}", sealed.body);
     assert_eq!(sealed.json()["enqueued"], json!({"done": 1}));
@@ -211,6 +222,10 @@ async fn an_open_batch_takes_jobs_until_sealed_then_runs_its_callback_once() {
         seen,
         json!({"id": "imp", "jobs": 3, "acked": 2, "dead": 1, "cancelled": 0, "failed": ["imp/c3"]})
     );
+    let metrics = api.get("/metrics").await.body;
+    for line in ["hourglass_flows_failed_total 1", "hourglass_flows_open 0"] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
     // a flow is not a batch
     let flow = json!({"id": "plain", "jobs": [{"name": "a", "topic": "rows"}]});
     assert_eq!(api.post("/api/flows", &flow.to_string()).await.status, 201);

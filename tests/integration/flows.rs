@@ -609,6 +609,14 @@ async fn the_api_creates_and_shows_a_flow_and_refuses_a_bad_one() {
         json!({"name": "thumb-2", "policy": "ignore"})
     );
     assert_eq!(shown["jobs"][2]["id"], "album-7/publish");
+    let metrics = api.get("/metrics").await.body;
+    for line in [
+        "hourglass_flows_completed_total 1",
+        "hourglass_flows_open 0",
+        "hourglass_flows_failed_total 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
     assert_eq!(api.get("/api/flows/nope").await.status, 404);
     assert_eq!(api.get("/api/flows/%7Bbad%7D").await.status, 400);
     runner.stop().await;

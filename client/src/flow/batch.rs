@@ -333,6 +333,9 @@ impl Flows<'_> {
             .arg("")
             .arg("0");
         let reply: Vec<Value> = self.q.invoke_durable(&inv).await?;
+        if let Some(flags) = reply.first() {
+            self.count_end(number(flags)?).await?;
+        }
         let parked = parked_entries(reply.get(1..).unwrap_or_default())?;
         Ok(Some(self.deliver(&keys, &parked, now_ms).await?))
     }

@@ -108,6 +108,7 @@ impl Flows<'_> {
                 "a flow with id {id:?} exists: choose another id"
             )));
         }
+        self.count("created", 1).await?;
         let entries = vec![(
             "roots".to_owned(),
             Entry {
@@ -217,16 +218,18 @@ impl Flows<'_> {
                     .arg(if blocked { "1" } else { "0" });
             }
             let reply: Vec<Value> = self.q.invoke_durable(&inv).await?;
-            let Some((cancel, parked)) = reply.split_first() else {
+            let Some((flags, parked)) = reply.split_first() else {
                 return Err(QueueError::Protocol("flow_end answered nothing".into()));
             };
+            let flags = crate::reply::number(flags)?;
+            self.count_end(flags).await?;
             let entries = parked_entries(parked)?;
             if !entries.is_empty() {
                 for (topic, n) in self.deliver(&keys, &entries, now_ms).await? {
                     *new.entry(topic).or_default() += n;
                 }
             }
-            if matches!(cancel, Value::Int(1)) {
+            if flags & 1 == 1 {
                 // fail_fast: a job died; the rest of the flow will not start
                 Box::pin(self.cancel(id, now_ms, &|_| None)).await?;
             }
@@ -262,10 +265,15 @@ impl Flows<'_> {
             .await?;
         let live: Vec<u32> = match reply {
             Value::Nil => return Ok(None),
-            Value::Array(items) => items
-                .iter()
-                .map(|v| crate::reply::number(v).map(|n| n as u32))
-                .collect::<Result<_, _>>()?,
+            Value::Array(items) => {
+                let mut numbers = items
+                    .iter()
+                    .map(|v| crate::reply::number(v).map(|n| n as u32));
+                if numbers.next().transpose()? == Some(1) {
+                    self.count("failed", 1).await?;
+                }
+                numbers.collect::<Result<_, _>>()?
+            }
             other => {
                 return Err(QueueError::Protocol(format!(
                     "flow_cancel answered {other:?}"

@@ -71,8 +71,8 @@ const ROLLOUT_TOTALS: [(&str, &str); 5] = [
     ("unpins", "unpinned"),
 ];
 
-/// Read the depth of every topic, the paused flags, the live runners and the
-/// rollouts' counts.
+/// Read the depth of every topic, the paused flags, the live runners, the
+/// rollouts' and the flows' counts.
 async fn refresh(app: &App) {
     let m = &app.ops.metrics;
     let o = match app.ops.overview().await {
@@ -93,6 +93,16 @@ async fn refresh(app: &App) {
             Ok(r) => count_rollouts(m, topic, &r),
             Err(e) => tracing::debug!(topic, "metrics: rollout unreadable: {e}"),
         }
+    }
+    match q.flows().stats().await {
+        Ok(f) => {
+            m.flows_open.set(f.open() as i64);
+            m.flows_completed
+                .inc_by(f.completed.saturating_sub(m.flows_completed.get()));
+            m.flows_failed
+                .inc_by(f.failed.saturating_sub(m.flows_failed.get()));
+        }
+        Err(e) => tracing::debug!("metrics: flow counts unreadable: {e}"),
     }
     m.jobs.clear();
     m.paused.clear();
