@@ -3,7 +3,7 @@
 //! pause shows as paused, and retry moves the letter back; each topic's CPU
 //! per second and memory p99, and a dead job's attempts with their costs;
 //! a running job's progress, then its kept end and result; a durable job's
-//! journal and what it waits for;
+//! journal and what it waits for; a flow in layers with each job's state;
 //! with 100 topics
 //! and 10,000 dead letters every topic has its row and the letters come a
 //! page at a time. A screenshot is
@@ -298,6 +298,55 @@ async fn the_dashboard_shows_a_durable_jobs_journal_and_what_it_waits_for() {
         t.starts_with("reserve")
     })
     .await;
+    browser.close().await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_draws_a_flow_in_layers_with_each_jobs_state() {
+    let project = Project::new("concurrency = 2", TOPICS);
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let flow = json!({"id": "album", "jobs": [
+        {"name": "a", "topic": "probe", "payload": {}},
+        {"name": "b", "topic": "probe", "payload": {}, "after": ["a"]},
+        {"name": "x", "topic": "probe", "payload": {"then": "fail"}, "max_attempts": 1, "after": ["a"]},
+        {"name": "d", "topic": "probe", "payload": {},
+         "after": ["b", {"name": "x", "policy": "ignore"}]}]});
+    let answer = call(&addr, "POST", "/api/flows", None, Some(&flow.to_string())).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    c.goto(&format!("http://{addr}/")).await.unwrap();
+    c.find(Locator::Css("#flow-id"))
+        .await
+        .unwrap()
+        .send_keys("album")
+        .await
+        .unwrap();
+    click(c, "#flow-lookup button").await;
+    let summary = until_text(c, "#flow-summary", |t| t.contains("done")).await;
+    assert!(summary.starts_with("flow album: 4 jobs (3 acked, 1 dead)"), "{summary}");
+    let x = until_text(c, "#flow-graph [data-layer=\"1\"] [data-job=x]", |_| true).await;
+    assert!(x.starts_with("x dead"), "{x}");
+    let d = until_text(c, "#flow-graph [data-layer=\"2\"] [data-job=d]", |_| true).await;
+    assert!(d.starts_with("d acked") && d.contains("after b, x (ignore)"), "{d}");
+    // a job of the flow, looked up (the dead one: kept in full), links to it
+    c.find(Locator::Css("#lookup-topic"))
+        .await
+        .unwrap()
+        .select_by_value("probe")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#lookup-id"))
+        .await
+        .unwrap()
+        .send_keys("album/x")
+        .await
+        .unwrap();
+    click(c, "#lookup button").await;
+    until_text(c, "#job-flow", |t| t == "in flow album").await;
     browser.close().await;
     running.stop().await;
 }

@@ -13,16 +13,18 @@ use super::App;
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/dashboard.js");
 const STYLE: &str = include_str!("assets/dashboard.css");
+const FLOW: &str = include_str!("assets/flow.js");
 
 /// The page's files: served to anyone (they carry no data).
 pub(super) fn is_asset(path: &str) -> bool {
-    matches!(path, "/" | "/dashboard.js" | "/dashboard.css")
+    matches!(path, "/" | "/dashboard.js" | "/flow.js" | "/dashboard.css")
 }
 
 pub(super) fn routes() -> Router<std::sync::Arc<App>> {
     Router::new()
         .route("/", get(index))
         .route("/dashboard.js", get(script))
+        .route("/flow.js", get(flow_script))
         .route("/dashboard.css", get(style))
 }
 
@@ -34,6 +36,13 @@ async fn script() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         SCRIPT,
+    )
+}
+
+async fn flow_script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        FLOW,
     )
 }
 

@@ -417,12 +417,14 @@ async function showJob() {
     $("#lookup-costs").replaceChildren(...(costs.length ? [costsTable(costs)] : []));
     $("#lookup-progress").replaceChildren(...progressView(job.progress));
     $("#lookup-journal").replaceChildren(...journalView(job.journal, job.suspended));
+    $("#lookup-flow").replaceChildren(...flowLink(job.flow));
     state.lookup.live = job.state !== "dead";
   } catch (err) {
     state.lookup.live = false;
     $("#lookup-costs").replaceChildren();
     $("#lookup-progress").replaceChildren();
     $("#lookup-journal").replaceChildren();
+    $("#lookup-flow").replaceChildren();
     try {
       const end = await api("GET", `/topics/${enc(topic)}/jobs/${enc(id)}/result`);
       out.textContent = JSON.stringify(end, null, 2);
