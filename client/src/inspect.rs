@@ -158,8 +158,9 @@ impl Queue {
     }
 
     /// A flow job's place in its flow, as `inspect --json` shows it: the
-    /// flow's id, the job's name and index, and each job it waits for with
-    /// its state (`null`: not ended).
+    /// flow's id, the job's index, each job it waits for and each job that
+    /// waits for it with its state (`null`: not ended); a batch's callback,
+    /// the batch's counts.
     pub async fn flow_json(&self, flow: &FlowRef) -> Result<serde_json::Value, QueueError> {
         let upstream = self.flows().dependencies(flow).await?.unwrap_or_default();
         let deps: Vec<serde_json::Value> = upstream
@@ -172,8 +173,16 @@ impl Queue {
                 })
             })
             .collect();
-        let mut json =
-            serde_json::json!({ "id": flow.flow, "index": flow.index, "dependencies": deps });
+        let dependents: Vec<serde_json::Value> = self
+            .flows()
+            .dependents(flow)
+            .await?
+            .into_iter()
+            .map(|(name, ended)| serde_json::json!({ "name": name, "ended": ended }))
+            .collect();
+        let mut json = serde_json::json!({
+            "id": flow.flow, "index": flow.index, "dependencies": deps, "dependents": dependents,
+        });
         if let Some(b) = upstream.batch {
             json["batch"] = serde_json::json!({
                 "jobs": b.jobs, "acked": b.acked, "dead": b.dead, "cancelled": b.cancelled,

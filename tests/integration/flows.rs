@@ -281,8 +281,12 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
     let text = hourglass(&project, &["inspect", "work", "f/strict"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains("flow       f, after x dead, ok acked"),
+        text.contains("flow       f, after x dead, ok acked, before after-strict dead"),
         "{text}"
+    );
+    assert_eq!(
+        json["flow"]["dependents"],
+        json!([{"name": "after-strict", "ended": "dead"}])
     );
     // and what required it in turn
     let after = end_of(&queue, "work", "f/after-strict").await;
@@ -529,14 +533,14 @@ async fn bad_flows_are_refused_whole_naming_the_job() {
     let inspected = hourglass(&project, &["inspect", "t", "g/a"]);
     let text = String::from_utf8_lossy(&inspected.stdout);
     assert!(
-        text.contains("flow       g (`hourglass flow show g`)"),
+        text.contains("flow       g, before b not ended (`hourglass flow show g`)"),
         "{text}"
     );
     let json = hourglass(&project, &["inspect", "t", "g/a", "--json"]);
     let json: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(
         json["flow"],
-        json!({"id": "g", "index": 0, "dependencies": []})
+        json!({"id": "g", "index": 0, "dependencies": [], "dependents": [{"name": "b", "ended": null}]})
     );
     let again = hourglass(&project, &["flow", "enqueue", &good]);
     assert_eq!(again.status.code(), Some(2));

@@ -130,6 +130,34 @@ impl Flows<'_> {
         }))
     }
 
+    /// The jobs that wait for job `job` (none for a batch's jobs: only its
+    /// callbacks do), each with its name and how it stands: `acked`,
+    /// `dead`, `cancelled`, or `None` not ended.
+    pub async fn dependents(self, job: &FlowRef) -> Result<Vec<(String, Option<String>)>, QueueError> {
+        let key = self.keys(&job.flow).flow;
+        let list: Option<String> = redis::cmd("HGET")
+            .arg(&key)
+            .arg(format!("d:{}", job.index))
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        let indices: Vec<u32> = list
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|i| i.parse().ok())
+            .collect();
+        if indices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let described = self.describe(&job.flow, &indices).await?;
+        let fields: Vec<String> = indices.iter().map(|i| format!("s:{i}")).collect();
+        let states: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(&key)
+            .arg(&fields)
+            .query_async(&mut self.q.conn.clone())
+            .await?;
+        Ok(described.into_iter().map(|d| d.name).zip(states).collect())
+    }
+
     /// The descriptions of jobs `indices` of flow `id`.
     pub(super) async fn describe(
         self,

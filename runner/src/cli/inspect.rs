@@ -78,15 +78,21 @@ async fn flow_text(
             format!("{} {state}", d.name)
         })
         .collect();
-    Ok(match deps.is_empty() {
-        true => format!("{} (`hourglass flow show {}`)", flow.flow, flow.flow),
-        false => format!(
-            "{}, after {} (`hourglass flow show {}`)",
-            flow.flow,
-            deps.join(", "),
-            flow.flow
-        ),
-    })
+    let dependents: Vec<String> = queue
+        .flows()
+        .dependents(flow)
+        .await?
+        .into_iter()
+        .map(|(name, ended)| format!("{name} {}", ended.as_deref().unwrap_or("not ended")))
+        .collect();
+    let mut out = flow.flow.clone();
+    if !deps.is_empty() {
+        out += &format!(", after {}", deps.join(", "));
+    }
+    if !dependents.is_empty() {
+        out += &format!(", before {}", dependents.join(", "));
+    }
+    Ok(format!("{out} (`hourglass flow show {}`)", flow.flow))
 }
 
 fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String {
