@@ -327,11 +327,17 @@ async fn the_dashboard_draws_a_flow_in_layers_with_each_jobs_state() {
         .unwrap();
     click(c, "#flow-lookup button").await;
     let summary = until_text(c, "#flow-summary", |t| t.contains("done")).await;
-    assert!(summary.starts_with("flow album: 4 jobs (3 acked, 1 dead)"), "{summary}");
+    assert!(
+        summary.starts_with("flow album: 4 jobs (3 acked, 1 dead)"),
+        "{summary}"
+    );
     let x = until_text(c, "#flow-graph [data-layer=\"1\"] [data-job=x]", |_| true).await;
     assert!(x.starts_with("x dead"), "{x}");
     let d = until_text(c, "#flow-graph [data-layer=\"2\"] [data-job=d]", |_| true).await;
-    assert!(d.starts_with("d acked") && d.contains("after b, x (ignore)"), "{d}");
+    assert!(
+        d.starts_with("d acked") && d.contains("after b, x (ignore)"),
+        "{d}"
+    );
     // a job of the flow, looked up (the dead one: kept in full), links to it
     c.find(Locator::Css("#lookup-topic"))
         .await

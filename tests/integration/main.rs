@@ -75,6 +75,7 @@ mod durable;
 mod effects;
 mod failover;
 mod faults;
+mod flow_crash;
 mod flow_handlers;
 mod flows;
 mod follow_ups;

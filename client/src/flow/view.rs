@@ -133,7 +133,10 @@ impl Flows<'_> {
     /// The jobs that wait for job `job` (none for a batch's jobs: only its
     /// callbacks do), each with its name and how it stands: `acked`,
     /// `dead`, `cancelled`, or `None` not ended.
-    pub async fn dependents(self, job: &FlowRef) -> Result<Vec<(String, Option<String>)>, QueueError> {
+    pub async fn dependents(
+        self,
+        job: &FlowRef,
+    ) -> Result<Vec<(String, Option<String>)>, QueueError> {
         let key = self.keys(&job.flow).flow;
         let list: Option<String> = redis::cmd("HGET")
             .arg(&key)
