@@ -29,7 +29,7 @@ async fn a_runner_killed_while_children_complete_leaves_the_parent_running_once(
     let toml = topic("child") + &topic("parent");
     let project = Project::new("concurrency = 8\nlease_margin = \"500ms\"", &toml);
     let queue = project.queue().await;
-    let mut doomed = RunnerProcess::start(&project);
+    let doomed = RunnerProcess::start(&project);
     let _survivor = RunnerProcess::start(&project);
     let mut jobs: Vec<FlowJob> = (0..CHILDREN)
         .map(|i| FlowJob {

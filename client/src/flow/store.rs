@@ -131,7 +131,7 @@ impl Flows<'_> {
         origin: &str,
         now_ms: u64,
     ) -> Result<BTreeMap<String, usize>, QueueError> {
-        let plan = match spec.clone().plan(|| String::new()) {
+        let plan = match spec.clone().plan(String::new) {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::warn!(origin, "a flow a handler created is refused, dropped: {e}");
