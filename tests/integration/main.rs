@@ -76,6 +76,7 @@ mod effects;
 mod failover;
 mod faults;
 mod flow_crash;
+mod flow_failover;
 mod flow_handlers;
 mod flows;
 mod follow_ups;
