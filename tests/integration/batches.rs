@@ -8,22 +8,12 @@ use std::time::Duration;
 
 use hourglass::clock::now_ms;
 use hourglass::redis::flow::{BatchSpec, Callback, FlowJob};
-use hourglass::redis::{EndState, JobEnd, Queue, Standing};
+use hourglass::redis::{EndState, JobEnd};
 use serde_json::{Value, json};
 
-use crate::util::{Project, Running, hourglass, starts};
+use crate::util::{Project, Running, end_of, hourglass, starts};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn topics(names: &[&str]) -> String {
-    let mut out = String::from("[defaults]\nmax_attempts = 1\n\n");
-    for name in names {
-        out.push_str(&format!(
-            "[[topic]]\nname = \"{name}\"\nhandler = \"probe.wasm\"\nresults = {{ keep = \"1h\", max = \"1MiB\" }}\n\n"
-        ));
-    }
-    out
-}
 
 fn member(name: &str, topic: &str, payload: Value) -> FlowJob {
     FlowJob {
@@ -42,13 +32,6 @@ fn callback(topic: &str) -> Option<Callback> {
     })
 }
 
-async fn end_of(queue: &Queue, topic: &str, id: &str) -> JobEnd {
-    match queue.standing(&queue.keys(topic), id).await.unwrap() {
-        Standing::Ended(end) => end,
-        other => panic!("{topic}/{id} has not ended: {other:?}"),
-    }
-}
-
 /// The batch a callback's handler saw (the probe's `echo_deps`).
 fn batch_seen(end: &JobEnd) -> Value {
     let result = end
@@ -60,7 +43,10 @@ fn batch_seen(end: &JobEnd) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_complete_runs_with_the_counts_and_on_success_is_skipped_when_a_job_died() {
-    let project = Project::new("concurrency = 4", &topics(&["rows", "done"]));
+    let project = Project::new(
+        "concurrency = 4",
+        &crate::util::probe_topics(&["rows", "done"]),
+    );
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let spec = |id: &str, fail: bool| BatchSpec {
@@ -86,16 +72,12 @@ async fn on_complete_runs_with_the_counts_and_on_success_is_skipped_when_a_job_d
         let plan = spec(id, fail).plan(|| unreachable!()).unwrap();
         queue.flows().create(&plan, now_ms()).await.unwrap();
     }
-    let events = runner
-        .until(WAIT, |seen| {
-            ["bad/on_complete", "good/on_complete", "good/on_success"]
-                .iter()
-                .all(|id| {
-                    seen.iter()
-                        .any(|e| e.id == *id && crate::util::is_final(&e.kind))
-                })
-        })
-        .await;
+    let callbacks = [
+        ("done", "bad/on_complete"),
+        ("done", "good/on_complete"),
+        ("done", "good/on_success"),
+    ];
+    let events = runner.until_all_settled(&callbacks, WAIT).await;
     let events = [
         events,
         runner.after_drained(&queue, &["rows", "done"], WAIT).await,
@@ -135,7 +117,7 @@ async fn an_open_batch_takes_jobs_until_sealed_then_runs_its_callback_once() {
         "concurrency = 4",
         &format!(
             "{}[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n",
-            topics(&["rows", "done"])
+            crate::util::probe_topics(&["rows", "done"])
         ),
     );
     let mut runner = Running::start(project.config()).await;
@@ -238,7 +220,7 @@ async fn an_open_batch_takes_jobs_until_sealed_then_runs_its_callback_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skipped_on_success_runs_once_the_dead_job_is_retried_and_acks() {
     let data = tempfile::tempdir().unwrap();
-    let toml = topics(&["t"]).replace(
+    let toml = crate::util::probe_topics(&["t"]).replace(
         "handler = \"probe.wasm\"\n",
         &format!(
             "handler = \"probe.wasm\"\ngrants = {{ dirs = [{{ host = \"{}\", guest = \"/data\" }}] }}\n",
@@ -293,16 +275,7 @@ async fn a_skipped_on_success_runs_once_the_dead_job_is_retried_and_acks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_callbacks_read_their_batch() {
-    use test_support::components::{JS_SDK_PROBE, PY_PROBE};
-    let mut toml = topics(&["rows"]);
-    for (name, wasm) in [("py", "py.wasm"), ("js", "js.wasm")] {
-        toml.push_str(&format!(
-            "[[topic]]\nname = \"{name}\"\nhandler = \"{wasm}\"\nresults = {{ keep = \"1h\" }}\n\n"
-        ));
-    }
-    let project = Project::new("concurrency = 4", &toml);
-    crate::util::add_handler(&project, "py.wasm", PY_PROBE);
-    crate::util::add_handler(&project, "js.wasm", JS_SDK_PROBE);
+    let project = crate::util::with_python_and_javascript(crate::util::probe_topics(&["rows"]));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let plan = BatchSpec {
@@ -322,14 +295,10 @@ async fn python_and_javascript_callbacks_read_their_batch() {
         queue.flows().create(&plan, now_ms()).await.unwrap();
     }
     runner
-        .until(WAIT, |seen| {
-            [("py", "langs/on_complete"), ("js", "langs-js/on_complete")]
-                .iter()
-                .all(|(t, id)| {
-                    seen.iter()
-                        .any(|e| e.topic == *t && e.id == *id && crate::util::is_final(&e.kind))
-                })
-        })
+        .until_all_settled(
+            &[("py", "langs/on_complete"), ("js", "langs-js/on_complete")],
+            WAIT,
+        )
         .await;
     for (topic, id) in [("py", "langs"), ("js", "langs-js")] {
         let end = end_of(&queue, topic, &format!("{id}/on_complete")).await;

@@ -5,12 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use hourglass::clock::now_ms;
 use hourglass::redis::Standing;
-use hourglass::redis::flow::{Dep, FlowJob, FlowSpec, Policy};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::util::{Project, RunnerProcess};
+use crate::util::{Project, RunnerProcess, assert_fan_in_result, fan_in, until_flow_ended};
 
 const CHILDREN: usize = 300;
 
@@ -31,48 +29,12 @@ async fn a_runner_killed_while_children_complete_leaves_the_parent_running_once(
     let queue = project.queue().await;
     let doomed = RunnerProcess::start(&project);
     let _survivor = RunnerProcess::start(&project);
-    let mut jobs: Vec<FlowJob> = (0..CHILDREN)
-        .map(|i| FlowJob {
-            name: format!("c{i}"),
-            topic: "child".into(),
-            payload: json!({"touch": "/data", "spin_ms": 5, "result": i})
-                .to_string()
-                .into_bytes(),
-            ..Default::default()
-        })
-        .collect();
-    jobs.push(FlowJob {
-        name: "p".into(),
-        topic: "parent".into(),
-        payload: json!({"touch": "/data", "echo_deps": true})
-            .to_string()
-            .into_bytes(),
-        after: (0..CHILDREN)
-            .map(|i| Dep {
-                name: format!("c{i}"),
-                policy: Policy::Require,
-            })
-            .collect(),
-        max_attempts: 0,
-    });
-    let plan = FlowSpec {
-        id: Some("race".into()),
-        jobs,
-        fail_fast: false,
-    }
-    .plan(|| unreachable!())
-    .unwrap();
-    queue.flows().create(&plan, now_ms()).await.unwrap();
+    let child = |i| json!({"touch": "/data", "spin_ms": 5, "result": i});
+    let parent = json!({"touch": "/data", "echo_deps": true});
+    fan_in(&queue, "race", CHILDREN, child, parent).await;
     // kill one runner once a third of the children have ended
+    until_flow_ended(&queue, "race", CHILDREN / 3, Duration::from_secs(120)).await;
     let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let flow = queue.flows().show("race").await.unwrap().unwrap();
-        if flow.jobs.iter().filter(|j| j.ended.is_some()).count() >= CHILDREN / 3 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the children did not run");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     doomed.kill(); // SIGKILL
     let end = loop {
         if let Standing::Ended(end) = queue
@@ -85,17 +47,7 @@ async fn a_runner_killed_while_children_complete_leaves_the_parent_running_once(
         assert!(Instant::now() < deadline, "the parent did not run");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let result = end.result.as_deref().unwrap_or_else(|| panic!("{end:?}"));
-    let result: Value = serde_json::from_slice(result).unwrap();
-    let deps = result["deps"].as_array().unwrap();
-    assert_eq!(deps.len(), CHILDREN);
-    for (i, d) in deps.iter().enumerate() {
-        assert_eq!(
-            (&d["ended"], &d["result"]),
-            (&json!("acked"), &json!(i)),
-            "{d}"
-        );
-    }
+    assert_fan_in_result(&end, CHILDREN);
     // one execution of the parent; every child ran (one killed mid-attempt
     // runs again, as attempt 2)
     let runs: Vec<String> = std::fs::read_dir(data.path().join("race"))

@@ -6,14 +6,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::Standing;
-use hourglass::redis::flow::{Dep, FlowJob, FlowSpec, Policy};
-use serde_json::{Value, json};
+use serde_json::json;
 use test_support::sentinel::Replicated;
 
-use crate::util::{Project, Running, starts};
+use crate::util::{Project, Running, assert_fan_in_result, fan_in, starts, until_flow_ended};
 
 const CHILDREN: usize = 400;
 
@@ -48,44 +46,10 @@ async fn with_durability_a_flow_survives_a_sentinel_failover_and_its_parent_runs
     let redis = Arc::new(std::sync::Mutex::new(redis));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
-    let mut jobs: Vec<FlowJob> = (0..CHILDREN)
-        .map(|i| FlowJob {
-            name: format!("c{i}"),
-            topic: "child".into(),
-            payload: json!({"spin_ms": 2, "result": i}).to_string().into_bytes(),
-            ..Default::default()
-        })
-        .collect();
-    jobs.push(FlowJob {
-        name: "p".into(),
-        topic: "parent".into(),
-        payload: json!({"echo_deps": true}).to_string().into_bytes(),
-        after: (0..CHILDREN)
-            .map(|i| Dep {
-                name: format!("c{i}"),
-                policy: Policy::Require,
-            })
-            .collect(),
-        max_attempts: 0,
-    });
-    let plan = FlowSpec {
-        id: Some("fo".into()),
-        jobs,
-        fail_fast: false,
-    }
-    .plan(|| unreachable!())
-    .unwrap();
-    queue.flows().create(&plan, now_ms()).await.unwrap();
+    let child = |i| json!({"spin_ms": 2, "result": i});
+    fan_in(&queue, "fo", CHILDREN, child, json!({"echo_deps": true})).await;
+    until_flow_ended(&queue, "fo", CHILDREN / 3, Duration::from_secs(180)).await;
     let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        if let Ok(Some(flow)) = queue.flows().show("fo").await
-            && flow.jobs.iter().filter(|j| j.ended.is_some()).count() >= CHILDREN / 3
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the children did not run");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     redis.lock().unwrap().kill_primary();
     let promoted = std::thread::spawn({
         let redis = redis.clone();
@@ -130,15 +94,6 @@ async fn with_durability_a_flow_survives_a_sentinel_failover_and_its_parent_runs
             other => panic!("fo/p: {other:?}"),
         }
     };
-    let result: Value = serde_json::from_slice(end.result.as_deref().unwrap()).unwrap();
-    let deps = result["deps"].as_array().unwrap();
-    assert_eq!(deps.len(), CHILDREN);
-    for (i, d) in deps.iter().enumerate() {
-        assert_eq!(
-            (&d["ended"], &d["result"]),
-            (&json!("acked"), &json!(i)),
-            "{d}"
-        );
-    }
+    assert_fan_in_result(&end, CHILDREN);
     runner.stop().await;
 }

@@ -4,23 +4,12 @@
 
 use std::time::Duration;
 
-use hourglass::redis::{JobEnd, Queue, Standing};
+use hourglass::redis::Queue;
 use serde_json::{Value, json};
 
-use crate::util::{Project, Running, enqueue, settled, starts};
+use crate::util::{Project, Running, end_of, enqueue, result_json, settled, starts};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn end_of(queue: &Queue, topic: &str, id: &str) -> JobEnd {
-    match queue.standing(&queue.keys(topic), id).await.unwrap() {
-        Standing::Ended(end) => end,
-        other => panic!("{topic}/{id} has not ended: {other:?}"),
-    }
-}
-
-fn result_json(end: &JobEnd) -> Value {
-    serde_json::from_slice(end.result.as_deref().expect("a result")).unwrap()
-}
 
 /// The flow id a maker job acked with.
 async fn made(queue: &Queue, topic: &str, id: &str) -> String {

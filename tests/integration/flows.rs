@@ -9,23 +9,13 @@ use std::time::Duration;
 use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::flow::{Dep, FlowJob, FlowSpec, Policy};
-use hourglass::redis::{EndState, JobEnd, Notice, Queue, Standing};
+use hourglass::redis::{EndState, JobEnd, Notice, Queue};
 use serde_json::{Value, json};
 use test_support::RedisCluster;
 
-use crate::util::{Project, Running, hourglass, starts};
+use crate::util::{Project, Running, end_of, hourglass, result_json, starts};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn topics(names: &[&str]) -> String {
-    let mut out = String::from("[defaults]\nmax_attempts = 1\n\n");
-    for name in names {
-        out.push_str(&format!(
-            "[[topic]]\nname = \"{name}\"\nhandler = \"probe.wasm\"\nresults = {{ keep = \"1h\", max = \"1MiB\" }}\n\n"
-        ));
-    }
-    out
-}
 
 fn job(name: &str, topic: &str, payload: Value, after: &[(&str, Policy)]) -> FlowJob {
     FlowJob {
@@ -52,19 +42,6 @@ async fn create(queue: &Queue, id: &str, jobs: Vec<FlowJob>) {
     .plan(|| unreachable!())
     .unwrap();
     queue.flows().create(&plan, now_ms()).await.unwrap();
-}
-
-/// The kept end of `topic`/`id`.
-async fn end_of(queue: &Queue, topic: &str, id: &str) -> JobEnd {
-    match queue.standing(&queue.keys(topic), id).await.unwrap() {
-        Standing::Ended(end) => end,
-        other => panic!("{topic}/{id} has not ended: {other:?}"),
-    }
-}
-
-fn result_json(end: &JobEnd) -> Value {
-    let result = end.result.as_deref();
-    serde_json::from_slice(result.unwrap_or_else(|| panic!("no result: {end:?}"))).unwrap()
 }
 
 /// Flow `id`: `a` and `b`, then `p` requiring both.
@@ -96,7 +73,7 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
     let project = Project::on_cluster(
         cluster.urls(),
         "concurrency = 4",
-        &topics(&["first", "middle", "last"]),
+        &crate::util::probe_topics(&["first", "middle", "last"]),
     );
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
@@ -189,7 +166,10 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fan_out_of_1000_children_runs_its_parent_once_with_every_result() {
-    let project = Project::new("concurrency = 8", &topics(&["child", "parent"]));
+    let project = Project::new(
+        "concurrency = 8",
+        &crate::util::probe_topics(&["child", "parent"]),
+    );
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let mut jobs: Vec<FlowJob> = (0..1000)
@@ -218,7 +198,7 @@ async fn a_fan_out_of_1000_children_runs_its_parent_once_with_every_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_failure() {
-    let project = Project::new("concurrency = 4", &topics(&["work"]));
+    let project = Project::new("concurrency = 4", &crate::util::probe_topics(&["work"]));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     create(
@@ -315,7 +295,7 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
 /// repeated delivery of a notice changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_ends_at_the_same_instant_release_their_dependent_once() {
-    let project = Project::new("", &topics(&["t"]));
+    let project = Project::new("", &crate::util::probe_topics(&["t"]));
     let (q1, q2) = (project.queue().await, project.queue().await);
     for round in 0..20 {
         let id = format!("race-{round}");
@@ -422,7 +402,7 @@ async fn park_as_a_dead_runner(
 /// in the sweep's index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_whose_release_another_sweeper_holds_stays_indexed() {
-    let project = Project::new("", &topics(&["t"]));
+    let project = Project::new("", &crate::util::probe_topics(&["t"]));
     let queue = project.queue().await;
     let (keys, mut conn) = park_as_a_dead_runner(&project, &queue, "held").await;
     let now = now_ms();
@@ -454,7 +434,7 @@ async fn a_flow_whose_release_another_sweeper_holds_stays_indexed() {
 /// runner's sweep enqueues it, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
-    let project = Project::new("concurrency = 2", &topics(&["t"]));
+    let project = Project::new("concurrency = 2", &crate::util::probe_topics(&["t"]));
     let queue = project.queue().await;
     let (keys, mut conn) = park_as_a_dead_runner(&project, &queue, "left").await;
     // the job a's own attempt is irrelevant here: p is released already
@@ -474,7 +454,7 @@ async fn a_release_left_by_a_runner_that_died_is_swept_and_runs_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_flows_are_refused_whole_naming_the_job() {
-    let project = Project::new("", &topics(&["t", "u"]));
+    let project = Project::new("", &crate::util::probe_topics(&["t", "u"]));
     let write = |name: &str, text: &str| {
         let path = project.dir.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -562,7 +542,7 @@ async fn the_api_creates_and_shows_a_flow_and_refuses_a_bad_one() {
         "concurrency = 2",
         &format!(
             "{}[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n",
-            topics(&["thumbs", "albums"])
+            crate::util::probe_topics(&["thumbs", "albums"])
         ),
     );
     let mut runner = Running::start(project.config()).await;
@@ -628,16 +608,7 @@ async fn the_api_creates_and_shows_a_flow_and_refuses_a_bad_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_handlers_read_their_dependencies() {
-    use test_support::components::{JS_SDK_PROBE, PY_PROBE};
-    let mut toml = topics(&["work"]);
-    for (name, wasm) in [("py", "py.wasm"), ("js", "js.wasm")] {
-        toml.push_str(&format!(
-            "[[topic]]\nname = \"{name}\"\nhandler = \"{wasm}\"\nresults = {{ keep = \"1h\" }}\n\n"
-        ));
-    }
-    let project = Project::new("concurrency = 4", &toml);
-    crate::util::add_handler(&project, "py.wasm", PY_PROBE);
-    crate::util::add_handler(&project, "js.wasm", JS_SDK_PROBE);
+    let project = crate::util::with_python_and_javascript(crate::util::probe_topics(&["work"]));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let deps = [("a", Policy::Require), ("x", Policy::Ignore)];
@@ -653,14 +624,7 @@ async fn python_and_javascript_handlers_read_their_dependencies() {
     )
     .await;
     runner
-        .until(WAIT, |seen| {
-            [("py", "langs/p"), ("js", "langs/j")]
-                .iter()
-                .all(|(t, id)| {
-                    seen.iter()
-                        .any(|e| e.topic == *t && e.id == *id && crate::util::is_final(&e.kind))
-                })
-        })
+        .until_all_settled(&[("py", "langs/p"), ("js", "langs/j")], WAIT)
         .await;
     for (topic, id) in [("py", "langs/p"), ("js", "langs/j")] {
         let end = end_of(&queue, topic, id).await;
@@ -694,7 +658,7 @@ fn any_started(events: &[hourglass::events::Event], ids: &[&str]) -> Vec<String>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_flow_mid_way_cancels_every_job_not_started() {
-    let project = Project::new("concurrency = 1", &topics(&["t"]));
+    let project = Project::new("concurrency = 1", &crate::util::probe_topics(&["t"]));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let slow = json!({"sleep_ms": 1500});
@@ -762,7 +726,7 @@ async fn cancelling_a_flow_mid_way_cancels_every_job_not_started() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_fast_cancels_the_rest_when_one_job_dies() {
-    let project = Project::new("concurrency = 2", &topics(&["t"]));
+    let project = Project::new("concurrency = 2", &crate::util::probe_topics(&["t"]));
     let mut runner = Running::start(project.config()).await;
     let queue = project.queue().await;
     let plan = FlowSpec {
@@ -811,7 +775,7 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrying_a_dead_dependency_resumes_the_flow() {
     let data = tempfile::tempdir().unwrap();
-    let mut toml = topics(&["t"]);
+    let mut toml = crate::util::probe_topics(&["t"]);
     toml = toml.replace(
         "handler = \"probe.wasm\"\n",
         &format!(

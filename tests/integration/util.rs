@@ -296,6 +296,21 @@ impl Running {
         }
     }
 
+    /// Wait until each (topic, id) of `jobs` has acked or been dead-lettered.
+    pub async fn until_all_settled(
+        &mut self,
+        jobs: &[(&str, &str)],
+        within: Duration,
+    ) -> Vec<Event> {
+        self.until(within, |seen| {
+            jobs.iter().all(|(t, id)| {
+                seen.iter()
+                    .any(|e| e.topic == *t && e.id == *id && is_final(&e.kind))
+            })
+        })
+        .await
+    }
+
     /// Wait until `topics` have nothing scheduled, ready or running in Redis,
     /// then take every event sent until then: with these, a late duplicate
     /// run cannot be missed.
@@ -808,4 +823,115 @@ pub fn taskset(args: &[&str]) {
         .output()
         .expect("taskset (util-linux) runs");
     assert!(out.status.success(), "taskset {args:?}: {out:?}");
+}
+
+/// Create flow `id`: `children` jobs `c<i>` in topic `child` (payload
+/// `child(i)`), then `p` in topic `parent` (payload `parent`) requiring them all.
+pub async fn fan_in(
+    queue: &Queue,
+    id: &str,
+    children: usize,
+    child: impl Fn(usize) -> serde_json::Value,
+    parent: serde_json::Value,
+) {
+    use hourglass::redis::flow::{Dep, FlowJob, FlowSpec, Policy};
+    let mut jobs: Vec<FlowJob> = (0..children)
+        .map(|i| FlowJob {
+            name: format!("c{i}"),
+            topic: "child".into(),
+            payload: child(i).to_string().into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    jobs.push(FlowJob {
+        name: "p".into(),
+        topic: "parent".into(),
+        payload: parent.to_string().into_bytes(),
+        after: (0..children)
+            .map(|i| Dep {
+                name: format!("c{i}"),
+                policy: Policy::Require,
+            })
+            .collect(),
+        max_attempts: 0,
+    });
+    let spec = FlowSpec {
+        id: Some(id.into()),
+        jobs,
+        fail_fast: false,
+    };
+    let plan = spec.plan(|| unreachable!()).unwrap();
+    queue.flows().create(&plan, now_ms()).await.unwrap();
+}
+
+/// Wait until at least `n` jobs of flow `id` have ended (a Redis error
+/// counts as not yet).
+pub async fn until_flow_ended(queue: &Queue, id: &str, n: usize, within: Duration) {
+    eventually(within, &format!("{n} jobs of flow {id} ended"), || async {
+        match queue.flows().show(id).await {
+            Ok(Some(flow)) => match flow.jobs.iter().filter(|j| j.ended.is_some()).count() {
+                ended if ended >= n => Ok(()),
+                ended => Err(format!("{ended} ended")),
+            },
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// The `echo_deps` result of a [`fan_in`] parent: every child acked, `c<i>`
+/// with result `i`, in order.
+pub fn assert_fan_in_result(end: &hourglass::redis::JobEnd, children: usize) {
+    let result = end.result.as_deref().unwrap_or_else(|| panic!("{end:?}"));
+    let result: serde_json::Value = serde_json::from_slice(result).unwrap();
+    let deps = result["deps"].as_array().unwrap();
+    assert_eq!(deps.len(), children);
+    for (i, d) in deps.iter().enumerate() {
+        assert_eq!(
+            (&d["ended"], &d["result"]),
+            (&serde_json::json!("acked"), &serde_json::json!(i)),
+            "{d}"
+        );
+    }
+}
+
+/// A project with the topics of `toml` and two more, `py` and `js`, run by
+/// the Python and JavaScript probes (their results kept an hour).
+pub fn with_python_and_javascript(mut toml: String) -> Project {
+    use test_support::components::{JS_SDK_PROBE, PY_PROBE};
+    for (name, wasm) in [("py", "py.wasm"), ("js", "js.wasm")] {
+        toml.push_str(&format!(
+            "[[topic]]\nname = \"{name}\"\nhandler = \"{wasm}\"\nresults = {{ keep = \"1h\" }}\n\n"
+        ));
+    }
+    let project = Project::new("concurrency = 4", &toml);
+    add_handler(&project, "py.wasm", PY_PROBE);
+    add_handler(&project, "js.wasm", JS_SDK_PROBE);
+    project
+}
+
+/// Topics `names` run by the probe, keeping results an hour (up to 1 MiB),
+/// one attempt each by default.
+pub fn probe_topics(names: &[&str]) -> String {
+    let mut out = String::from("[defaults]\nmax_attempts = 1\n\n");
+    for name in names {
+        out.push_str(&format!(
+            "[[topic]]\nname = \"{name}\"\nhandler = \"probe.wasm\"\nresults = {{ keep = \"1h\", max = \"1MiB\" }}\n\n"
+        ));
+    }
+    out
+}
+
+/// The kept end of `topic`/`id` (it must have ended).
+pub async fn end_of(queue: &Queue, topic: &str, id: &str) -> hourglass::redis::JobEnd {
+    match queue.standing(&queue.keys(topic), id).await.unwrap() {
+        hourglass::redis::Standing::Ended(end) => end,
+        other => panic!("{topic}/{id} has not ended: {other:?}"),
+    }
+}
+
+/// An end's result, as JSON.
+pub fn result_json(end: &hourglass::redis::JobEnd) -> serde_json::Value {
+    let result = end.result.as_deref();
+    serde_json::from_slice(result.unwrap_or_else(|| panic!("no result: {end:?}"))).unwrap()
 }
