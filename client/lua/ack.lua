@@ -5,8 +5,8 @@
 -- Batched: a handful of calls per ack, not per job.
 -- KEYS[1]: lease zset   KEYS[2]: job hash   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- KEYS[5]: outbox hash   KEYS[6]: outbox_due zset   KEYS[7]: account hash   KEYS[8]: progress hash
--- KEYS[9]: journal hash (step.lua)
--- KEYS[9 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[9]: journal hash (step.lua)   KEYS[10]: fair hash (prelude.lua: tenant keys)
+-- KEYS[10 + j]: the result key of job j (only when the topic keeps results)
 -- (A leased job is not on the time index: neither script touches it.)
 -- ARGV[1]: sweep time (ms) of follow-ups parked now
 -- ARGV[2]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[3]: the topic's events channel
@@ -26,12 +26,14 @@ for j, id in ipairs(ids) do
       redis.call('ZADD', KEYS[6], ARGV[1], token)
     end
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[9 + j], ARGV[i + 3], ARGV[2], ARGV[3], id)
+      ended(KEYS[10 + j], ARGV[i + 3], ARGV[2], ARGV[3], id)
     end
   else
     refuse(stale, id, current[j])
   end
 end
+keys_released(KEYS[10], done)
+hdel_if(KEYS[10] .. ':of', done)
 each_chunk('ZREM', KEYS[1], done)
 each_chunk('HDEL', KEYS[2], done)
 each_chunk('HDEL', KEYS[3], done)

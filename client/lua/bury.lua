@@ -4,7 +4,8 @@
 -- KEYS[5]: dead zset   KEYS[6]: dead_info hash   KEYS[7]: account hash   KEYS[8]: progress hash
 -- KEYS[9]: journal hash (step.lua: a dead letter keeps its journal for a replay)
 -- KEYS[10]: outbox hash   KEYS[11]: outbox_due zset (a flow job's notice, as ack.lua parks)
--- KEYS[11 + j]: the result key of job j (only when the topic keeps results; a leased job
+-- KEYS[12]: fair hash (prelude.lua: tenant keys; a dead letter keeps its key)
+-- KEYS[12 + j]: the result key of job j (only when the topic keeps results; a leased job
 -- is not on the time index)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
@@ -12,19 +13,20 @@
 -- ARGV[7..]: quintuples of id, attempt, info JSON (reason, attempts, last error), encoded end
 -- ('' for none), outbox entry ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
-local stale = {}
+local stale, buried = {}, {}
 for i = 7, #ARGV, 5 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
+    buried[#buried + 1] = id
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
     redis.call('ZADD', KEYS[5], ARGV[1], id)
     redis.call('HSET', KEYS[6], id, ARGV[i + 2])
     redis.call('HDEL', KEYS[8], id)
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[11 + (i - 2) / 5], ARGV[i + 3], ARGV[4], ARGV[5], id)
+      ended(KEYS[12 + (i - 2) / 5], ARGV[i + 3], ARGV[4], ARGV[5], id)
     end
     if ARGV[i + 4] ~= '' then
       local token = ARGV[i + 1] .. ':' .. id -- redis::outbox_token
@@ -35,6 +37,7 @@ for i = 7, #ARGV, 5 do
     refuse(stale, id, current)
   end
 end
+keys_released(KEYS[12], buried)
 -- retention, at most 1000 removals of each kind per call so the script stays short
 local function drop(ids)
   for _, id in ipairs(ids) do
@@ -42,6 +45,7 @@ local function drop(ids)
     redis.call('HDEL', KEYS[6], id)
     redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[7], id)
+    redis.call('HDEL', KEYS[12] .. ':of', id)
   end
   forget_journals(KEYS[9], ids)
 end

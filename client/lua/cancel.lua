@@ -4,7 +4,8 @@
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- KEYS[9]: progress hash   KEYS[10]: layout 2's zset of waiting jobs
 -- KEYS[11]: journal hash (step.lua)   KEYS[12]: suspended hash (suspend.lua)
--- KEYS[12 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[13]: fair hash (prelude.lua: tenant keys)
+-- KEYS[13 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[2]: the topic's events channel
 -- ARGV[3]: the encoded end of a cancelled job   ARGV[4..]: ids
 -- Returns: per id, where it was: 'pending', 'running', 'dead' or '' (no such job)
@@ -12,13 +13,15 @@ local out = {}
 for i = 4, #ARGV do
   local id = ARGV[i]
   local was = ''
-  if redis.call('ZREM', KEYS[2], id) == 1 then was = 'running'
+  if redis.call('ZREM', KEYS[2], id) == 1 then
+    was = 'running'
+    keys_released(KEYS[13], { id })
   elseif redis.call('ZREM', KEYS[6], id) == 1 then was = 'dead'
   else
     local value = redis.call('HGET', KEYS[3], id)
     local due = due_of(value)
     if due then
-      if index_remove(KEYS[1], id, due) == 1 then was = 'pending' end
+      if unwait(KEYS[1], KEYS[13], id, due) == 1 then was = 'pending' end
     elseif value and redis.call('ZREM', KEYS[10], id) == 1 then
       was = 'pending' -- waiting since layout 2
     end
@@ -31,9 +34,10 @@ for i = 4, #ARGV do
     redis.call('HDEL', KEYS[8], id)
     redis.call('HDEL', KEYS[9], id)
     redis.call('HDEL', KEYS[12], id)
+    redis.call('HDEL', KEYS[13] .. ':of', id)
     forget_journals(KEYS[11], { id })
     if ARGV[1] ~= '0' then
-      ended(KEYS[12 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
+      ended(KEYS[13 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
     end
   end
   out[i - 3] = was

@@ -1,6 +1,7 @@
 -- How many jobs of one topic wait (due by now, and later), run and are dead.
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: lease zset   KEYS[4]: dead zset
 -- KEYS[5]: paused flag   KEYS[6]: layout 2's zset of waiting jobs   KEYS[7]: suspended hash
+-- KEYS[8]: fair hash (jobs due and queued per tenant key: ready)
 -- ARGV[1]: now ms
 -- Returns: { ready, waiting (ready and scheduled), running, dead, paused (0/1), suspended (of the
 --   waiting: sleeping or waiting for a signal) }
@@ -22,4 +23,5 @@ for i, name in ipairs(begun) do
   end
 end
 ready = ready + redis.call('ZCOUNT', KEYS[6], '-inf', now)
+ready = ready + tonumber(redis.call('HGET', KEYS[8], 'n') or '0')
 return { ready, math.max(waiting, ready), running, dead, redis.call('EXISTS', KEYS[5]), redis.call('HLEN', KEYS[7]) }

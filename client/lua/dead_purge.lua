@@ -1,6 +1,6 @@
 -- Delete dead letters and their payloads for good.
 -- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash   KEYS[4]: account hash
--- KEYS[5]: journal hash (step.lua)
+-- KEYS[5]: journal hash (step.lua)   KEYS[6]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: most jobs when no ids are given   ARGV[2..]: ids; none means the oldest ARGV[1]
 -- Returns: the ids deleted
 local ids = {}
@@ -15,6 +15,7 @@ for _, id in ipairs(ids) do
     redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
+    redis.call('HDEL', KEYS[6] .. ':of', id)
     out[#out + 1] = id
   end
 end

@@ -7,19 +7,20 @@
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
 -- KEYS[10]: account hash   KEYS[11]: layout 2's zset of waiting jobs   KEYS[12]: journal hash (step.lua)
--- KEYS[12 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
--- ARGV[1]: wake channel   ARGV[2]: topic
--- ARGV[3..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
---            replace (1: replace the waiting job with this id), account ('' for none)
+-- KEYS[13]: fair hash (prelude.lua: tenant keys)
+-- KEYS[13 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
+-- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms (the producer's clock)
+-- ARGV[4..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
+--            replace (1: replace the waiting job with this id), account ('' for none), key ('' for none)
 -- Returns: flat array of id, status per job: 1 = enqueued, 0 = duplicate (already live or
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
 --          3 = not replaced: that job is running, 4 = not replaced: that job has a journal (a
 --          durable handler's steps ran on its payload)
-local STRIDE = 6
+local STRIDE = 7
 redis.call('SET', KEYS[9], LAYOUT, 'NX')
 local before = head_due(KEYS[1])
 local ids, blanks = {}, 0
-for i = 3, #ARGV, STRIDE do
+for i = 4, #ARGV, STRIDE do
   ids[#ids + 1] = ARGV[i]
   if ARGV[i] == '' then blanks = blanks + 1 end
 end
@@ -35,9 +36,9 @@ if blanks > 0 then
 end
 local stored = hmget_all(KEYS[2], ids)
 local earliest = nil
-local seen, adds, add_due, add_value, out = {}, {}, {}, {}, {}
+local seen, adds, add_due, add_value, add_key, out = {}, {}, {}, {}, {}, {}
 for j, id in ipairs(ids) do
-  local i = 3 + (j - 1) * STRIDE
+  local i = 4 + (j - 1) * STRIDE
   local unique_for = tonumber(ARGV[i + 3])
   local replace = ARGV[i + 4] == '1'
   local status = 1
@@ -61,7 +62,7 @@ for j, id in ipairs(ids) do
       if not seen[id] then
         local due = due_of(stored[j])
         if due then
-          index_remove(KEYS[1], id, due)
+          unwait(KEYS[1], KEYS[13], id, due)
         else
           redis.call('ZREM', KEYS[11], id) -- waiting since layout 2
         end
@@ -76,7 +77,7 @@ for j, id in ipairs(ids) do
     end
   elseif seen[id] then
     status = 0
-  elseif unique_for > 0 and redis.call('EXISTS', KEYS[12 + j]) == 1 then
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[13 + j]) == 1 then
     status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
@@ -92,12 +93,17 @@ for j, id in ipairs(ids) do
   out[#out + 1] = status
   if status == 1 or status == 2 then
     if unique_for > 0 then
-      redis.call('SET', KEYS[12 + j], '1', 'PX', unique_for)
+      redis.call('SET', KEYS[13 + j], '1', 'PX', unique_for)
     end
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', KEYS[10], id, ARGV[i + 5])
     elseif had then
       redis.call('HDEL', KEYS[10], id)
+    end
+    if ARGV[i + 6] ~= '' then
+      redis.call('HSET', KEYS[13] .. ':of', id, ARGV[i + 6])
+    elseif had then
+      redis.call('HDEL', KEYS[13] .. ':of', id)
     end
     -- a repeat of an id earlier in this call replaces that one: the last one counts
     if not seen[id] then adds[#adds + 1] = id end
@@ -105,6 +111,7 @@ for j, id in ipairs(ids) do
     local d = tonumber(ARGV[i + 1])
     add_due[id] = d
     add_value[id] = ARGV[i + 2]
+    add_key[id] = ARGV[i + 6]
     if earliest == nil or d < earliest then earliest = d end
   end
 end
@@ -116,6 +123,24 @@ for k, id in ipairs(adds) do
 end
 for i = 1, #fields, 2 * CHUNK do
   redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 2 * CHUNK - 1, #fields)))
+end
+-- on a topic that claims fairly, jobs due now go straight to their keys' queues: a backlog
+-- enqueued at once is shared between keys from the first claim
+if #adds > 0 and redis.call('HGET', KEYS[13], 'on') then
+  local now = tonumber(ARGV[3])
+  local later, later_due, due_ids, due_dues, due_keys = {}, {}, {}, {}, {}
+  for j, id in ipairs(adds) do
+    if dues[j] <= now then
+      due_ids[#due_ids + 1] = id
+      due_dues[#due_dues + 1] = dues[j]
+      due_keys[#due_keys + 1] = add_key[id] ~= '' and add_key[id]
+    else
+      later[#later + 1] = id
+      later_due[#later_due + 1] = dues[j]
+    end
+  end
+  if #due_ids > 0 then fair_queue(KEYS[13], due_ids, due_dues, due_keys, now, fair_conf(KEYS[13])) end
+  adds, dues = later, later_due
 end
 index_add(KEYS[1], adds, dues)
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)

@@ -311,3 +311,120 @@ local function forget_journals(marks, ids)
   end
   each_chunk('HDEL', marks, gone)
 end
+
+-- Tenant keys (claim_fair.lua): a job may carry a key (its tenant, customer, ...), kept in
+-- the hash `<fair>:of` (id -> key; a job without one has key ''). A topic with fairness
+-- keeps, beside the time index, a queue per key of its due jobs (`<fair>:q:<key>`, id ->
+-- due ms) and the keys that may start one now in `<fair>:ready` (key -> start tag, start-time
+-- fair queueing). The hash `fair` holds the virtual clock 'V', the jobs queued 'n', and what
+-- the last claim was told: 'cap' (jobs at once per key, 0: any), 'iv' and 'tau' (a key's rate:
+-- ms between starts, burst allowance), 'wake' and 'topic' (to wake runners). A key is in
+-- exactly one of: `ready`; `<fair>:wait` (key -> when its rate allows a start); held (at its
+-- cap, or in the set `<fair>:paused`); or empty. The start tag of a key out of `ready` is kept
+-- in `<fair>:idle` while it is ahead of the clock (behind it, the clock is the tag).
+
+-- Key `k` has jobs queued and is in no index: put it where it belongs now (`conf`: the fair
+-- hash's V, cap, iv, tau). True when it became ready.
+local function fair_enter(fair, k, now, conf)
+  if redis.call('SISMEMBER', fair .. ':paused', k) == 1 then return false end
+  if conf.cap > 0 and tonumber(redis.call('HGET', fair .. ':running', k) or '0') >= conf.cap then
+    return false
+  end
+  if conf.iv > 0 then
+    local at = tonumber(redis.call('HGET', fair .. ':tat', k) or '0') - conf.tau
+    if at > now then
+      redis.call('ZADD', fair .. ':wait', string.format('%d', math.ceil(at)), k)
+      return false
+    end
+  end
+  local tag = tonumber(redis.call('ZSCORE', fair .. ':idle', k) or '0')
+  if tag > 0 then redis.call('ZREM', fair .. ':idle', k) end
+  redis.call('ZADD', fair .. ':ready', math.max(tag, conf.V), k)
+  return true
+end
+
+-- The fair hash's settings as fair_enter takes them.
+local function fair_conf(fair)
+  local c = redis.call('HMGET', fair, 'V', 'cap', 'iv', 'tau', 'wake', 'topic')
+  return { V = tonumber(c[1] or '0'), cap = tonumber(c[2] or '0'), iv = tonumber(c[3] or '0'),
+    tau = tonumber(c[4] or '0'), wake = c[5], topic = c[6] }
+end
+
+-- Jobs `ids` left their leases (ack, retry, bury, release, lease expiry, sleep, cancel): each
+-- is counted off its key's running jobs, and a key held at its cap with jobs queued may start
+-- one again (the runners are woken). A topic whose jobs were never claimed fairly pays one EXISTS.
+local function keys_released(fair, ids)
+  local running = fair .. ':running'
+  if #ids == 0 or redis.call('EXISTS', running) == 0 then return end
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local keys = hmget_all(fair .. ':of', ids)
+  local freed, order = {}, {}
+  for j = 1, #ids do
+    local k = keys[j] or ''
+    if not freed[k] then order[#order + 1] = k end
+    freed[k] = (freed[k] or 0) + 1
+  end
+  local conf = nil
+  local woke = false
+  for _, k in ipairs(order) do
+    local left = redis.call('HINCRBY', running, k, -freed[k])
+    if left <= 0 then redis.call('HDEL', running, k) end
+    conf = conf or fair_conf(fair)
+    if conf.cap > 0 and left < conf.cap and left + freed[k] >= conf.cap
+        and redis.call('EXISTS', fair .. ':q:' .. k) == 1
+        and not redis.call('ZSCORE', fair .. ':ready', k) and not redis.call('ZSCORE', fair .. ':wait', k) then
+      if fair_enter(fair, k, now, conf) then woke = true end
+    end
+  end
+  if woke and conf.wake then
+    redis.call('PUBLISH', conf.wake, conf.topic .. ' ' .. string.format('%d', now))
+  end
+end
+
+-- Queue due jobs `ids` (due at `dues`, of keys `keys`: false for none) in their keys' queues;
+-- a key whose queue was empty enters its index.
+local function fair_queue(fair, ids, dues, keys, now, conf)
+  local by, order = {}, {}
+  for j, id in ipairs(ids) do
+    local k = keys[j] or ''
+    local t = by[k]
+    if not t then
+      t = {}
+      by[k] = t
+      order[#order + 1] = k
+    end
+    t[#t + 1] = string.format('%d', dues[j])
+    t[#t + 1] = id
+  end
+  for _, k in ipairs(order) do
+    local t, added, q = by[k], 0, fair .. ':q:' .. k
+    for i = 1, #t, 2 * CHUNK do
+      added = added + redis.call('ZADD', q, unpack(t, i, math.min(i + 2 * CHUNK - 1, #t)))
+    end
+    if redis.call('ZCARD', q) == added and not redis.call('ZSCORE', fair .. ':wait', k) then
+      fair_enter(fair, k, now, conf)
+    end
+  end
+  redis.call('HINCRBY', fair, 'n', #ids)
+end
+
+-- Take job `id` (waiting, due at `due`) off the time index or, on a topic with fairness,
+-- off its key's queue: 1 if it was in either, else 0.
+local function unwait(idx, fair, id, due)
+  if index_remove(idx, id, due) == 1 then return 1 end
+  if redis.call('EXISTS', fair) == 0 then return 0 end
+  local k = redis.call('HGET', fair .. ':of', id) or ''
+  local q = fair .. ':q:' .. k
+  if redis.call('ZREM', q, id) == 0 then return 0 end
+  redis.call('HINCRBY', fair, 'n', -1)
+  if redis.call('EXISTS', q) == 0 then
+    local tag = redis.call('ZSCORE', fair .. ':ready', k)
+    if tag then
+      redis.call('ZREM', fair .. ':ready', k)
+      redis.call('ZADD', fair .. ':idle', tag, k)
+    end
+    redis.call('ZREM', fair .. ':wait', k)
+  end
+  return 1
+end

@@ -1,6 +1,6 @@
 -- Schedule the next attempt of jobs whose attempt failed, recording the error.
 -- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: attempt hash   KEYS[4]: error hash
--- KEYS[5]: job hash
+-- KEYS[5]: job hash   KEYS[6]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3]: the topic's events channel, where each attempt's failure is told ('': not told)
 -- ARGV[4..]: quadruples of id, attempt, next due ms, error (JSON)
@@ -26,6 +26,7 @@ for i = 4, #ARGV, 4 do
     refuse(stale, id, current)
   end
 end
+keys_released(KEYS[6], back)
 wait_again(KEYS[2], KEYS[5], back, dues)
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)
 return stale

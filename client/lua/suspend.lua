@@ -5,6 +5,7 @@
 -- A job that waits for a signal already sent is due at once.
 -- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: attempt hash
 -- KEYS[4]: job hash   KEYS[5]: journal hash (step.lua)   KEYS[6]: suspended hash
+-- KEYS[7]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms
 -- ARGV[4..]: sextuples of id, attempt, wake ms, timer field, handler version, what it waits
 --   for (JSON: client/src/journal.rs Suspension, whose 'signal' names the signal, if any)
@@ -36,6 +37,7 @@ for i = 4, #ARGV, 6 do
     refuse(stale, id, current)
   end
 end
+keys_released(KEYS[7], back)
 wait_again(KEYS[2], KEYS[4], back, dues)
 wake_if_earlier(ARGV[1], ARGV[2], earliest, before)
 return stale

@@ -5,7 +5,8 @@ use redis::Value;
 
 use super::reply::{bytes, number, optional_string, string};
 use super::{
-    Claimed, ClaimedJob, Failure, Held, Journal, Pipeline, QueueError, Record, TopicKeys, scripts,
+    Claimed, ClaimedJob, Failure, Fairness, Held, Journal, Pipeline, QueueError, Record, TopicKeys,
+    scripts,
 };
 
 /// A topic's rate, as the claim script enforces it (GCRA) across runners.
@@ -41,7 +42,7 @@ impl Pipeline<'_> {
         limit: usize,
         rate: Option<RateLimit>,
     ) -> Result<Claimed, QueueError> {
-        self.claim_ahead(keys, now_ms, now_ms, lease_until_ms, limit, rate)
+        self.claim_ahead(keys, now_ms, now_ms, lease_until_ms, limit, rate, None)
             .await
     }
 
@@ -50,7 +51,9 @@ impl Pipeline<'_> {
     /// A runner claims a few milliseconds ahead so that a claim Redis (or a
     /// busy machine) is slow to answer does not make the job late. Under a
     /// rate limit nothing is taken ahead (the limit counts starts at claim
-    /// time).
+    /// time). With `fair`, keys take turns (`claim_fair.lua`) and each
+    /// job's tenant key comes with it.
+    #[allow(clippy::too_many_arguments)]
     pub async fn claim_ahead(
         self,
         keys: &TopicKeys,
@@ -59,18 +62,26 @@ impl Pipeline<'_> {
         lease_until_ms: u64,
         limit: usize,
         rate: Option<RateLimit>,
+        fair: Option<&Fairness>,
     ) -> Result<Claimed, QueueError> {
         let rate = rate.unwrap_or(RateLimit {
             interval_ms: 0.0,
             burst: 0,
         });
-        let mut inv = scripts::CLAIM.on(keys);
+        let mut inv = match fair {
+            Some(_) => scripts::CLAIM_FAIR.on(keys),
+            None => scripts::CLAIM.on(keys),
+        };
         inv.arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)
             .arg(rate.interval_ms)
             .arg(rate.burst)
             .arg(due_by_ms.max(now_ms));
+        if let Some(fair) = fair {
+            fair.args(&mut inv, &self.q.wake, &keys.topic);
+        }
+        let stride = if fair.is_some() { 8 } else { 7 };
         let (reply, confirmed): (Vec<Value>, _) = self.q.invoke_then_confirm(&inv).await?;
         let (head, rest) = reply
             .split_first()
@@ -80,8 +91,12 @@ impl Pipeline<'_> {
             Value::Int(_) => (None, false),
             v => (Some(number(v)?), false),
         };
-        let mut jobs = Vec::with_capacity(rest.len() / 7);
-        for job in rest.chunks(7) {
+        let mut jobs = Vec::with_capacity(rest.len() / stride);
+        for job in rest.chunks(stride) {
+            let (job, key) = match job {
+                [job @ .., key] if stride == 8 => (job, Some(string(key)?)),
+                job => (job, None),
+            };
             let [id, due, attempt, record, error, account, journal] = job else {
                 return Err(QueueError::Protocol(format!("claim answered {job:?}")));
             };
@@ -92,6 +107,7 @@ impl Pipeline<'_> {
                 record: Record::decode(&bytes(record)?),
                 last_failure: optional_string(error)?.map(Failure::parse),
                 account: optional_string(account)?,
+                key,
                 journal: match journal {
                     Value::Nil => None,
                     j => Some(Journal::from_reply(j).map_err(|e| e.to_string())),

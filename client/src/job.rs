@@ -29,6 +29,29 @@ pub fn check_account(account: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Refuse a tenant key that is not 1 to 128 bytes of letters, digits or
+/// `_-.:@/` (a job's key for fairness and per-key limits: a customer, a
+/// tenant, a partition).
+pub fn check_key(key: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "_-.:@/".contains(c);
+    if key.is_empty() {
+        return Err("key is empty: leave it out for a job without one".to_owned());
+    }
+    if key.len() > 128 {
+        return Err(format!(
+            "key of {} bytes is over 128 bytes ({:?}...)",
+            key.len(),
+            &key[..key.char_indices().nth(16).map_or(key.len(), |(i, _)| i)]
+        ));
+    }
+    if let Some(bad) = key.chars().find(|c| !ok(*c)) {
+        return Err(format!(
+            "key {key:?} holds {bad:?}: only letters, digits and _-.:@/ are allowed"
+        ));
+    }
+    Ok(())
+}
+
 /// A job to enqueue. `NewJob { payload, due_at_ms, ..Default::default() }`
 /// leaves the rest at "no id, the topic's attempts, no reservation".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,6 +79,9 @@ pub struct NewJob {
     /// The account its attempts' usage is summed under (`hourglass usage`),
     /// if any: see [`check_account`].
     pub account: Option<String>,
+    /// Its tenant key (a customer, a tenant, a partition): on a topic with
+    /// fairness, keys take turns and per-key limits apply; see [`check_key`].
+    pub key: Option<String>,
     /// The result of the job that started this one (a follow-up enqueued
     /// with its parent's result), handed to its handler.
     pub parent_result: Option<Vec<u8>>,
@@ -110,6 +136,9 @@ pub struct ClaimedJob {
     pub last_failure: Option<Failure>,
     /// The account the job is tagged with, if any.
     pub account: Option<String>,
+    /// Its tenant key when the topic claims fairly (`Some("")` for a job
+    /// without one); `None` from a claim without fairness.
+    pub key: Option<String>,
     /// Its journal, if it is a durable handler's job that has one (or why
     /// it could not be read).
     pub journal: Option<Result<super::Journal, String>>,

@@ -59,6 +59,14 @@ pub struct TopicKeys {
     /// hash id → what a suspended job waits for (JSON, `journal.rs`:
     /// `Suspension`), until it is claimed again.
     pub suspended: String,
+    /// hash: the fairness state of the topic's tenant keys (virtual clock,
+    /// jobs queued, the settings of the last fair claim), and the prefix of
+    /// the keys beside it: `<fair>:of` (hash id → the job's tenant key),
+    /// `:q:<key>` (zset: a key's due jobs by due time), `:ready`, `:idle`,
+    /// `:wait` (zsets of keys), `:running`, `:weight`, `:tat`, `:cost`
+    /// (hashes key → value), `:paused` (set), `:cpu:<10 s>` (zset key → CPU
+    /// µs). See `lua/prelude.lua` and `lua/claim_fair.lua`.
+    pub fair: String,
     /// hash: a flow's state, when these are the keys of flow `<id>`
     /// (`Queue::flow_keys`, topic name `flow:<id>`; see `flow/`).
     pub flow: String,
@@ -117,6 +125,7 @@ impl TopicKeys {
             events: key("events"),
             journal: key("journal"),
             suspended: key("suspended"),
+            fair: key("fair"),
             flow: key("flow"),
         }
     }
@@ -203,6 +212,7 @@ mod tests {
             events,
             journal,
             suspended,
+            fair,
             flow,
         } = &k;
         for key in [
@@ -227,6 +237,7 @@ mod tests {
             events,
             journal,
             suspended,
+            fair,
             flow,
             &k.journal_of("order-1"),
             &k.schedule("nightly"),

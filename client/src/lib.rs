@@ -43,7 +43,8 @@
 //!   claims, acks, retries, burials, releases, follow-up delivery, progress),
 //!   [`Admin`] (`admin.rs`: cancel, pause), [`DeadLetters`] (`dead.rs`),
 //!   [`Rollouts`] (`rollout.rs`), [`Runners`] (`runners.rs`, `usage.rs`:
-//!   heartbeats, account usage, schedule cursors), [`Layouts`] (`layout.rs`).
+//!   heartbeats, account usage, schedule cursors), [`Layouts`] (`layout.rs`),
+//!   [`Tenants`] (`tenants.rs`: tenant keys, fairness, per-key limits).
 //! - What is stored and how: [`keys`] (every key name), `scripts.rs` (each
 //!   Lua script with the topic keys it takes), `job.rs` (jobs, attempts and
 //!   their ends as the scripts take them), [`record`] (a job's stored
@@ -78,6 +79,7 @@ pub mod rollout;
 mod runners;
 mod scripts;
 mod sentinel;
+mod tenants;
 pub mod trace;
 mod usage;
 mod wait;
@@ -96,7 +98,7 @@ pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
     AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,
     KEPT_ATTEMPTS, NewJob, Refusal, Refused, Retrying, TopicStats, Usage, check_account, check_id,
-    with_attempt,
+    check_key, with_attempt,
 };
 pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
@@ -111,6 +113,7 @@ pub use rollout::{
 };
 pub use runners::{MissingVersion, RunnerInfo, Runners, TopicMeter};
 pub use sentinel::Sentinel;
+pub use tenants::{Fairness, KeyStats, KeysStats, MAX_WEIGHT, Share, Tenants};
 pub use trace::TraceContext;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
 pub use wait::{JobEvent, Waited, Waiters, Watch};

@@ -17,7 +17,8 @@
 //! 2, the job's [`FlowRef`], and after the jobs the flow notices (u32 LE
 //! count, each [`Notice`]); version 5 adds bit 3, the job's attempts (u32
 //! LE), and after the notices the flows a handler created (u32 LE count,
-//! each a [`FlowSpec`] in postcard with a u32 LE length).
+//! each a [`FlowSpec`] in postcard with a u32 LE length); version 6 adds
+//! bit 4, the job's tenant key (a one-byte length, then its bytes).
 
 use std::collections::BTreeMap;
 
@@ -35,8 +36,9 @@ use super::{
 /// versions (parked by an older runner) are still read. Entries without a
 /// parent's result are written as version 2, which every runner since
 /// unique-for reads; without flows, as version 3 at most; without attempts
-/// or created flows, as version 4 at most.
-const VERSION: u8 = 5;
+/// or created flows, as version 4 at most; 6 adds a job's tenant key, and
+/// is written only for an entry with one.
+const VERSION: u8 = 6;
 
 /// A follow-up job for `topic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,14 +87,16 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
         .sum();
     let mut out = Vec::with_capacity(5 + size);
     let created = flows;
-    let v5 = !created.is_empty() || jobs.iter().any(|p| p.job.max_attempts > 0);
+    let v6 = jobs.iter().any(|p| p.job.key.is_some());
+    let v5 = v6 || !created.is_empty() || jobs.iter().any(|p| p.job.max_attempts > 0);
     let flows = v5 || !notices.is_empty() || jobs.iter().any(|p| p.job.flow.is_some());
     let extended = flows
         || jobs
             .iter()
             .any(|p| p.job.parent_result.is_some() || p.job.trace.is_some());
     out.push(match (v5, flows, extended) {
-        (true, _, _) => VERSION,
+        _ if v6 => VERSION,
+        (true, _, _) => 5,
         (false, true, _) => 4,
         (false, false, true) => 3,
         (false, false, false) => 2,
@@ -110,7 +114,8 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
             let flags = u8::from(p.job.parent_result.is_some())
                 | u8::from(p.job.trace.is_some()) << 1
                 | u8::from(p.job.flow.is_some()) << 2
-                | u8::from(p.job.max_attempts > 0) << 3;
+                | u8::from(p.job.max_attempts > 0) << 3
+                | u8::from(p.job.key.is_some()) << 4;
             out.push(flags);
             if let Some(r) = &p.job.parent_result {
                 out.extend_from_slice(&(r.len() as u32).to_le_bytes());
@@ -127,6 +132,11 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
             }
             if p.job.max_attempts > 0 {
                 out.extend_from_slice(&p.job.max_attempts.to_le_bytes());
+            }
+            if let Some(k) = &p.job.key {
+                // at most 128 bytes (check_key)
+                out.push(k.len() as u8);
+                out.extend_from_slice(k.as_bytes());
             }
         }
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
@@ -177,7 +187,8 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
         };
         let flags = if version >= 3 { r.take(1)?[0] } else { 0 };
         let known = match version {
-            5.. => 15,
+            6.. => 31,
+            5 => 15,
             4 => 7,
             _ => 3,
         };
@@ -211,6 +222,13 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
             8 => u32::from_le_bytes(r.array()?),
             _ => 0,
         };
+        let key = match flags & 16 {
+            16 => {
+                let len = r.take(1)?[0] as usize;
+                Some(r.text(len)?)
+            }
+            _ => None,
+        };
         let len = u32::from_le_bytes(r.array()?) as usize;
         let payload = r.take(len)?.to_vec();
         jobs.push(Parked {
@@ -224,6 +242,7 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
                 replace: false,
                 version: None,
                 account: None,
+                key,
                 parent_result,
                 trace,
                 flow,

@@ -14,7 +14,7 @@ use super::reply::string;
 use super::{
     Admin, DEFAULT_PAYLOAD, DeadLetters, Durability, Endpoint, Enqueued, Layouts, NewJob, Pipeline,
     QueueError, Record, Rollouts, Runners, TopicKeys, TopicStats, Waited, Waiters, check_account,
-    check_id, record, scripts, wake_channel,
+    check_id, check_key, record, scripts, wake_channel,
 };
 
 /// A connection to the pipeline of one namespace.
@@ -79,6 +79,9 @@ impl Queue {
                 check_account(account)
                     .map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
             }
+            if let Some(key) = &job.key {
+                check_key(key).map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
+            }
             if job.payload.len() as u64 > self.max_payload {
                 return Err(QueueError::Invalid(format!(
                     "{}: payload of {} bytes is over the limit of {} bytes ([runner] max_payload)",
@@ -142,6 +145,7 @@ impl Queue {
                 }
             }
             self.wake_args(&mut inv, keys);
+            inv.arg(now_ms);
             for job in chunk {
                 let record = Record {
                     max_attempts: job.max_attempts,
@@ -157,7 +161,8 @@ impl Queue {
                     .arg(record.encode())
                     .arg(job.unique_for_ms)
                     .arg(if job.replace { "1" } else { "0" })
-                    .arg(job.account.as_deref().unwrap_or(""));
+                    .arg(job.account.as_deref().unwrap_or(""))
+                    .arg(job.key.as_deref().unwrap_or(""));
             }
             let reply: Vec<Value> = self.invoke_durable(&inv).await?;
             for pair in reply.chunks(2) {

@@ -75,7 +75,8 @@ script!(
         layout,
         account,
         legacy_pending,
-        journal
+        journal,
+        fair
     ]
 );
 script!(
@@ -96,22 +97,34 @@ script!(
     ]
 );
 script!(
+    CLAIM_FAIR,
+    "claim_fair.lua",
+    [
+        pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair
+    ]
+);
+script!(
     ACK,
     "ack.lua",
     [
-        lease, job, attempt, error, outbox, outbox_due, account, progress, journal
+        lease, job, attempt, error, outbox, outbox_due, account, progress, journal, fair
     ]
 );
-script!(RETRY, "retry.lua", [lease, pending, attempt, error, job]);
+script!(
+    RETRY,
+    "retry.lua",
+    [lease, pending, attempt, error, job, fair]
+);
 script!(
     BURY,
     "bury.lua",
     [
-        lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox, outbox_due
+        lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox,
+        outbox_due, fair
     ]
 );
-script!(REQUEUE, "requeue.lua", [lease, pending, error, job]);
-script!(RELEASE, "release.lua", [lease, pending, attempt, job]);
+script!(REQUEUE, "requeue.lua", [lease, pending, error, job, fair]);
+script!(RELEASE, "release.lua", [lease, pending, attempt, job, fair]);
 script!(OUTBOX_TAKE, "outbox_take.lua", [outbox, outbox_due]);
 script!(OUTBOX_CLEAR, "outbox_clear.lua", [outbox, outbox_due]);
 script!(
@@ -129,7 +142,8 @@ script!(
         progress,
         legacy_pending,
         journal,
-        suspended
+        suspended,
+        fair
     ]
 );
 script!(
@@ -140,13 +154,13 @@ script!(
 script!(
     DEAD_PURGE,
     "dead_purge.lua",
-    [dead, dead_info, job, account, journal]
+    [dead, dead_info, job, account, journal, fair]
 );
 script!(STEP, "step.lua", [attempt, journal], alone);
 script!(
     SUSPEND,
     "suspend.lua",
-    [lease, pending, attempt, job, journal, suspended]
+    [lease, pending, attempt, job, journal, suspended, fair]
 );
 script!(
     SIGNAL,
@@ -164,8 +178,21 @@ script!(PEEK, "peek.lua", [job, dead, lease, progress]);
 script!(
     COUNTS,
     "counts.lua",
-    [pending, job, lease, dead, paused, legacy_pending, suspended]
+    [
+        pending,
+        job,
+        lease,
+        dead,
+        paused,
+        legacy_pending,
+        suspended,
+        fair
+    ]
 );
+script!(KEY_PAUSE, "key_pause.lua", [fair]);
+script!(KEY_CHARGE, "key_charge.lua", [fair], alone);
+script!(KEY_STATS, "key_stats.lua", [fair, lease], alone);
+script!(FAIR_OFF, "fair_off.lua", [pending, job, fair]);
 script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
 script!(
     FLOW_CREATE,
@@ -208,6 +235,11 @@ mod tests {
         let all = [
             (&ENQUEUE, 0),
             (&CLAIM, 0),
+            (&CLAIM_FAIR, 0),
+            (&KEY_PAUSE, 0),
+            (&KEY_CHARGE, 0),
+            (&KEY_STATS, 0),
+            (&FAIR_OFF, 0),
             (&ACK, 0),
             (&RETRY, 0),
             (&BURY, 0),

@@ -1,13 +1,13 @@
 //! What a producer asks of one job, as written (`hourglass enqueue` flags,
 //! the API's fields), checked once for both: the id, when it is due (`delay`,
 //! `at` or `due_at_ms`), its attempts, `unique_for` and `replace`, a handler
-//! version, an account, a trace context. The payload's own checks stay with its source (a file, standard
+//! version, an account, a tenant key, a trace context. The payload's own checks stay with its source (a file, standard
 //! input, JSON); `Queue::enqueue` checks what it stores once more, for
 //! producers that use the client crate directly.
 
 use crate::clock::millis;
 use crate::config::parse_duration;
-use crate::redis::{NewJob, TraceContext, check_account, check_id, check_version};
+use crate::redis::{NewJob, TraceContext, check_account, check_id, check_key, check_version};
 
 /// A job's options as a producer wrote them.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +30,8 @@ pub struct JobOptions {
     pub version: Option<String>,
     /// Sum its attempts' usage under this account.
     pub account: Option<String>,
+    /// Its tenant key: on a topic with fairness, keys take turns.
+    pub key: Option<String>,
     /// The producer's W3C `traceparent`: its attempts continue that trace.
     pub traceparent: Option<String>,
     /// The producer's W3C `tracestate` (with `traceparent` only).
@@ -59,6 +61,9 @@ impl JobOptions {
         }
         if let Some(account) = &self.account {
             check_account(account).map_err(|why| bad("account", why))?;
+        }
+        if let Some(key) = &self.key {
+            check_key(key).map_err(|why| bad("key", why))?;
         }
         let trace = match (&self.traceparent, &self.tracestate) {
             (Some(parent), state) => Some(
@@ -116,6 +121,7 @@ impl JobOptions {
             replace: self.replace,
             version: self.version,
             account: self.account,
+            key: self.key,
             parent_result: None,
             trace,
             flow: None,

@@ -101,6 +101,7 @@ mod runners;
 mod scheduling;
 mod security;
 mod standards;
+mod tenants;
 mod traces;
 mod util;
 mod warm_up;

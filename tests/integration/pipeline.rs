@@ -71,7 +71,7 @@ async fn a_claim_ahead_takes_jobs_due_by_its_horizon_only_and_none_ahead_under_a
     q.enqueue(&k, &jobs, 1_000).await.unwrap();
     let ahead = q
         .pipeline()
-        .claim_ahead(&k, 10_000, 10_005, 20_000, 10, None)
+        .claim_ahead(&k, 10_000, 10_005, 20_000, 10, None, None)
         .await
         .unwrap();
     let got: Vec<(&str, u64)> = ahead
@@ -90,7 +90,7 @@ async fn a_claim_ahead_takes_jobs_due_by_its_horizon_only_and_none_ahead_under_a
     });
     let claimed = q
         .pipeline()
-        .claim_ahead(&limited, 10_000, 10_005, 20_000, 10, rate)
+        .claim_ahead(&limited, 10_000, 10_005, 20_000, 10, rate, None)
         .await
         .unwrap();
     let ids: Vec<&str> = claimed.jobs.iter().map(|j| j.id.as_str()).collect();

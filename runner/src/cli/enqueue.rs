@@ -21,7 +21,8 @@ use prometheus_client::metrics::counter::Counter;
     hourglass enqueue report '{\"user\":7}' --id daily-7 --unique-for 24h\n  \
     hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace\n  \
     hourglass enqueue refund @refund.json --version 3fa1c2d4e5b60718\n  \
-    hourglass enqueue report '{\"user\":7}' --account acme
+    hourglass enqueue report '{\"user\":7}' --account acme\n  \
+    hourglass enqueue export '{\"customer\":7}' --key customer-7
   \
     hourglass enqueue render '{\"doc\":9}' --wait 1m",
     // --version names a handler version here, not hourglass's
@@ -59,6 +60,12 @@ pub(super) struct Args {
     /// account, for `hourglass usage` (1 to 64 letters, digits or _-.:@).
     #[arg(long)]
     account: Option<String>,
+    /// The job's tenant key (a customer, a tenant; 1 to 128 letters, digits
+    /// or _-.:@/): on a topic with `fairness`, keys take turns and
+    /// `key_concurrency` / `key_rate` apply per key (see the docs' Many
+    /// tenants page).
+    #[arg(long)]
+    key: Option<String>,
     /// Wait until the job ends (default up to 30s) and print its result:
     /// exit 0 acked, 1 dead or cancelled, 3 its end no longer kept, 124
     /// still running. The topic must keep results (`results` in queues.toml).
@@ -102,6 +109,7 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         replace: args.replace,
         version: args.version,
         account: args.account,
+        key: args.key,
         traceparent: args.traceparent,
         tracestate: args.tracestate,
     };

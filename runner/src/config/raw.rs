@@ -9,12 +9,14 @@ use toml::Spanned;
 
 use super::topic::{DEFAULT_JOURNAL_MAX, JournalPolicy, OnDivergence};
 use super::units::{
-    DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, Positive, Share, Size,
+    DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, PerPeriod, Positive, Share,
+    Size,
 };
 use super::{
     Backoff, DeadLetter, Grants, HttpLimits, Rate, Results, Reuse, RolloutPolicy, RunnerConfig,
     TopicConfig,
 };
+use hourglass_client::{Fairness, RateLimit, Share as KeyShare};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +150,9 @@ pub(super) struct RawTopic {
     pub http: Option<Spanned<RawHttp>>,
     pub weight: Option<Positive>,
     pub rate: Option<RawRate>,
+    pub fairness: Option<RawFairness>,
+    pub key_concurrency: Option<Positive>,
+    pub key_rate: Option<PerPeriod>,
     pub rollout: Option<RawRollout>,
     pub results: Option<RawResults>,
     pub reuse: Option<RawReuse>,
@@ -190,6 +195,29 @@ pub(super) struct RawRollout {
     pub min_attempts: Option<Positive>,
     pub max_failure_rate: Option<Fraction>,
     pub margin: Option<Fraction>,
+}
+
+/// `fairness = { by = "key", share = "jobs" | "cpu" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFairness {
+    pub by: FairBy,
+    pub share: Option<FairShare>,
+}
+
+/// What keys take turns: the job's tenant key (the only choice so far).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum FairBy {
+    Key,
+}
+
+/// `share = "jobs" | "cpu"`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum FairShare {
+    Jobs,
+    Cpu,
 }
 
 /// `rate = { limit = 100, per = "1s", burst = 10 }`.
@@ -288,6 +316,26 @@ impl RawTopic {
                 limit: r.limit.0,
                 per: r.per.0,
                 burst: r.burst,
+            }),
+            fairness: (self.fairness.is_some()
+                || self.key_concurrency.is_some()
+                || self.key_rate.is_some())
+            .then(|| {
+                let share = self.fairness.as_ref().and_then(|f| {
+                    let FairBy::Key = f.by;
+                    f.share
+                });
+                Fairness {
+                    share: match share {
+                        Some(FairShare::Cpu) => KeyShare::Cpu,
+                        Some(FairShare::Jobs) | None => KeyShare::Jobs,
+                    },
+                    key_concurrency: self.key_concurrency.map_or(0, |c| c.0),
+                    key_rate: self.key_rate.map(|r| RateLimit {
+                        interval_ms: r.1.as_secs_f64() * 1000.0 / f64::from(r.0),
+                        burst: 0,
+                    }),
+                }
             }),
             rollout: self
                 .rollout

@@ -45,6 +45,9 @@ pub struct TopicConfig {
     pub weight: Option<u32>,
     /// How many attempts may start per period, across every runner.
     pub rate: Option<Rate>,
+    /// Tenant keys take turns (and per-key limits apply): `fairness`,
+    /// `key_concurrency`, `key_rate`. `None`: jobs start in due order.
+    pub fairness: Option<hourglass_client::Fairness>,
     /// How a new handler version is rolled out; `None`: it replaces the
     /// old one at once.
     pub rollout: Option<RolloutPolicy>,

@@ -139,3 +139,32 @@ impl<'de> Deserialize<'de> for Share {
         }
     }
 }
+
+/// A start rate written as `"10/s"`, `"600/m"`, `"5/h"` or `"3/10s"`:
+/// starts per period, as (starts, period).
+#[derive(Debug, Clone, Copy)]
+pub struct PerPeriod(pub u32, pub Duration);
+
+impl<'de> Deserialize<'de> for PerPeriod {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PerPeriod, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_per_period(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parse [`PerPeriod`].
+pub fn parse_per_period(text: &str) -> Result<PerPeriod, String> {
+    let bad = || format!("{text:?} is not a rate like \"10/s\", \"600/m\", \"5/h\" or \"3/10s\"");
+    let (n, per) = text.trim().split_once('/').ok_or_else(bad)?;
+    let n: u32 = n.trim().parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
+    let per = match per.trim() {
+        "s" => Duration::from_secs(1),
+        "m" => Duration::from_secs(60),
+        "h" => Duration::from_secs(3600),
+        other => parse_duration(other).map_err(|_| bad())?,
+    };
+    if per.is_zero() {
+        return Err(bad());
+    }
+    Ok(PerPeriod(n, per))
+}

@@ -47,6 +47,8 @@ struct JobIn {
     version: Option<String>,
     /// Sum its usage under this account.
     account: Option<String>,
+    /// Its tenant key: on a topic with fairness, keys take turns.
+    key: Option<String>,
 }
 
 impl JobIn {
@@ -84,6 +86,7 @@ impl JobIn {
             replace: self.replace,
             version: self.version,
             account: self.account,
+            key: self.key,
             traceparent: None,
             tracestate: None,
         };

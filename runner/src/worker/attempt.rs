@@ -139,7 +139,7 @@ pub(super) async fn run(
     else {
         return flight;
     };
-    let (mut input, earlier, account) = (ready.input, ready.earlier, ready.account);
+    let (mut input, earlier, account, key) = (ready.input, ready.earlier, ready.account, ready.key);
     // the attempt's span, when spans are exported: a child of the producer's
     let (span, trace) = (shared.telemetry.attempt(ready.trace.as_ref()), ready.trace);
     if span.is_none() {
@@ -153,6 +153,7 @@ pub(super) async fn run(
         number,
         version: handler.version(),
         account: account.as_deref(),
+        key: key.as_deref(),
         due_at_ms: input.due_at_ms,
         started_at_ms: now_ms(),
         span: span.as_deref(),
@@ -180,6 +181,7 @@ pub(super) async fn run(
     );
     // follow-ups continue the trace: under this attempt's span, or the job's
     decision.continue_trace(|| span.as_ref().map(|s| s.span.trace_context()).or(trace));
+    decision.inherit_key(key.as_deref());
     let ending = Ending {
         finish: &finish,
         usage: &usage,

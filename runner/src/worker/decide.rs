@@ -47,6 +47,8 @@ pub(super) enum Decision {
 pub(super) struct Ready {
     /// The account it is tagged with.
     pub account: Option<String>,
+    /// Its tenant key, when its topic claims fairly ('' for none).
+    pub key: Option<String>,
     /// The handler's input.
     pub input: JobInput,
     /// The handler version the job is pinned to, if it is: the one that
@@ -70,6 +72,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         record,
         last_failure,
         account,
+        key,
         journal,
     } = job;
     let (last, handler, earlier) = match last_failure {
@@ -134,6 +137,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         pin,
         earlier,
         account,
+        key,
     })
 }
 
@@ -298,6 +302,17 @@ pub(super) fn costs(
 }
 
 impl Decision {
+    /// Give an ack's follow-ups their parent's tenant `key` (when they
+    /// set none): work a tenant's job starts is that tenant's.
+    pub(super) fn inherit_key(&mut self, key: Option<&str>) {
+        if let (Decision::Ack { follow_ups, .. }, Some(key)) = (self, key.filter(|k| !k.is_empty()))
+        {
+            for f in follow_ups.iter_mut().filter(|f| f.job.key.is_none()) {
+                f.job.key = Some(key.to_owned());
+            }
+        }
+    }
+
     /// Give an ack's follow-ups the trace `context` makes (computed only
     /// when there are follow-ups), so they continue the attempt's trace.
     pub(super) fn continue_trace(&mut self, context: impl FnOnce() -> Option<TraceContext>) {

@@ -96,6 +96,7 @@ impl Heartbeat {
     /// Say this runner is gone (after adding its last account usage).
     pub async fn leave(&self, shared: &Shared, now: u64) {
         shared.accounts.flush(&shared.queue).await;
+        shared.tenants.flush(&shared.queue, now).await;
         if let Err(e) = shared.queue.runners().leave(&self.info.id, now).await {
             tracing::debug!("could not say this runner left (its entry expires anyway): {e}");
         }

@@ -90,6 +90,8 @@ pub(crate) struct Shared {
     pub runner_id: String,
     /// Usage of tagged jobs not yet added to Redis.
     pub accounts: watch::accounts::Accounts,
+    /// CPU of tenant keys not yet added to Redis.
+    pub tenants: watch::tenants::Tenants,
     /// Where spans go (or not).
     pub telemetry: Arc<crate::telemetry::Telemetry>,
     /// Versions the rollout task was told to serve and this runner lacks
@@ -141,6 +143,7 @@ impl Shared {
         watch::Watchers {
             meter: &self.meter,
             accounts: &self.accounts,
+            tenants: &self.tenants,
             events: &self.events,
             telemetry: &self.telemetry,
         }

@@ -66,6 +66,7 @@ impl Runner {
             keep_versions: snapshot.config.runner.keep_versions,
             runner_id: heartbeat::runner_id(),
             accounts: Default::default(),
+            tenants: Default::default(),
             telemetry,
             missing: Mutex::default(),
         });

@@ -21,6 +21,7 @@ use super::attempt::{Completion, InFlight};
 use super::capacity::Capacity;
 use super::heartbeat::Heartbeat;
 use super::rollout::{Route, Routes};
+use super::watch::tenants::CHARGE_EVERY;
 use super::{Shared, Topic, housekeeping};
 use crate::clock::{millis, now_ms};
 use crate::config::Config;
@@ -69,6 +70,9 @@ pub(super) struct Scheduler {
     tasks: JoinSet<InFlight>,
     /// What this runner tells the others (and `hourglass runners`).
     heartbeat: Heartbeat,
+    /// Topics served without fairness whose jobs queued per key (from when
+    /// they had it) must go back to their time index: set by each apply.
+    unfair: Vec<Arc<Topic>>,
 }
 
 impl Scheduler {
@@ -93,6 +97,7 @@ impl Scheduler {
             global,
             commits,
             tasks: JoinSet::new(),
+            unfair: Vec::new(),
         };
         scheduler.apply(snapshot);
         scheduler
@@ -131,6 +136,11 @@ impl Scheduler {
         // strict priority: claim rounds walk topics in this order
         next.sort_by_key(|(t, _)| std::cmp::Reverse(t.cfg.priority));
         let (topics, kept): (Vec<_>, Vec<_>) = next.into_iter().unzip();
+        self.unfair = topics
+            .iter()
+            .filter(|t| t.cfg.fairness.is_none())
+            .cloned()
+            .collect();
         self.topics = topics;
         (self.next_due, self.credit) = kept.into_iter().unzip();
         self.shared
@@ -173,6 +183,7 @@ impl Scheduler {
         let mut next_scan = 0;
         let mut next_trim = 0;
         let mut next_probe = now_ms() + millis(WATCHDOG);
+        let mut next_charge = 0;
         let mut pause = Duration::from_millis(50);
         // since when claiming has failed (Redis unreachable), if it has
         let mut outage: Option<tokio::time::Instant> = None;
@@ -193,6 +204,11 @@ impl Scheduler {
                     .beat_if_due(&self.shared, &self.topics, self.tasks.len(), now)
                     .await;
                 next_scan = now + millis(LEASE_SCAN);
+            }
+            if outage.is_none() && now >= next_charge {
+                self.shared.tenants.flush(&self.shared.queue, now).await;
+                next_charge = now + millis(CHARGE_EVERY);
+                self.fairness_off().await;
             }
             if outage.is_none() && now >= next_trim {
                 housekeeping::enforce_retention(&self.shared, &self.topics, now).await;
@@ -255,6 +271,16 @@ impl Scheduler {
             }
         }
         self.shut_down().await
+    }
+
+    /// Give topics that no longer claim fairly their queued jobs back.
+    async fn fairness_off(&mut self) {
+        for topic in std::mem::take(&mut self.unfair) {
+            if let Err(e) = self.shared.queue.tenants().fairness_off(&topic.keys).await {
+                tracing::warn!(topic = %topic.cfg.name, "jobs queued per key not yet back in due order: {e}");
+                self.unfair.push(topic);
+            }
+        }
     }
 
     fn on_wake(&mut self, msg: Wake) {

@@ -126,7 +126,15 @@ impl Scheduler {
             .shared
             .queue
             .pipeline()
-            .claim_ahead(&topic.keys, now, due_by, lease_until, most, rate)
+            .claim_ahead(
+                &topic.keys,
+                now,
+                due_by,
+                lease_until,
+                most,
+                rate,
+                topic.cfg.fairness.as_ref(),
+            )
             .await?;
         self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
         let n = claimed.jobs.len();

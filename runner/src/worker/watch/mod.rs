@@ -14,6 +14,7 @@ mod events;
 mod log;
 pub(crate) mod meter;
 mod spans;
+pub(crate) mod tenants;
 
 use std::sync::Arc;
 
@@ -37,6 +38,8 @@ pub(crate) struct Attempt<'a> {
     pub version: &'a Arc<str>,
     /// The account the job is tagged with, if any.
     pub account: Option<&'a str>,
+    /// Its tenant key, when its topic claims fairly ('' for none).
+    pub key: Option<&'a str>,
     /// When it was due (ms).
     pub due_at_ms: u64,
     /// When its handler was called (ms).
@@ -79,6 +82,8 @@ pub(crate) struct Watchers<'a> {
     pub meter: &'a meter::Meter,
     /// Usage of tagged jobs, on its way to Redis.
     pub accounts: &'a accounts::Accounts,
+    /// CPU of tenant keys, on its way to Redis.
+    pub tenants: &'a tenants::Tenants,
     /// The event stream of [`crate::Runner::subscribe`].
     pub events: &'a EventSender,
     /// Where spans go.
@@ -87,12 +92,13 @@ pub(crate) struct Watchers<'a> {
 
 impl Watchers<'_> {
     /// Every watcher, in the order they are told.
-    fn all(&self) -> [&dyn Watcher; 5] {
+    fn all(&self) -> [&dyn Watcher; 6] {
         [
             self.meter,
             &log::Log,
             self.events,
             self.accounts,
+            self.tenants,
             self.telemetry,
         ]
     }

@@ -1,0 +1,214 @@
+-- Claim due jobs of a topic with fairness (tenant keys; prelude.lua says where they live):
+-- due jobs move from the time index into their key's queue, and keys take turns by start-time
+-- fair queueing: the ready key with the smallest start tag starts its earliest job and its tag
+-- grows by the job's cost over the key's weight (cost 1 for share "jobs"; for "cpu", what the
+-- key's attempts burned of late, corrected when they end: key_charge.lua). A key that comes
+-- back starts at the clock, so an idle key saves no credit. A key at its concurrency limit,
+-- over its rate or paused leaves `ready` and blocks no other key.
+-- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
+-- KEYS[5]: error hash   KEYS[6]: paused flag   KEYS[7]: rate limiter (claim.lua)   KEYS[8]: account hash
+-- KEYS[9]: journal hash (step.lua)   KEYS[10]: suspended hash (suspend.lua)   KEYS[11]: fair hash
+-- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
+-- ARGV[4]: the topic's rate interval in ms (0: none)   ARGV[5]: its burst
+-- ARGV[6]: take jobs due by this ms (claim.lua; now under any rate)
+-- ARGV[7]: share: 'jobs' or 'cpu'   ARGV[8]: jobs at once per key (0: any)
+-- ARGV[9]: a key's rate interval in ms (0: none)   ARGV[10]: its burst
+-- ARGV[11]: wake channel   ARGV[12]: topic
+-- Returns: as claim.lua, with each job's key as an eighth entry
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  return { -2 }
+end
+local fair = KEYS[11]
+local now = tonumber(ARGV[1])
+local most = tonumber(ARGV[3])
+local interval = tonumber(ARGV[4])
+local key_iv = tonumber(ARGV[9])
+local due_by = math.max(now, tonumber(ARGV[6]))
+if interval > 0 or key_iv > 0 then due_by = now end
+local conf = fair_conf(fair)
+conf.cap, conf.iv = tonumber(ARGV[8]), key_iv
+conf.tau = tonumber(ARGV[10]) * key_iv
+redis.call('HSET', fair, 'cap', ARGV[8], 'iv', ARGV[9], 'tau', string.format('%.3f', conf.tau),
+  'wake', ARGV[11], 'topic', ARGV[12], 'share', ARGV[7])
+local ready, idle, wait = fair .. ':ready', fair .. ':idle', fair .. ':wait'
+local function queue(k) return fair .. ':q:' .. k end
+
+-- the topic's own rate (GCRA, as claim.lua)
+local tau, tat = 0, now
+if interval > 0 then
+  tau = tonumber(ARGV[5]) * interval
+  tat = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), now)
+  most = math.min(most, math.floor((now + tau - tat) / interval) + 1)
+end
+
+-- tags behind the clock are the clock: forget them
+redis.call('ZREMRANGEBYSCORE', idle, '-inf', conf.V)
+-- keys whose rate allows a start again
+for _, k in ipairs(redis.call('ZRANGEBYSCORE', wait, '-inf', now, 'LIMIT', 0, 1000)) do
+  redis.call('ZREM', wait, k)
+  if redis.call('EXISTS', queue(k)) == 1 then fair_enter(fair, k, now, conf) end
+end
+-- jobs that became due into their keys' queues, a bounded number per call (jobs enqueued due
+-- go there at once: enqueue.lua)
+local PROMOTE = 1000
+local ids, dues = index_take(KEYS[1], due_by, PROMOTE)
+if #ids > 0 then fair_queue(fair, ids, dues, hmget_all(fair .. ':of', ids), now, conf) end
+redis.call('HSET', fair, 'on', '1')
+
+-- Pick: keys popped from `ready` by smallest tag into a local sorted list; whenever the list's
+-- best is behind what remains in `ready`, more are popped. A served key goes back in the list.
+local list, info = {}, {}
+local threshold = nil -- the smallest tag left in `ready`, or nil
+local weights_key, running_key, tat_key, cost_key = fair .. ':weight', fair .. ':running', fair .. ':tat', fair .. ':cost'
+local cpu = ARGV[7] == 'cpu'
+local avg = cpu and tonumber(redis.call('HGET', fair, 'avg') or '1') or 1
+local function insert(tag, k)
+  local at = #list + 1
+  while at > 1 and list[at - 1][1] > tag do at = at - 1 end
+  table.insert(list, at, { tag, k })
+end
+local function refill(n)
+  local got = redis.call('ZPOPMIN', ready, n)
+  local fresh = {}
+  for i = 1, #got, 2 do
+    local k = got[i]
+    insert(tonumber(got[i + 1]), k)
+    fresh[#fresh + 1] = k
+  end
+  if #fresh > 0 then
+    local w = redis.call('HMGET', weights_key, unpack(fresh))
+    local r = redis.call('HMGET', running_key, unpack(fresh))
+    local t = key_iv > 0 and redis.call('HMGET', tat_key, unpack(fresh)) or {}
+    local c = cpu and redis.call('HMGET', cost_key, unpack(fresh)) or {}
+    for i, k in ipairs(fresh) do
+      -- a key served earlier in this call keeps what this call counted
+      if not info[k] then info[k] = { len = redis.call('ZCARD', queue(k)), w = tonumber(w[i] or '1'), run = tonumber(r[i] or '0'),
+        tat = tonumber(t[i] or '0'), cost = tonumber(c[i] or avg), take = 0 } end
+    end
+  end
+  local next_one = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+  threshold = next_one[2] and tonumber(next_one[2]) or nil
+end
+local served, taken, V = {}, 0, conf.V
+local touched = {}
+while taken < most do
+  if #list == 0 or (threshold and list[1][1] > threshold) then
+    refill(most - taken)
+    if #list == 0 then break end
+  end
+  local first = table.remove(list, 1)
+  local tag, k = first[1], first[2]
+  local e = info[k]
+  if conf.cap > 0 and e.run >= conf.cap then
+    redis.call('ZADD', idle, tag, k) -- at its cap (counted elsewhere meanwhile): held
+  elseif key_iv > 0 and math.max(e.tat, now) - conf.tau > now then
+    redis.call('ZADD', idle, tag, k) -- its rate allows no start yet
+    redis.call('ZADD', wait, string.format('%d', math.ceil(e.tat - conf.tau)), k)
+  elseif e.len <= 0 then
+    redis.call('ZADD', idle, tag, k) -- emptied meanwhile
+  else
+    if tag > V then V = tag end
+    taken = taken + 1
+    served[taken] = k
+    if e.take == 0 then touched[#touched + 1] = k end
+    e.take = e.take + 1
+    e.len = e.len - 1
+    e.run = e.run + 1
+    local finish = tag + (cpu and e.cost or 1) / e.w
+    if key_iv > 0 then e.tat = math.max(e.tat, now) + key_iv end
+    if e.len <= 0 or (conf.cap > 0 and e.run >= conf.cap) then
+      redis.call('ZADD', idle, finish, k)
+    elseif key_iv > 0 and e.tat - conf.tau > now then
+      redis.call('ZADD', idle, finish, k)
+      redis.call('ZADD', wait, string.format('%d', math.ceil(e.tat - conf.tau)), k)
+    elseif threshold == nil or finish <= threshold then
+      insert(finish, k)
+    else
+      redis.call('ZADD', ready, finish, k)
+    end
+  end
+end
+for _, entry in ipairs(list) do redis.call('ZADD', ready, entry[1], entry[2]) end
+redis.call('HSET', fair, 'V', V)
+
+-- each key's earliest jobs, in the order the keys were served
+local out = { -1 }
+if taken > 0 then
+  local popped = {}
+  for _, k in ipairs(touched) do
+    local e = info[k]
+    popped[k] = redis.call('ZPOPMIN', queue(k), e.take)
+    popped[k].at = 1
+    redis.call('HINCRBY', running_key, k, e.take)
+    if key_iv > 0 then redis.call('HSET', tat_key, k, string.format('%.3f', e.tat)) end
+  end
+  redis.call('HINCRBY', fair, 'n', -taken)
+  local ids, dues, keys = {}, {}, {}
+  for _, k in ipairs(served) do
+    local p = popped[k]
+    if p[p.at] then
+      ids[#ids + 1] = p[p.at]
+      dues[#dues + 1] = p[p.at + 1]
+      keys[#keys + 1] = k
+      p.at = p.at + 2
+    end
+  end
+  local records = hmget_all(KEYS[3], ids)
+  local attempts = hmget_all(KEYS[4], ids)
+  local failures = hmget_if(KEYS[5], ids)
+  local accounts = hmget_if(KEYS[8], ids)
+  local journaled = hmget_if(KEYS[9], ids)
+  hdel_if(KEYS[10], ids)
+  local leased, counted, gone = {}, {}, {}
+  local deadline, o = ARGV[2], 1
+  for i, id in ipairs(ids) do
+    if records[i] then
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      leased[#leased + 1] = deadline
+      leased[#leased + 1] = id
+      counted[#counted + 1] = id
+      counted[#counted + 1] = string.format('%d', attempt)
+      out[o + 1] = id
+      out[o + 2] = dues[i]
+      out[o + 3] = attempt
+      out[o + 4] = record_of(records[i])
+      out[o + 5] = failures[i] or false
+      out[o + 6] = accounts[i] or false
+      out[o + 7] = journaled[i] and redis.call('HGETALL', KEYS[9] .. ':' .. id) or false
+      out[o + 8] = keys[i]
+      o = o + 8
+    else
+      gone[#gone + 1] = keys[i] -- cancelled while queued: not running after all
+    end
+  end
+  for _, k in ipairs(gone) do
+    if redis.call('HINCRBY', running_key, k, -1) <= 0 then redis.call('HDEL', running_key, k) end
+  end
+  if #leased > 0 then
+    keep_hashed(KEYS[4])
+    for i = 1, #leased, 2 * CHUNK do
+      redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
+      redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
+    end
+  end
+end
+
+-- when to claim next: now while a key is ready, else the earliest due job or rate-held key
+local head = nil
+if redis.call('ZCARD', ready) > 0 then
+  head = now
+else
+  head = head_due(KEYS[1])
+  local held = redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES')
+  if held[2] and (head == nil or tonumber(held[2]) < head) then head = tonumber(held[2]) end
+end
+if interval > 0 then
+  local started = (#out - 1) / 8
+  if started > 0 then
+    tat = tat + started * interval
+    redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
+  end
+  if head ~= nil then head = math.max(head, math.ceil(tat - tau)) end
+end
+if head ~= nil then out[1] = string.format('%d', head) end
+return out

@@ -1,0 +1,343 @@
+//! Tenant keys in Redis alone, the clock in the test's hands: keys taking
+//! turns (`claim_fair.lua`), per-key concurrency and rate, pausing a key,
+//! cancelling and replacing a queued job, and fairness switched off.
+
+use hourglass::redis::{
+    Cancelled, ClaimedJob, Done, Fairness, Held, NewJob, Queue, RateLimit, Share, TopicKeys,
+};
+
+use crate::util::RedisServer;
+
+fn keyed(id: &str, key: &str, due: u64) -> NewJob {
+    NewJob {
+        id: Some(id.to_owned()),
+        payload: b"p".to_vec(),
+        due_at_ms: due,
+        key: (!key.is_empty()).then(|| key.to_owned()),
+        ..Default::default()
+    }
+}
+
+fn done(job: &ClaimedJob) -> Done {
+    Done {
+        notice: None,
+        end: None,
+        id: job.id.clone(),
+        attempt: job.attempt,
+        follow_ups: vec![],
+        flows: Vec::new(),
+    }
+}
+
+const JOBS: Fairness = Fairness {
+    share: Share::Jobs,
+    key_concurrency: 0,
+    key_rate: None,
+};
+
+async fn claim(
+    q: &Queue,
+    k: &TopicKeys,
+    now: u64,
+    most: usize,
+    fair: &Fairness,
+) -> Vec<ClaimedJob> {
+    q.pipeline()
+        .claim_ahead(k, now, now, now + 60_000, most, None, Some(fair))
+        .await
+        .unwrap()
+        .jobs
+}
+
+fn keys_of(jobs: &[ClaimedJob]) -> Vec<&str> {
+    jobs.iter().map(|j| j.key.as_deref().unwrap()).collect()
+}
+
+/// One heavy key enqueued first with 1,000 jobs, then three light keys with
+/// 10 each, all due when enqueued: claims take the keys in turn (never two of the
+/// heavy key while a light one waits), and within a key in due order.
+#[tokio::test]
+async fn keys_take_turns_and_each_keeps_due_order() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let mut jobs: Vec<NewJob> = (0..1000)
+        .map(|i| keyed(&format!("h{i}"), "heavy", 1_000 + i))
+        .collect();
+    for light in ["a", "b", "c"] {
+        jobs.extend((0..10).map(|i| keyed(&format!("{light}{i}"), light, 2_000 + i)));
+    }
+    // a first claim marks the topic as claiming fairly: jobs enqueued due
+    // from then on go straight to their keys' queues
+    assert!(claim(&q, &k, 0, 50, &JOBS).await.is_empty());
+    q.enqueue(&k, &jobs, 3_000).await.unwrap();
+    let mut order = Vec::new();
+    let mut ids = Vec::new();
+    while order.len() < 80 {
+        let got = claim(&q, &k, 5_000, 8, &JOBS).await;
+        assert!(!got.is_empty(), "claims ran dry after {}", order.len());
+        order.extend(keys_of(&got).into_iter().map(str::to_owned));
+        ids.extend(got.into_iter().map(|j| j.id));
+    }
+    // the first 40 claims: 10 of each light key, 10 of the heavy one
+    let first: Vec<&String> = order.iter().take(40).collect();
+    for key in ["heavy", "a", "b", "c"] {
+        assert_eq!(
+            first.iter().filter(|k| **k == key).count(),
+            10,
+            "{key} in {first:?}"
+        );
+    }
+    // then only the heavy key is left
+    assert!(order[40..].iter().all(|k| k == "heavy"), "{order:?}");
+    // due order within each key
+    for prefix in ["h", "a", "b", "c"] {
+        let seq: Vec<u64> = ids
+            .iter()
+            .filter(|id| id.starts_with(prefix))
+            .map(|id| id[1..].parse().unwrap())
+            .collect();
+        assert!(seq.windows(2).all(|w| w[0] < w[1]), "{prefix}: {seq:?}");
+    }
+    let stats = q.stats(&k, 5_000).await.unwrap();
+    assert_eq!(
+        stats.ready,
+        1030 - 80,
+        "queued jobs count as ready: {stats:?}"
+    );
+}
+
+/// A key of weight 3 gets three starts for each of a key of weight 1.
+#[tokio::test]
+async fn a_weight_multiplies_a_keys_share() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let mut jobs: Vec<NewJob> = (0..100)
+        .map(|i| keyed(&format!("p{i}"), "paid", 1_000))
+        .collect();
+    jobs.extend((0..100).map(|i| keyed(&format!("f{i}"), "free", 1_000)));
+    q.enqueue(&k, &jobs, 0).await.unwrap();
+    q.tenants().set_weight(&k, "paid", 3).await.unwrap();
+    let got = claim(&q, &k, 1_000, 80, &JOBS).await;
+    let paid = keys_of(&got).iter().filter(|k| **k == "paid").count();
+    assert_eq!((paid, got.len() - paid), (60, 20), "{:?}", keys_of(&got));
+    for bad in [0, hourglass::redis::MAX_WEIGHT + 1] {
+        let e = q.tenants().set_weight(&k, "paid", bad).await.unwrap_err();
+        assert!(e.to_string().contains("weight"), "{e}");
+    }
+}
+
+/// A key with only jobs due later is not ready: another key's due job is
+/// claimed, the delayed key's job not before its time.
+#[tokio::test]
+async fn a_key_with_only_delayed_jobs_does_not_count_as_ready() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    q.enqueue(
+        &k,
+        &[keyed("later", "x", 9_000), keyed("now", "y", 1_000)],
+        0,
+    )
+    .await
+    .unwrap();
+    let claimed = q
+        .pipeline()
+        .claim_ahead(&k, 1_000, 1_000, 60_000, 10, None, Some(&JOBS))
+        .await
+        .unwrap();
+    assert_eq!(keys_of(&claimed.jobs), ["y"]);
+    assert_eq!(
+        claimed.next_due_ms,
+        Some(9_000),
+        "next: the delayed job's due time"
+    );
+    assert!(claim(&q, &k, 8_999, 10, &JOBS).await.is_empty());
+    assert_eq!(keys_of(&claim(&q, &k, 9_000, 10, &JOBS).await), ["x"]);
+}
+
+/// `key_concurrency = 1`: one job of a key at a time, the next in due order
+/// once the first acks (or is released, or retried); other keys go on.
+#[tokio::test]
+async fn one_at_a_time_per_key_and_other_keys_go_on() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let serial = Fairness {
+        key_concurrency: 1,
+        ..JOBS
+    };
+    let jobs: Vec<NewJob> = (0..3)
+        .flat_map(|i| {
+            [
+                keyed(&format!("a{i}"), "a", 1_000 + i),
+                keyed(&format!("b{i}"), "b", 1_000 + i),
+            ]
+        })
+        .collect();
+    q.enqueue(&k, &jobs, 0).await.unwrap();
+    let first = claim(&q, &k, 2_000, 10, &serial).await;
+    let mut ids: Vec<&str> = first.iter().map(|j| j.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["a0", "b0"], "one per key");
+    assert!(
+        claim(&q, &k, 2_000, 10, &serial).await.is_empty(),
+        "both keys at their limit"
+    );
+    // a's job acks: a's next starts, b stays held
+    let a0 = first.iter().find(|j| j.id == "a0").unwrap();
+    q.pipeline()
+        .ack(&k, &[done(a0)], 2_000, None)
+        .await
+        .unwrap();
+    let next = claim(&q, &k, 2_000, 10, &serial).await;
+    assert_eq!(
+        next.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["a1"]
+    );
+    // b's job is released (a runner shutting down): b's first job again
+    let b0 = first.iter().find(|j| j.id == "b0").unwrap();
+    q.pipeline()
+        .release(
+            &k,
+            &[Held {
+                id: b0.id.clone(),
+                attempt: b0.attempt,
+            }],
+            2_000,
+        )
+        .await
+        .unwrap();
+    let again = claim(&q, &k, 2_001, 10, &serial).await;
+    assert_eq!(
+        again.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["b0"]
+    );
+}
+
+/// `key_rate`: a key's starts are spaced by its rate; another key is not
+/// held by it; the claim says when the held key may start again.
+#[tokio::test]
+async fn a_key_rate_spaces_that_keys_starts_only() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let limited = Fairness {
+        key_rate: Some(RateLimit {
+            interval_ms: 100.0,
+            burst: 0,
+        }),
+        ..JOBS
+    };
+    let mut jobs: Vec<NewJob> = (0..5)
+        .map(|i| keyed(&format!("a{i}"), "a", 1_000))
+        .collect();
+    jobs.extend((0..5).map(|i| keyed(&format!("b{i}"), "b", 1_000)));
+    q.enqueue(&k, &jobs, 0).await.unwrap();
+    let first = q
+        .pipeline()
+        .claim_ahead(&k, 1_000, 1_000, 60_000, 10, None, Some(&limited))
+        .await
+        .unwrap();
+    let mut keys = keys_of(&first.jobs);
+    keys.sort();
+    assert_eq!(keys, ["a", "b"], "one start per key now");
+    assert_eq!(
+        first.next_due_ms,
+        Some(1_100),
+        "the next start the rates allow"
+    );
+    assert!(claim(&q, &k, 1_099, 10, &limited).await.is_empty());
+    assert_eq!(claim(&q, &k, 1_100, 10, &limited).await.len(), 2);
+}
+
+/// A paused key's jobs wait while the others run; resumed, it starts again.
+#[tokio::test]
+async fn a_paused_key_waits_and_the_others_run() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    q.enqueue(
+        &k,
+        &[
+            keyed("x1", "x", 1_000),
+            keyed("x2", "x", 1_000),
+            keyed("y1", "y", 1_000),
+        ],
+        0,
+    )
+    .await
+    .unwrap();
+    assert!(q.tenants().pause(&k, "x", true).await.unwrap());
+    assert!(
+        !q.tenants().pause(&k, "x", true).await.unwrap(),
+        "already paused"
+    );
+    assert_eq!(keys_of(&claim(&q, &k, 1_000, 10, &JOBS).await), ["y"]);
+    assert!(claim(&q, &k, 1_000, 10, &JOBS).await.is_empty());
+    let stats = q.tenants().stats(&k, 1_000, 10).await.unwrap();
+    let x = stats.top.iter().find(|s| s.key == "x").expect("x listed");
+    assert_eq!((x.queued, x.paused), (2, true), "{stats:?}");
+    assert!(q.tenants().pause(&k, "x", false).await.unwrap());
+    assert_eq!(keys_of(&claim(&q, &k, 1_000, 10, &JOBS).await), ["x", "x"]);
+}
+
+/// A queued job (due, waiting its key's turn) can be cancelled and replaced
+/// like any waiting job; switching fairness off puts queued jobs back in
+/// due order for the plain claim.
+#[tokio::test]
+async fn queued_jobs_cancel_replace_and_go_back_when_fairness_is_off() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let jobs: Vec<NewJob> = (0..4)
+        .map(|i| keyed(&format!("j{i}"), "a", 1_000 + i))
+        .collect();
+    q.enqueue(&k, &jobs, 0).await.unwrap();
+    // one claim moves every due job into its key's queue
+    assert_eq!(claim(&q, &k, 2_000, 1, &JOBS).await[0].id, "j0");
+    let cancelled = q
+        .admin()
+        .cancel(&k, &["j1".to_owned()], 2_000, None)
+        .await
+        .unwrap();
+    assert_eq!(cancelled, [Some(Cancelled::Pending)]);
+    let mut again = keyed("j2", "a", 5_000);
+    again.replace = true;
+    let replaced = q.enqueue(&k, &[again], 2_000).await.unwrap();
+    assert!(
+        matches!(replaced[0], hourglass::redis::Enqueued::Replaced(_)),
+        "{replaced:?}"
+    );
+    q.tenants().fairness_off(&k).await.unwrap();
+    let plain = q.pipeline().claim(&k, 4_000, 60_000, 10).await.unwrap();
+    assert_eq!(
+        plain.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["j3"]
+    );
+    let plain = q.pipeline().claim(&k, 5_000, 60_000, 10).await.unwrap();
+    assert_eq!(
+        plain.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["j2"]
+    );
+}
+
+/// Bad keys are refused with a clear error, nothing stored.
+#[tokio::test]
+async fn bad_keys_are_refused() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    for (key, says) in [
+        ("", "empty"),
+        (&"k".repeat(129)[..], "over 128"),
+        ("a b", "' '"),
+    ] {
+        let mut job = keyed("x", "", 0);
+        job.key = Some(key.to_owned());
+        let e = q.enqueue(&k, &[job], 0).await.unwrap_err();
+        assert!(e.to_string().contains(says), "{key:?}: {e}");
+    }
+    assert_eq!(q.stats(&k, 0).await.unwrap().ready, 0);
+}
