@@ -42,6 +42,8 @@ pub struct JobView {
     pub journal: Option<Journal>,
     /// What it waits for, if it is suspended (a durable sleep or wait).
     pub suspension: Option<Suspension>,
+    /// Its tenant key, if it has one.
+    pub key: Option<String>,
 }
 
 /// What a job takes from its topic when it names nothing itself: the
@@ -114,6 +116,7 @@ impl JobView {
             "traceparent": record.and_then(|r| r.trace.as_ref().map(|t| t.traceparent.as_str())),
             "journal": v.journal.as_ref().map(Journal::to_json),
             "suspended": v.suspension,
+            "key": v.key,
         })
     }
 }
@@ -209,6 +212,7 @@ impl Queue {
             .hget(&keys.progress, id)
             .hgetall(keys.journal_of(id))
             .hget(&keys.suspended, id)
+            .hget(format!("{}:of", keys.fair), id)
             .query_async(&mut self.conn.clone())
             .await?;
         let [
@@ -221,6 +225,7 @@ impl Queue {
             progress,
             journal,
             suspension,
+            key,
         ] = &reply[..]
         else {
             return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
@@ -269,6 +274,7 @@ impl Queue {
             progress: optional_string(progress)?.and_then(|p| serde_json::from_str(&p).ok()),
             journal: Some(Journal::from_reply(journal)?).filter(|j| *j != Journal::default()),
             suspension: optional_string(suspension)?.and_then(|s| serde_json::from_str(&s).ok()),
+            key: optional_string(key)?,
         }))
     }
 }

@@ -75,6 +75,15 @@ pub struct StateLabels {
     pub state: &'static str,
 }
 
+/// `{topic, key}`: one of a topic's top tenant keys, or `other` for the rest.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabels {
+    /// The topic.
+    pub topic: String,
+    /// The key (`""` for jobs without one, `other` for the keys not listed).
+    pub key: String,
+}
+
 /// `{topic, status}` of an outbound HTTP request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabels {
@@ -216,6 +225,12 @@ pub struct Metrics {
     pub flows_completed: Counter,
     /// Flows finished with a job dead, or cancelled (from Redis).
     pub flows_failed: Counter,
+    /// Jobs due and queued per tenant key: the top keys and `other`.
+    pub key_queued: Family<KeyLabels, Gauge>,
+    /// Jobs running per tenant key: the top keys and `other`.
+    pub key_running: Family<KeyLabels, Gauge>,
+    /// CPU per tenant key over the last minute (ms): the top keys and `other`.
+    pub key_cpu: Family<KeyLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -256,6 +271,9 @@ impl Metrics {
             flows_open: Gauge::default(),
             flows_completed: Counter::default(),
             flows_failed: Counter::default(),
+            key_queued: Family::default(),
+            key_running: Family::default(),
+            key_cpu: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -378,6 +396,21 @@ impl Metrics {
             "runners_alive",
             "Runners whose heartbeat is alive",
             m.runners.clone(),
+        );
+        r.register(
+            "key_queued",
+            "Jobs due and waiting their tenant key's turn, for the top keys of topics with fairness (the rest as key=\"other\")",
+            m.key_queued.clone(),
+        );
+        r.register(
+            "key_running",
+            "Jobs running per tenant key, for the top keys of topics with fairness (the rest as key=\"other\")",
+            m.key_running.clone(),
+        );
+        r.register(
+            "key_cpu_last_minute_ms",
+            "CPU that each top tenant key's attempts burned over the last minute, in ms (the rest as key=\"other\")",
+            m.key_cpu.clone(),
         );
         r.register(
             "flows_open",

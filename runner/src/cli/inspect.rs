@@ -163,6 +163,9 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
     if !costs.is_empty() {
         out.push_str(&costs_table(costs));
     }
+    if let Some(key) = &v.key {
+        line(&mut out, "key", key.clone());
+    }
     if let Some(j) = &v.journal {
         out.push_str(&super::journal::journal_text(j, now));
     }

@@ -11,6 +11,7 @@ mod enqueue;
 mod flow;
 mod inspect;
 mod journal;
+mod keys;
 mod migrate;
 mod new;
 mod pause;
@@ -89,6 +90,10 @@ enum Command {
     Pause(pause::Args),
     /// Claim a paused topic's jobs again.
     Resume(pause::Args),
+    /// A topic's tenant keys: pause or resume one, set its weight (see
+    /// `stats --by-key` to list them).
+    #[command(subcommand)]
+    Key(keys::Command),
     /// List the runners alive now: host, pid, version, topics, what they run.
     Runners(runners::Args),
     /// List the [[schedule]]s: what they enqueue, their next fire times, how far they got.
@@ -181,6 +186,7 @@ pub fn main() -> ExitCode {
             Command::Dead(command) => dead::run(&cli.config, command).await,
             Command::Pause(args) => pause::run(&cli.config, args, true).await,
             Command::Resume(args) => pause::run(&cli.config, args, false).await,
+            Command::Key(command) => keys::run(&cli.config, command).await,
             Command::Runners(args) => runners::run(&cli.config, args).await,
             Command::Schedules(args) => schedules::run(&cli.config, args).await,
             Command::Usage(args) => usage::run(&cli.config, args).await,

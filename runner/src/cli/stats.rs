@@ -24,6 +24,14 @@ pub(super) struct Args {
     /// Print JSON instead of a table.
     #[arg(long, conflicts_with = "watch")]
     json: bool,
+    /// Per tenant key of this topic instead (a topic with `fairness`): jobs
+    /// queued, running, CPU of the last minute, paused, weight; the top keys
+    /// by CPU and by jobs queued, and the rest as "other".
+    #[arg(long, value_name = "TOPIC", conflicts_with = "watch")]
+    by_key: Option<String>,
+    /// With --by-key: how many keys of each top list.
+    #[arg(long, default_value_t = 10, requires = "by_key", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    top: u16,
 }
 
 /// Topic → (done, failed) so far, as one runner reported them.
@@ -99,6 +107,9 @@ fn lateness(runners: &[RunnerInfo], topic: &str) -> (Option<u64>, Option<u64>) {
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
     let config = load_producer_config(config)?;
+    if let Some(topic) = &args.by_key {
+        return super::keys::stats(&config, topic, usize::from(args.top), args.json).await;
+    }
     let (queue, _embedded) = connect(&config).await?;
     let mut rates = Rates::default();
     loop {

@@ -16,6 +16,7 @@ mod dead;
 mod error;
 mod exposition;
 mod flows;
+mod keys;
 mod rollout;
 mod scrape;
 mod signal;
@@ -126,6 +127,13 @@ fn router(ops: Ops) -> Router {
         .route("/topics/{topic}/dead/{id}/retry", post(dead::retry))
         .route("/topics/{topic}/pause", post(change::pause))
         .route("/topics/{topic}/resume", post(change::resume))
+        .route("/topics/{topic}/keys", get(keys::list))
+        .route("/topics/{topic}/keys/{key}/pause", post(keys::pause))
+        .route("/topics/{topic}/keys/{key}/resume", post(keys::resume))
+        .route(
+            "/topics/{topic}/keys/{key}/weight",
+            axum::routing::put(keys::weight),
+        )
         .route("/topics/{topic}/versions", get(rollout::versions))
         .route("/topics/{topic}/rollout", get(rollout::rollout))
         .route("/topics/{topic}/rollout/promote", post(rollout::promote))

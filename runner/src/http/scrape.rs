@@ -10,7 +10,9 @@ use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 
 use super::{App, AppState, exposition};
-use crate::metrics::{RolloutLabels, StateLabels, StatusLabels, TopicLabel, VersionLabels};
+use crate::metrics::{
+    KeyLabels, RolloutLabels, StateLabels, StatusLabels, TopicLabel, VersionLabels,
+};
 use crate::redis::Rollout;
 
 /// How old the Redis gauges may be.
@@ -104,6 +106,7 @@ async fn refresh(app: &App) {
         }
         Err(e) => tracing::debug!("metrics: flow counts unreadable: {e}"),
     }
+    count_keys(app).await;
     m.jobs.clear();
     m.paused.clear();
     for (topic, s) in o.topics {
@@ -124,6 +127,64 @@ async fn refresh(app: &App) {
         m.paused
             .get_or_create(&TopicLabel { topic })
             .set(i64::from(s.paused));
+    }
+}
+
+/// How many top keys of each topic with fairness get series of their own.
+const TOP_KEYS: usize = 10;
+
+/// The top tenant keys of each topic with fairness, the rest as `other`:
+/// never one series per tenant.
+async fn count_keys(app: &App) {
+    let m = &app.ops.metrics;
+    m.key_queued.clear();
+    m.key_running.clear();
+    m.key_cpu.clear();
+    let serving = app.ops.serving();
+    let now = crate::clock::now_ms();
+    for topic in serving
+        .config
+        .topics
+        .iter()
+        .filter(|t| t.fairness.is_some())
+    {
+        let q = &app.ops.queue;
+        let stats = match q.tenants().stats(&q.keys(&topic.name), now, TOP_KEYS).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(topic = %topic.name, "metrics: key counts unreadable: {e}");
+                continue;
+            }
+        };
+        let label = |key: &str| KeyLabels {
+            topic: topic.name.clone(),
+            key: key.to_owned(),
+        };
+        let (mut queued, mut running, mut cpu) = (0, 0, 0);
+        for k in stats.top.iter().take(TOP_KEYS) {
+            m.key_queued
+                .get_or_create(&label(&k.key))
+                .set(k.queued as i64);
+            m.key_running
+                .get_or_create(&label(&k.key))
+                .set(k.running as i64);
+            m.key_cpu
+                .get_or_create(&label(&k.key))
+                .set((k.cpu_us / 1000) as i64);
+            queued += k.queued;
+            running += k.running;
+            cpu += k.cpu_us;
+        }
+        let other = label("other");
+        m.key_queued
+            .get_or_create(&other)
+            .set(stats.queued.saturating_sub(queued) as i64);
+        m.key_running
+            .get_or_create(&other)
+            .set(stats.running.saturating_sub(running) as i64);
+        m.key_cpu
+            .get_or_create(&other)
+            .set((stats.cpu_us.saturating_sub(cpu) / 1000) as i64);
     }
 }
 
