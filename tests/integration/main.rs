@@ -74,6 +74,7 @@ mod deploy;
 mod durable;
 mod effects;
 mod failover;
+mod fairness;
 mod faults;
 mod flow_crash;
 mod flow_failover;
