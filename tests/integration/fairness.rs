@@ -465,3 +465,45 @@ async fn keys_operated_over_the_cli_and_the_api() {
     .await;
     runner.stop().await;
 }
+
+/// Work a tenant's job starts is that tenant's: a follow-up takes its
+/// parent's key (parked in the outbox with it, version 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_takes_its_parents_key() {
+    let project = Project::new(
+        "",
+        "[defaults]\nmax_attempts = 1\n\n[[topic]]\nname = \"orders\"\nhandler = \"probe.wasm\"\n\
+         fairness = { by = \"key\" }\nmay_enqueue = [\"mail\"]\n\n\
+         [[topic]]\nname = \"mail\"\nhandler = \"probe.wasm\"\nfairness = { by = \"key\" }\n",
+    );
+    let queue = project.queue().await;
+    // the follow-up waits in a paused topic, to be looked at
+    queue
+        .admin()
+        .set_paused(&queue.keys("mail"), true)
+        .await
+        .unwrap();
+    let mut runner = Running::start(project.config()).await;
+    let payload = r#"{"follow_ups":[{"topic":"mail","payload":"{}","id":"m-1"}]}"#;
+    put(&queue, "orders", &jobs_of("acme", 1, payload, now_ms())).await;
+    runner
+        .until_settled("orders", "acme-00000", Duration::from_secs(20))
+        .await;
+    let view = eventually(
+        Duration::from_secs(10),
+        "the follow-up enqueued",
+        || async {
+            match queue
+                .inspect(&queue.keys("mail"), "m-1", now_ms())
+                .await
+                .unwrap()
+            {
+                Some(v) => Ok(v),
+                None => Err("not yet".to_owned()),
+            }
+        },
+    )
+    .await;
+    assert_eq!(view.key.as_deref(), Some("acme"));
+    runner.stop().await;
+}

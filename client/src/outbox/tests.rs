@@ -177,6 +177,25 @@ mod flows {
         job.job.max_attempts = 0;
         assert!(encode_full(&[job], &[], &[])[0] < 5);
     }
+
+    #[test]
+    fn version_6_keeps_a_jobs_tenant_key_and_only_an_entry_with_one_is_written_so() {
+        let mut keyed = parked("child", "c1", b"payload");
+        keyed.job.key = Some("customer-7/eu".into());
+        keyed.job.max_attempts = 2;
+        let plain = parked("child", "c2", b"x");
+        let bytes = encode(&[keyed.clone(), plain.clone()]);
+        assert_eq!(bytes[0], 6);
+        assert_eq!(decode(&bytes).unwrap(), [keyed, plain.clone()]);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(&bytes[..cut]).is_err(),
+                "a prefix of {cut} bytes decoded"
+            );
+        }
+        // an older runner's reading of version 5 refuses bit 4: never written without a key
+        assert!(encode(&[plain])[0] < 6);
+    }
 }
 
 mod fuzz {

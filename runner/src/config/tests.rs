@@ -427,3 +427,42 @@ fn a_bad_sentinel_or_durability_names_its_line_and_field() {
         assert_eq!(at, line, "{text}: {message}");
     }
 }
+
+#[test]
+fn fairness_and_key_limits_parse_and_bad_ones_are_named() {
+    let topic =
+        |extra: &str| format!("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n{extra}\n");
+    let (_d, c) = with_handler(&topic(
+        "fairness = { by = \"key\", share = \"cpu\" }\nkey_concurrency = 1\nkey_rate = \"10/s\"",
+    ));
+    let f = c.unwrap().topics[0].fairness.unwrap();
+    assert_eq!(f.share, hourglass_client::Share::Cpu);
+    assert_eq!(f.key_concurrency, 1);
+    assert_eq!(f.key_rate.map(|r| r.interval_ms), Some(100.0));
+    // a key limit alone turns fairness on, by jobs
+    let (_d, c) = with_handler(&topic("key_rate = \"3/10s\""));
+    let f = c.unwrap().topics[0].fairness.unwrap();
+    assert_eq!(
+        (f.share, f.key_rate.map(|r| r.interval_ms)),
+        (hourglass_client::Share::Jobs, Some(10_000.0 / 3.0))
+    );
+    let (_d, c) = with_handler(&topic(""));
+    assert_eq!(c.unwrap().topics[0].fairness, None);
+    for (extra, says) in [
+        ("fairness = { by = \"tenant\" }", "unknown variant `tenant`"),
+        (
+            "fairness = { by = \"key\", share = \"bytes\" }",
+            "unknown variant `bytes`",
+        ),
+        ("fairness = { share = \"cpu\" }", "missing field `by`"),
+        ("key_concurrency = 0", "at least 1"),
+        ("key_rate = \"10\"", "is not a rate like"),
+        ("key_rate = \"0/s\"", "is not a rate like"),
+        ("key_rate = \"5/0s\"", "is not a rate like"),
+    ] {
+        let (_d, c) = with_handler(&topic(extra));
+        let (line, message) = error_at(c);
+        assert_eq!(line, 4, "{extra}: {message}");
+        assert!(message.contains(says), "{extra}: {message}");
+    }
+}
