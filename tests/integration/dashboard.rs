@@ -356,3 +356,70 @@ async fn the_dashboard_draws_a_flow_in_layers_with_each_jobs_state() {
     browser.close().await;
     running.stop().await;
 }
+
+/// A topic with fairness has a keys button: the top keys with their jobs
+/// queued and weight, the rest as "other"; pausing a key there holds its
+/// jobs (and shows it paused), resuming runs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_the_top_keys_and_pauses_one() {
+    let topics = "[[topic]]\nname = \"exports\"\nhandler = \"echo.wasm\"\nfairness = { by = \"key\" }\n\n\
+        [http]\nlisten = \"127.0.0.1:0\"\n";
+    let project = Project::new("concurrency = 2", topics);
+    let queue = project.queue().await;
+    let k = queue.keys("exports");
+    queue.tenants().pause(&k, "acme", true).await.unwrap();
+    queue.tenants().set_weight(&k, "acme", 4).await.unwrap();
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let jobs: Vec<hourglass::redis::NewJob> = (0..3)
+        .map(|i| hourglass::redis::NewJob {
+            id: Some(format!("acme-{i}")),
+            payload: b"{}".to_vec(),
+            due_at_ms: 0,
+            key: Some("acme".into()),
+            ..Default::default()
+        })
+        .collect();
+    queue
+        .enqueue(&k, &jobs, hourglass::clock::now_ms())
+        .await
+        .unwrap();
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    c.goto(&format!("http://{addr}/")).await.unwrap();
+    click(c, "#topics tr[data-topic=exports] button.keys").await;
+    let row = until_text(c, "#keys tr[data-key=acme]", |t| t.contains("paused")).await;
+    assert!(
+        row.starts_with("acme") && row.contains(" 3 ") && row.contains(" 4 "),
+        "{row}"
+    );
+    until_text(c, "#keys tr[data-key=\"(other)\"]", |t| {
+        t.starts_with("other")
+    })
+    .await;
+    click(c, "#keys tr[data-key=acme] button.resume").await;
+    eventually(Duration::from_secs(30), "acme's jobs ran", || async {
+        let s = queue
+            .tenants()
+            .stats(&k, hourglass::clock::now_ms(), 5)
+            .await
+            .unwrap();
+        if s.queued == 0
+            && queue
+                .stats(&k, hourglass::clock::now_ms())
+                .await
+                .unwrap()
+                .ready
+                == 0
+        {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await;
+    until_text(c, "#keys tr[data-key=acme]", |t| !t.contains("paused")).await;
+    browser.close().await;
+    running.stop().await;
+}

@@ -45,6 +45,11 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
         "concurrency": cfg.map(|c| c.concurrency),
         "timeout_ms": cfg.map(|c| c.timeout.as_millis() as u64),
         "max_attempts": cfg.map(|c| c.max_attempts),
+        "fairness": cfg.and_then(|c| c.fairness.as_ref()).map(|f| json!({
+            "share": match f.share { crate::redis::Share::Jobs => "jobs", crate::redis::Share::Cpu => "cpu" },
+            "key_concurrency": (f.key_concurrency > 0).then_some(f.key_concurrency),
+            "key_rate_per_s": f.key_rate.map(|r| 1000.0 / r.interval_ms),
+        })),
         "handler": serving.handlers.get(name).map(String::as_str).or(versions.first().copied()),
         "handlers_live": versions,
         "paused": stats.paused,

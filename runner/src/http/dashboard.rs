@@ -14,10 +14,14 @@ const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/dashboard.js");
 const STYLE: &str = include_str!("assets/dashboard.css");
 const FLOW: &str = include_str!("assets/flow.js");
+const KEYS: &str = include_str!("assets/keys.js");
 
 /// The page's files: served to anyone (they carry no data).
 pub(super) fn is_asset(path: &str) -> bool {
-    matches!(path, "/" | "/dashboard.js" | "/flow.js" | "/dashboard.css")
+    matches!(
+        path,
+        "/" | "/dashboard.js" | "/flow.js" | "/keys.js" | "/dashboard.css"
+    )
 }
 
 pub(super) fn routes() -> Router<std::sync::Arc<App>> {
@@ -25,6 +29,7 @@ pub(super) fn routes() -> Router<std::sync::Arc<App>> {
         .route("/", get(index))
         .route("/dashboard.js", get(script))
         .route("/flow.js", get(flow_script))
+        .route("/keys.js", get(keys_script))
         .route("/dashboard.css", get(style))
 }
 
@@ -43,6 +48,13 @@ async fn flow_script() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         FLOW,
+    )
+}
+
+async fn keys_script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        KEYS,
     )
 }
 

@@ -135,6 +135,7 @@ function drawTopics() {
       ? el("button", { class: "resume", onclick: () => act("POST", `/topics/${enc(t.name)}/resume`) }, "resume")
       : el("button", { class: "pause", onclick: () => act("POST", `/topics/${enc(t.name)}/pause`) }, "pause");
     const versions = el("button", { class: "versions", onclick: () => openVersions(t.name) }, "versions");
+    const keys = t.fairness ? [" ", el("button", { class: "keys", onclick: () => openKeys(t.name) }, "keys")] : [];
     rows.push(el("tr", { "data-topic": t.name, class: t.paused ? "paused" : "" },
       name,
       el("td", { title: t.handler || "" }, el("code", {}, short(t.handler))),
@@ -149,7 +150,7 @@ function drawTopics() {
       el("td", { class: "n late" }, late),
       el("td", { class: "n cpu-rate" }, r ? r.cpu.toFixed(3) : "—"),
       el("td", { class: "n memory" }, t.memory_p99 == null ? "—" : bytes(t.memory_p99)),
-      el("td", {}, toggle, " ", versions)));
+      el("td", {}, toggle, " ", versions, ...keys)));
   }
   body.replaceChildren(...rows);
   const select = $("#lookup-topic");
@@ -343,6 +344,7 @@ async function refresh() {
     drawReloads(reloads.reloads);
     if (state.dead.topic) await drawDead();
     if (state.versions.topic) await drawVersions();
+    if (shownKeys) await drawKeys();
     const n = runners.runners.length;
     setStatus(`${state.topics.length} topics · ${n} runner${n === 1 ? "" : "s"} alive · ${new Date().toLocaleTimeString()}`);
   } catch (e) {
