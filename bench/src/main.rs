@@ -6,12 +6,14 @@
 //!
 //! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
 //! `process`, `telemetry`, `http`, `languages`, `lateness`, `memory`,
-//! `instance`, `metrics`, `swap`, `cluster`, `durability`, `scaling`.
+//! `instance`, `metrics`, `swap`, `cluster`, `durability`, `fairness`,
+//! `scaling`.
 //! `./scripts/bench --against REV` runs instead the process mode of this
 //! build against REV's and BullMQ (`against.rs`).
 
 mod against;
 mod bullmq;
+mod fairness;
 mod hourglass;
 mod languages;
 mod process;
@@ -79,7 +81,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, scaling).
+    /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, fairness, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON (with --against:
@@ -305,6 +307,10 @@ async fn main() -> anyhow::Result<()> {
     if b.wanted("durability") {
         let result = b.durability().await;
         b.done("durability", result)?;
+    }
+    if b.wanted("fairness") {
+        let result = b.fairness().await;
+        b.done("fairness", result)?;
     }
     if b.wanted("scaling") {
         // prefills up to millions of jobs: once, not per repeat

@@ -41,6 +41,9 @@
 //!   authentication, bulk enqueue, a Redis outage as 503, metrics that match.
 //! - `dashboard`: the page in a headless Chromium: counts, dead letters,
 //!   retry, pause; 100 topics and 10,000 dead letters paged.
+//! - `tenants`: tenant keys in Redis alone: turns, weights, per-key limits, pause.
+//! - `fairness`: many tenants with real runners: shares by jobs and by CPU,
+//!   per-key limits across runners and on a Cluster, the CLI and the API.
 //! - `scheduling`: weights, rate limits across runners, cron and `every`
 //!   schedules with `missed`, unique-for and replace.
 //! - `rollout`: handler versions rolled out under a canary: rolled back, promoted,

@@ -1,0 +1,120 @@
+//! The `fairness` section: what fair claiming costs Redis. The same jobs
+//! (due, a no-op payload) claimed and acked through the client crate in
+//! batches of 256, as a runner does, on a topic without fairness and on one
+//! whose jobs are spread over 10, 1,000 and 100,000 tenant keys (taking
+//! turns by jobs); per job, Redis's CPU (the server process's, from /proc)
+//! for the whole claim-and-ack cycle, and Redis's memory while the jobs wait
+//! (used_memory after the enqueue, less the same jobs without fairness, per
+//! key). Cases rotate per repeat; ratios are to the topic without fairness
+//! of the same repeat.
+
+use ::hourglass::clock::now_ms;
+use ::hourglass::redis::{Done, Fairness, NewJob, Queue, Share};
+use serde_json::{Value, json};
+
+use crate::server;
+
+/// The key counts measured (0: the topic without fairness).
+pub const KEYS: [usize; 4] = [0, 10, 1_000, 100_000];
+
+/// One case: `jobs` jobs over `keys` keys (0: no fairness), claimed and acked.
+pub async fn case(url: &str, pid: Option<u32>, jobs: usize, keys: usize) -> anyhow::Result<Value> {
+    server::flush(url).await?;
+    let q = Queue::connect(url, "bench").await?;
+    let k = q.keys("fair");
+    let fair = Fairness {
+        share: Share::Jobs,
+        key_concurrency: 0,
+        key_rate: None,
+    };
+    let fair = (keys > 0).then_some(&fair);
+    let claim = |now| {
+        q.pipeline()
+            .claim_ahead(&k, now, now, now + 600_000, 256, None, fair)
+    };
+    // a first claim marks the topic as claiming fairly (as a runner's does)
+    claim(now_ms()).await?;
+    let memory_before = server::info(url, "memory", "used_memory").await?;
+    let now = now_ms();
+    let batch: Vec<NewJob> = (0..jobs)
+        .map(|i| NewJob {
+            id: Some(format!("j{i}")),
+            payload: b"{}".to_vec(),
+            due_at_ms: now,
+            key: (keys > 0).then(|| format!("tenant-{}", i % keys)),
+            ..Default::default()
+        })
+        .collect();
+    for chunk in batch.chunks(10_000) {
+        q.enqueue(&k, chunk, now).await?;
+    }
+    let memory = server::info(url, "memory", "used_memory").await? - memory_before;
+    let cpu_before = pid.map(server::cpu_micros);
+    let started = std::time::Instant::now();
+    let mut done = 0;
+    while done < jobs {
+        let claimed = claim(now_ms()).await?;
+        anyhow::ensure!(!claimed.jobs.is_empty(), "claims ran dry at {done} of {jobs}");
+        let acks: Vec<Done> = claimed
+            .jobs
+            .iter()
+            .map(|j| Done {
+                notice: None,
+                end: None,
+                id: j.id.clone(),
+                attempt: j.attempt,
+                follow_ups: Vec::new(),
+                flows: Vec::new(),
+            })
+            .collect();
+        q.pipeline().ack(&k, &acks, now_ms(), None).await?;
+        done += acks.len();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = pid.map(|p| (server::cpu_micros(p) - cpu_before.unwrap_or(0.0)) / jobs as f64);
+    Ok(json!({
+        "redis_cpu_us_per_job": cpu,
+        "per_sec": jobs as f64 / secs,
+        "memory_bytes": memory,
+    }))
+}
+
+impl crate::Bench {
+    /// Each key count in turn (the order rotating per repeat), recorded as
+    /// Redis CPU per job, its ratio to no fairness, and bytes per key.
+    pub(crate) async fn fairness(&mut self) -> anyhow::Result<()> {
+        let jobs = self.sizes.throughput;
+        let pid = self.redis.pid();
+        for r in 0..self.args.repeats {
+            eprintln!("== fairness {}/{}", r + 1, self.args.repeats);
+            let mut got = std::collections::BTreeMap::new();
+            for i in 0..KEYS.len() {
+                let keys = KEYS[(i + r) % KEYS.len()].min(jobs);
+                eprintln!("   fairness @{keys} keys");
+                got.insert(keys, case(&self.url, pid, jobs, keys).await?);
+            }
+            let plain = &got[&0];
+            let cpu = |v: &Value| v["redis_cpu_us_per_job"].as_f64();
+            let report = &mut self.report;
+            report.record("fairness none redis_cpu_us_per_job", "µs", cpu(plain), None);
+            for (keys, v) in got.iter().filter(|(k, _)| **k > 0) {
+                report.record(&format!("fairness @{keys} keys redis_cpu_us_per_job"), "µs", cpu(v), None);
+                report.record(
+                    &format!("fairness @{keys} keys cpu_ratio_to_none"),
+                    "×",
+                    cpu(v).zip(cpu(plain)).map(|(a, b)| a / b),
+                    None,
+                );
+                report.record(&format!("fairness @{keys} keys per_sec"), "jobs/s", v["per_sec"].as_f64(), None);
+                let extra = v["memory_bytes"].as_f64().zip(plain["memory_bytes"].as_f64());
+                report.record(
+                    &format!("fairness @{keys} keys bytes_per_key"),
+                    "bytes",
+                    extra.map(|(a, b)| (a - b) / *keys as f64),
+                    None,
+                );
+            }
+        }
+        Ok(())
+    }
+}
