@@ -50,11 +50,21 @@ pub async fn case(url: &str, pid: Option<u32>, jobs: usize, keys: usize) -> anyh
     }
     let memory = server::info(url, "memory", "used_memory").await? - memory_before;
     let cpu_before = pid.map(server::cpu_micros);
+    let (calls_before, usec_before) = (
+        server::commandstats(url).await?,
+        server::script_usec(url).await?,
+    );
     let started = std::time::Instant::now();
     let mut done = 0;
+    let mut claim_usec = 0.0;
     while done < jobs {
+        let before = server::script_usec(url).await?;
         let claimed = claim(now_ms()).await?;
-        anyhow::ensure!(!claimed.jobs.is_empty(), "claims ran dry at {done} of {jobs}");
+        claim_usec += server::script_usec(url).await? - before;
+        anyhow::ensure!(
+            !claimed.jobs.is_empty(),
+            "claims ran dry at {done} of {jobs}"
+        );
         let acks: Vec<Done> = claimed
             .jobs
             .iter()
@@ -72,8 +82,13 @@ pub async fn case(url: &str, pid: Option<u32>, jobs: usize, keys: usize) -> anyh
     }
     let secs = started.elapsed().as_secs_f64();
     let cpu = pid.map(|p| (server::cpu_micros(p) - cpu_before.unwrap_or(0.0)) / jobs as f64);
+    let calls = server::commandstats(url).await?;
+    let usec = server::script_usec(url).await?;
     Ok(json!({
         "redis_cpu_us_per_job": cpu,
+        "script_us_per_job": (usec - usec_before) / jobs as f64,
+        "claim_us_per_job": claim_usec / jobs as f64,
+        "commands_per_job": (calls.0 - calls_before.0 - (calls.1 - calls_before.1)) / jobs as f64,
         "per_sec": jobs as f64 / secs,
         "memory_bytes": memory,
     }))
@@ -95,18 +110,62 @@ impl crate::Bench {
             }
             let plain = &got[&0];
             let cpu = |v: &Value| v["redis_cpu_us_per_job"].as_f64();
+            let script = |v: &Value| v["script_us_per_job"].as_f64();
             let report = &mut self.report;
+            report.record("fairness none script_us_per_job", "µs", script(plain), None);
+            report.record(
+                "fairness none claim_us_per_job",
+                "µs",
+                plain["claim_us_per_job"].as_f64(),
+                None,
+            );
             report.record("fairness none redis_cpu_us_per_job", "µs", cpu(plain), None);
             for (keys, v) in got.iter().filter(|(k, _)| **k > 0) {
-                report.record(&format!("fairness @{keys} keys redis_cpu_us_per_job"), "µs", cpu(v), None);
+                report.record(
+                    &format!("fairness @{keys} keys redis_cpu_us_per_job"),
+                    "µs",
+                    cpu(v),
+                    None,
+                );
                 report.record(
                     &format!("fairness @{keys} keys cpu_ratio_to_none"),
                     "×",
                     cpu(v).zip(cpu(plain)).map(|(a, b)| a / b),
                     None,
                 );
-                report.record(&format!("fairness @{keys} keys per_sec"), "jobs/s", v["per_sec"].as_f64(), None);
-                let extra = v["memory_bytes"].as_f64().zip(plain["memory_bytes"].as_f64());
+                report.record(
+                    &format!("fairness @{keys} keys script_us_per_job"),
+                    "µs",
+                    script(v),
+                    None,
+                );
+                report.record(
+                    &format!("fairness @{keys} keys script_ratio_to_none"),
+                    "×",
+                    script(v).zip(script(plain)).map(|(a, b)| a / b),
+                    None,
+                );
+                report.record(
+                    &format!("fairness @{keys} keys claim_us_per_job"),
+                    "µs",
+                    v["claim_us_per_job"].as_f64(),
+                    None,
+                );
+                report.record(
+                    &format!("fairness @{keys} keys commands_per_job"),
+                    "calls",
+                    v["commands_per_job"].as_f64(),
+                    None,
+                );
+                report.record(
+                    &format!("fairness @{keys} keys per_sec"),
+                    "jobs/s",
+                    v["per_sec"].as_f64(),
+                    None,
+                );
+                let extra = v["memory_bytes"]
+                    .as_f64()
+                    .zip(plain["memory_bytes"].as_f64());
                 report.record(
                     &format!("fairness @{keys} keys bytes_per_key"),
                     "bytes",

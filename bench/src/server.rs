@@ -166,3 +166,21 @@ async fn holds(
         _ => Ok(None),
     }
 }
+
+/// Microseconds Redis spent in scripts so far (`INFO commandstats`: the
+/// `usec` of `evalsha` and `eval`): precise, unlike the process's CPU ticks.
+pub async fn script_usec(url: &str) -> anyhow::Result<f64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn(url).await?)
+        .await?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split(',')
+                .find_map(|kv| kv.split_once("usec=").map(|(_, v)| v))
+        })
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum())
+}

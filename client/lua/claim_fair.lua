@@ -55,102 +55,159 @@ local ids, dues = index_take(KEYS[1], due_by, PROMOTE)
 if #ids > 0 then fair_queue(fair, ids, dues, hmget_all(fair .. ':of', ids), now, conf) end
 redis.call('HSET', fair, 'on', '1')
 
--- Pick: keys popped from `ready` by smallest tag into a local sorted list; whenever the list's
--- best is behind what remains in `ready`, more are popped. A served key goes back in the list.
-local list, info = {}, {}
-local threshold = nil -- the smallest tag left in `ready`, or nil
+-- Pick: keys come from `ready` by smallest tag (list A, sorted as popped); a served key goes
+-- back into list B (sorted by its new tag); the next key is the smaller of A's and B's heads,
+-- and more are popped from `ready` whenever both are behind what is left there. What is left
+-- in A and B goes back to `ready` at the end, in one call. Tags are integers: a job costs
+-- 1,000,000 / weight (share "jobs") or its CPU in us / weight ("cpu"), so they format cheaply.
 local weights_key, running_key, tat_key, cost_key = fair .. ':weight', fair .. ':running', fair .. ':tat', fair .. ':cost'
+local len_key = fair .. ':len'
 local cpu = ARGV[7] == 'cpu'
-local avg = cpu and tonumber(redis.call('HGET', fair, 'avg') or '1') or 1
-local function insert(tag, k)
-  local at = #list + 1
-  while at > 1 and list[at - 1][1] > tag do at = at - 1 end
-  table.insert(list, at, { tag, k })
-end
+local avg = cpu and tonumber(redis.call('HGET', fair, 'avg') or '1000') or 1000
+local At, Ak, ia = {}, {}, 1
+local Bt, Bk, ib = {}, {}, 1
+local L, W, R, T, C, take = {}, {}, {}, {}, {}, {}
+local threshold = nil -- the smallest tag left in `ready`, or nil
 local function refill(n)
   local got = redis.call('ZPOPMIN', ready, n)
   local fresh = {}
   for i = 1, #got, 2 do
     local k = got[i]
-    insert(tonumber(got[i + 1]), k)
-    fresh[#fresh + 1] = k
+    At[#At + 1] = tonumber(got[i + 1])
+    Ak[#Ak + 1] = k
+    if not L[k] then fresh[#fresh + 1] = k end
   end
   if #fresh > 0 then
+    local len = redis.call('HMGET', len_key, unpack(fresh))
     local w = redis.call('HMGET', weights_key, unpack(fresh))
-    local r = redis.call('HMGET', running_key, unpack(fresh))
+    local r = conf.cap > 0 and redis.call('HMGET', running_key, unpack(fresh)) or {}
     local t = key_iv > 0 and redis.call('HMGET', tat_key, unpack(fresh)) or {}
     local c = cpu and redis.call('HMGET', cost_key, unpack(fresh)) or {}
     for i, k in ipairs(fresh) do
-      -- a key served earlier in this call keeps what this call counted
-      if not info[k] then info[k] = { len = redis.call('ZCARD', queue(k)), w = tonumber(w[i] or '1'), run = tonumber(r[i] or '0'),
-        tat = tonumber(t[i] or '0'), cost = tonumber(c[i] or avg), take = 0 } end
+      L[k], W[k], R[k] = tonumber(len[i] or '0'), tonumber(w[i] or '1'), tonumber(r[i] or '0')
+      T[k], C[k], take[k] = tonumber(t[i] or '0'), tonumber(c[i] or avg), 0
     end
   end
   local next_one = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
   threshold = next_one[2] and tonumber(next_one[2]) or nil
 end
-local served, taken, V = {}, 0, conf.V
-local touched = {}
-while taken < most do
-  if #list == 0 or (threshold and list[1][1] > threshold) then
-    refill(most - taken)
-    if #list == 0 then break end
+local function back_in(tag, k) -- into B, sorted (ties after their equals)
+  local lo, hi = ib, #Bt + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if Bt[mid] <= tag then lo = mid + 1 else hi = mid end
   end
-  local first = table.remove(list, 1)
-  local tag, k = first[1], first[2]
-  local e = info[k]
-  if conf.cap > 0 and e.run >= conf.cap then
-    redis.call('ZADD', idle, tag, k) -- at its cap (counted elsewhere meanwhile): held
-  elseif key_iv > 0 and math.max(e.tat, now) - conf.tau > now then
-    redis.call('ZADD', idle, tag, k) -- its rate allows no start yet
-    redis.call('ZADD', wait, string.format('%d', math.ceil(e.tat - conf.tau)), k)
-  elseif e.len <= 0 then
-    redis.call('ZADD', idle, tag, k) -- emptied meanwhile
+  table.insert(Bt, lo, tag)
+  table.insert(Bk, lo, k)
+end
+local served, touched, resting, held = {}, {}, {}, {}
+local taken, V = 0, conf.V
+local function rest(tag, k) -- out of `ready`: its tag kept in `idle`
+  resting[#resting + 1] = string.format('%d', tag)
+  resting[#resting + 1] = k
+end
+while taken < most do
+  local a, b = At[ia], Bt[ib]
+  local best = (a and (not b or a <= b)) and a or b
+  if best == nil or (threshold and best > threshold) then
+    refill(most - taken)
+    a, b = At[ia], Bt[ib]
+    best = (a and (not b or a <= b)) and a or b
+    if best == nil then break end
+  end
+  local tag, k
+  if a == best then
+    tag, k = a, Ak[ia]
+    ia = ia + 1
+  else
+    tag, k = b, Bk[ib]
+    ib = ib + 1
+  end
+  if conf.cap > 0 and R[k] >= conf.cap then
+    rest(tag, k) -- at its cap (counted elsewhere meanwhile): held
+  elseif key_iv > 0 and math.max(T[k], now) - conf.tau > now then
+    rest(tag, k) -- its rate allows no start yet
+    held[#held + 1] = string.format('%d', math.ceil(T[k] - conf.tau))
+    held[#held + 1] = k
+  elseif L[k] <= 0 then
+    rest(tag, k) -- emptied meanwhile
   else
     if tag > V then V = tag end
     taken = taken + 1
     served[taken] = k
-    if e.take == 0 then touched[#touched + 1] = k end
-    e.take = e.take + 1
-    e.len = e.len - 1
-    e.run = e.run + 1
-    local finish = tag + (cpu and e.cost or 1) / e.w
-    if key_iv > 0 then e.tat = math.max(e.tat, now) + key_iv end
-    if e.len <= 0 or (conf.cap > 0 and e.run >= conf.cap) then
-      redis.call('ZADD', idle, finish, k)
-    elseif key_iv > 0 and e.tat - conf.tau > now then
-      redis.call('ZADD', idle, finish, k)
-      redis.call('ZADD', wait, string.format('%d', math.ceil(e.tat - conf.tau)), k)
-    elseif threshold == nil or finish <= threshold then
-      insert(finish, k)
+    if take[k] == 0 then touched[#touched + 1] = k end
+    take[k] = take[k] + 1
+    L[k] = L[k] - 1
+    R[k] = R[k] + 1
+    local finish = tag + math.max(1, math.floor((cpu and C[k] or 1000000) / W[k]))
+    if key_iv > 0 then T[k] = math.max(T[k], now) + key_iv end
+    if L[k] <= 0 or (conf.cap > 0 and R[k] >= conf.cap) then
+      rest(finish, k)
+    elseif key_iv > 0 and T[k] - conf.tau > now then
+      rest(finish, k)
+      held[#held + 1] = string.format('%d', math.ceil(T[k] - conf.tau))
+      held[#held + 1] = k
     else
-      redis.call('ZADD', ready, finish, k)
+      back_in(finish, k)
     end
   end
 end
-for _, entry in ipairs(list) do redis.call('ZADD', ready, entry[1], entry[2]) end
-redis.call('HSET', fair, 'V', V)
+-- what is left in A and B goes back to `ready`; the rest to `idle` (and `wait`)
+local back = {}
+for i = ia, #At do
+  back[#back + 1] = string.format('%d', At[i])
+  back[#back + 1] = Ak[i]
+end
+for i = ib, #Bt do
+  back[#back + 1] = string.format('%d', Bt[i])
+  back[#back + 1] = Bk[i]
+end
+for _, t in ipairs({ { ready, back }, { idle, resting }, { wait, held } }) do
+  local key, list = t[1], t[2]
+  for i = 1, #list, 2 * CHUNK do
+    redis.call('ZADD', key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
+  end
+end
+redis.call('HSET', fair, 'V', string.format('%d', V))
 
 -- each key's earliest jobs, in the order the keys were served
 local out = { -1 }
 if taken > 0 then
-  local popped = {}
+  local popped, at, lens, emptied, runs, tats = {}, {}, {}, {}, {}, {}
   for _, k in ipairs(touched) do
-    local e = info[k]
-    popped[k] = redis.call('ZPOPMIN', queue(k), e.take)
-    popped[k].at = 1
-    redis.call('HINCRBY', running_key, k, e.take)
-    if key_iv > 0 then redis.call('HSET', tat_key, k, string.format('%.3f', e.tat)) end
+    popped[k] = redis.call('ZPOPMIN', queue(k), take[k])
+    at[k] = 1
+    if L[k] > 0 then
+      lens[#lens + 1] = k
+      lens[#lens + 1] = string.format('%d', L[k])
+    else
+      emptied[#emptied + 1] = k
+    end
+    if conf.cap > 0 then
+      runs[#runs + 1] = k
+      runs[#runs + 1] = string.format('%d', R[k])
+    end
+    if key_iv > 0 then
+      tats[#tats + 1] = k
+      tats[#tats + 1] = string.format('%.3f', T[k])
+    end
   end
+  for _, t in ipairs({ { len_key, lens }, { running_key, runs }, { tat_key, tats } }) do
+    local key, list = t[1], t[2]
+    for i = 1, #list, 2 * CHUNK do
+      redis.call('HSET', key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
+    end
+  end
+  each_chunk('HDEL', len_key, emptied)
   redis.call('HINCRBY', fair, 'n', -taken)
   local ids, dues, keys = {}, {}, {}
   for _, k in ipairs(served) do
-    local p = popped[k]
-    if p[p.at] then
-      ids[#ids + 1] = p[p.at]
-      dues[#dues + 1] = p[p.at + 1]
+    local p, i = popped[k], at[k]
+    if p[i] then
+      ids[#ids + 1] = p[i]
+      dues[#dues + 1] = p[i + 1]
       keys[#keys + 1] = k
-      p.at = p.at + 2
+      at[k] = i + 2
     end
   end
   local records = hmget_all(KEYS[3], ids)
@@ -177,8 +234,8 @@ if taken > 0 then
       out[o + 7] = journaled[i] and redis.call('HGETALL', KEYS[9] .. ':' .. id) or false
       out[o + 8] = keys[i]
       o = o + 8
-    else
-      gone[#gone + 1] = keys[i] -- cancelled while queued: not running after all
+    elseif conf.cap > 0 then
+      gone[#gone + 1] = keys[i] -- no record (a drift): not running after all
     end
   end
   for _, k in ipairs(gone) do

@@ -6,11 +6,7 @@
 -- Returns: how many jobs are still queued per key (call again while not 0)
 local fair, most = KEYS[3], tonumber(ARGV[1])
 if redis.call('HEXISTS', fair, 'on') == 0 then return 0 end
-local keys = {}
-for _, k in ipairs(redis.call('ZRANGE', fair .. ':ready', 0, -1)) do keys[#keys + 1] = k end
-for _, k in ipairs(redis.call('ZRANGE', fair .. ':wait', 0, -1)) do keys[#keys + 1] = k end
-for _, k in ipairs(redis.call('SMEMBERS', fair .. ':paused')) do keys[#keys + 1] = k end
-for _, k in ipairs(redis.call('HKEYS', fair .. ':running')) do keys[#keys + 1] = k end
+local keys = redis.call('HKEYS', fair .. ':len') -- every key with jobs queued
 local moved = 0
 for _, k in ipairs(keys) do
   if moved >= most then break end
@@ -26,11 +22,16 @@ for _, k in ipairs(keys) do
     index_add(KEYS[1], ids, dues)
     moved = moved + #ids
     redis.call('HINCRBY', fair, 'n', -#ids)
+    if redis.call('EXISTS', q) == 0 then
+      redis.call('HDEL', fair .. ':len', k)
+    else
+      redis.call('HINCRBY', fair .. ':len', k, -#ids)
+    end
   end
 end
 local left = tonumber(redis.call('HGET', fair, 'n') or '0')
 if left <= 0 then
-  redis.call('DEL', fair .. ':ready', fair .. ':wait', fair .. ':idle', fair .. ':tat')
+  redis.call('DEL', fair .. ':ready', fair .. ':wait', fair .. ':idle', fair .. ':tat', fair .. ':len')
   redis.call('HDEL', fair, 'n', 'V', 'on')
   return 0
 end

@@ -15,11 +15,11 @@ for i = 2, #ARGV, 3 do
   local k, n, us = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local per = us / math.max(n, 1)
   local was = tonumber(redis.call('HGET', fair .. ':cost', k) or '0')
-  local charged = was > 0 and was or (avg > 0 and avg or 1)
+  local charged = was > 0 and was or (avg > 0 and avg or 1000) -- as claim_fair.lua charged it
   redis.call('HSET', fair .. ':cost', k, string.format('%.1f', was > 0 and (0.7 * was + 0.3 * per) or per))
   if cpu_share then
     local w = tonumber(redis.call('HGET', fair .. ':weight', k) or '1')
-    local delta = string.format('%.3f', (us - n * charged) / w)
+    local delta = string.format('%d', math.floor((us - n * charged) / w))
     if not redis.call('ZADD', fair .. ':ready', 'XX', 'INCR', delta, k) then
       redis.call('ZADD', fair .. ':idle', 'XX', 'INCR', delta, k)
     end

@@ -316,7 +316,7 @@ end
 -- the hash `<fair>:of` (id -> key; a job without one has key ''). A topic with fairness
 -- keeps, beside the time index, a queue per key of its due jobs (`<fair>:q:<key>`, id ->
 -- due ms) and the keys that may start one now in `<fair>:ready` (key -> start tag, start-time
--- fair queueing). The hash `fair` holds the virtual clock 'V', the jobs queued 'n', and what
+-- fair queueing), and `<fair>:len` (key -> jobs in its queue). The hash `fair` holds the virtual clock 'V', the jobs queued 'n', and what
 -- the last claim was told: 'cap' (jobs at once per key, 0: any), 'iv' and 'tau' (a key's rate:
 -- ms between starts, burst allowance), 'wake' and 'topic' (to wake runners). A key is in
 -- exactly one of: `ready`; `<fair>:wait` (key -> when its rate allows a start); held (at its
@@ -385,7 +385,7 @@ end
 -- Queue due jobs `ids` (due at `dues`, of keys `keys`: false for none) in their keys' queues;
 -- a key whose queue was empty enters its index.
 local function fair_queue(fair, ids, dues, keys, now, conf)
-  local by, order = {}, {}
+  local by, order, total = {}, {}, 0
   for j, id in ipairs(ids) do
     local k = keys[j] or ''
     local t = by[k]
@@ -402,11 +402,13 @@ local function fair_queue(fair, ids, dues, keys, now, conf)
     for i = 1, #t, 2 * CHUNK do
       added = added + redis.call('ZADD', q, unpack(t, i, math.min(i + 2 * CHUNK - 1, #t)))
     end
-    if redis.call('ZCARD', q) == added and not redis.call('ZSCORE', fair .. ':wait', k) then
+    if added > 0 and redis.call('HINCRBY', fair .. ':len', k, added) == added
+        and not redis.call('ZSCORE', fair .. ':wait', k) then
       fair_enter(fair, k, now, conf)
     end
+    total = total + added
   end
-  redis.call('HINCRBY', fair, 'n', #ids)
+  redis.call('HINCRBY', fair, 'n', total)
 end
 
 -- Take job `id` (waiting, due at `due`) off the time index or, on a topic with fairness,
@@ -418,6 +420,7 @@ local function unwait(idx, fair, id, due)
   local q = fair .. ':q:' .. k
   if redis.call('ZREM', q, id) == 0 then return 0 end
   redis.call('HINCRBY', fair, 'n', -1)
+  if redis.call('HINCRBY', fair .. ':len', k, -1) <= 0 then redis.call('HDEL', fair .. ':len', k) end
   if redis.call('EXISTS', q) == 0 then
     local tag = redis.call('ZSCORE', fair .. ':ready', k)
     if tag then

@@ -191,7 +191,7 @@ script!(
 );
 script!(KEY_PAUSE, "key_pause.lua", [fair]);
 script!(KEY_CHARGE, "key_charge.lua", [fair], alone);
-script!(KEY_STATS, "key_stats.lua", [fair, lease], alone);
+script!(KEY_STATS, "key_stats.lua", [fair, lease]);
 script!(FAIR_OFF, "fair_off.lua", [pending, job, fair]);
 script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
 script!(

@@ -351,12 +351,20 @@ async fn a_key_that_comes_later_saves_no_credit() {
     let q = Queue::connect(&redis.url(), "t").await.unwrap();
     let k = q.keys("exports");
     assert!(claim(&q, &k, 0, 1, &JOBS).await.is_empty());
-    let early: Vec<NewJob> = (0..100).map(|i| keyed(&format!("a{i}"), "a", 1_000)).collect();
+    let early: Vec<NewJob> = (0..100)
+        .map(|i| keyed(&format!("a{i}"), "a", 1_000))
+        .collect();
     q.enqueue(&k, &early, 1_000).await.unwrap();
     assert_eq!(claim(&q, &k, 1_000, 50, &JOBS).await.len(), 50);
-    let late: Vec<NewJob> = (0..50).map(|i| keyed(&format!("b{i}"), "b", 2_000)).collect();
+    let late: Vec<NewJob> = (0..50)
+        .map(|i| keyed(&format!("b{i}"), "b", 2_000))
+        .collect();
     q.enqueue(&k, &late, 2_000).await.unwrap();
     let next = claim(&q, &k, 2_000, 20, &JOBS).await;
     let b = keys_of(&next).iter().filter(|k| **k == "b").count();
-    assert!((9..=11).contains(&b), "the late key took {b} of 20: {:?}", keys_of(&next));
+    assert!(
+        (9..=11).contains(&b),
+        "the late key took {b} of 20: {:?}",
+        keys_of(&next)
+    );
 }

@@ -64,7 +64,7 @@ enum Command {
     /// (an operators' host: needs [redis] and [http], no handlers).
     Serve,
     /// Add a job to a topic.
-    Enqueue(enqueue::Args),
+    Enqueue(Box<enqueue::Args>),
     /// Show per-topic counts: scheduled (of them suspended), ready, running, dead.
     Stats(stats::Args),
     /// Show one job: state, attempts, due time, last error, handler version,
@@ -174,7 +174,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run => run::run(&cli.config).await,
             Command::Serve => run::serve(&cli.config).await,
-            Command::Enqueue(args) => enqueue::run(&cli.config, args).await,
+            Command::Enqueue(args) => enqueue::run(&cli.config, *args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
             Command::Inspect(args) => inspect::run(&cli.config, args).await,
             Command::Wait(args) => wait::run(&cli.config, args).await,
