@@ -162,12 +162,16 @@ for i = ib, #Bt do
   back[#back + 1] = string.format('%d', Bt[i])
   back[#back + 1] = Bk[i]
 end
-for _, t in ipairs({ { ready, back }, { idle, resting }, { wait, held } }) do
-  local key, list = t[1], t[2]
-  for i = 1, #list, 2 * CHUNK do
-    redis.call('ZADD', key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
+-- `command key` with the flat pairs of each of `lists` ({ key, pairs }), in chunks
+local function pairs_to(command, lists)
+  for _, t in ipairs(lists) do
+    local key, list = t[1], t[2]
+    for i = 1, #list, 2 * CHUNK do
+      redis.call(command, key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
+    end
   end
 end
+pairs_to('ZADD', { { ready, back }, { idle, resting }, { wait, held } })
 redis.call('HSET', fair, 'V', string.format('%d', V))
 
 -- each key's earliest jobs, in the order the keys were served
@@ -192,12 +196,7 @@ if taken > 0 then
       tats[#tats + 1] = string.format('%.3f', T[k])
     end
   end
-  for _, t in ipairs({ { len_key, lens }, { running_key, runs }, { tat_key, tats } }) do
-    local key, list = t[1], t[2]
-    for i = 1, #list, 2 * CHUNK do
-      redis.call('HSET', key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
-    end
-  end
+  pairs_to('HSET', { { len_key, lens }, { running_key, runs }, { tat_key, tats } })
   each_chunk('HDEL', len_key, emptied)
   redis.call('HINCRBY', fair, 'n', -taken)
   local ids, dues, keys = {}, {}, {}

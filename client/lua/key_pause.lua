@@ -7,12 +7,7 @@ local fair, k = KEYS[1], ARGV[1]
 local paused = fair .. ':paused'
 if ARGV[2] == '1' then
   if redis.call('SADD', paused, k) == 0 then return 0 end
-  local tag = redis.call('ZSCORE', fair .. ':ready', k)
-  if tag then
-    redis.call('ZREM', fair .. ':ready', k)
-    redis.call('ZADD', fair .. ':idle', tag, k)
-  end
-  redis.call('ZREM', fair .. ':wait', k)
+  fair_rest(fair, k)
   return 1
 end
 if redis.call('SREM', paused, k) == 0 then return 0 end

@@ -382,6 +382,16 @@ local function keys_released(fair, ids)
   end
 end
 
+-- Key `k` leaves `ready` (and `wait`): it has no job to start, or is paused; its tag is kept.
+local function fair_rest(fair, k)
+  local tag = redis.call('ZSCORE', fair .. ':ready', k)
+  if tag then
+    redis.call('ZREM', fair .. ':ready', k)
+    redis.call('ZADD', fair .. ':idle', tag, k)
+  end
+  redis.call('ZREM', fair .. ':wait', k)
+end
+
 -- Queue due jobs `ids` (due at `dues`, of keys `keys`: false for none) in their keys' queues;
 -- a key whose queue was empty enters its index.
 local function fair_queue(fair, ids, dues, keys, now, conf)
@@ -421,13 +431,6 @@ local function unwait(idx, fair, id, due)
   if redis.call('ZREM', q, id) == 0 then return 0 end
   redis.call('HINCRBY', fair, 'n', -1)
   if redis.call('HINCRBY', fair .. ':len', k, -1) <= 0 then redis.call('HDEL', fair .. ':len', k) end
-  if redis.call('EXISTS', q) == 0 then
-    local tag = redis.call('ZSCORE', fair .. ':ready', k)
-    if tag then
-      redis.call('ZREM', fair .. ':ready', k)
-      redis.call('ZADD', fair .. ':idle', tag, k)
-    end
-    redis.call('ZREM', fair .. ':wait', k)
-  end
+  if redis.call('EXISTS', q) == 0 then fair_rest(fair, k) end
   return 1
 end

@@ -409,28 +409,23 @@ async fn keys_operated_over_the_cli_and_the_api() {
         "{}",
         listed.body
     );
-    let weight = test_support::http_client::call(
-        &api.0,
-        "PUT",
-        "/api/topics/exports/keys/acme/weight",
-        Some(crate::util::TOKEN),
-        Some(r#"{"weight":0}"#),
-    )
-    .await;
+    let put_weight = |body: &'static str| {
+        test_support::http_client::call(
+            &api.0,
+            "PUT",
+            "/api/topics/exports/keys/acme/weight",
+            Some(crate::util::TOKEN),
+            Some(body),
+        )
+    };
+    let weight = put_weight(r#"{"weight":0}"#).await;
     assert_eq!(weight.status, 400, "{}", weight.body);
     assert!(
         weight.body.contains(r#""field":"weight""#),
         "{}",
         weight.body
     );
-    let weight = test_support::http_client::call(
-        &api.0,
-        "PUT",
-        "/api/topics/exports/keys/acme/weight",
-        Some(crate::util::TOKEN),
-        Some(r#"{"weight":3}"#),
-    )
-    .await;
+    let weight = put_weight(r#"{"weight":3}"#).await;
     assert_eq!(weight.status, 200, "{}", weight.body);
     let conflict = api.post("/api/topics/plain/keys/acme/pause", "").await;
     assert_eq!(conflict.status, 409, "{}", conflict.body);
