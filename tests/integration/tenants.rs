@@ -368,3 +368,114 @@ async fn a_key_that_comes_later_saves_no_credit() {
         keys_of(&next)
     );
 }
+
+/// A job keeps its key through a retry, the dead-letter set and `dead
+/// retry`; with `key_concurrency = 1`, a lease that expires (its runner
+/// died) frees the key for its next job.
+#[tokio::test]
+async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let serial = Fairness {
+        key_concurrency: 1,
+        ..JOBS
+    };
+    assert!(claim(&q, &k, 0, 1, &serial).await.is_empty());
+    q.enqueue(
+        &k,
+        &[keyed("x", "acme", 1_000), keyed("y", "acme", 1_001)],
+        1_000,
+    )
+    .await
+    .unwrap();
+    let first = claim(&q, &k, 1_000, 10, &serial).await;
+    assert_eq!(
+        first.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["x"]
+    );
+    // the runner holding x dies: once its lease ends, acme may start y
+    assert!(claim(&q, &k, 1_000, 10, &serial).await.is_empty());
+    assert_eq!(
+        q.pipeline().requeue_expired(&k, 70_000, 10).await.unwrap(),
+        1
+    );
+    let next = claim(&q, &k, 70_000, 10, &serial).await;
+    assert_eq!(
+        next.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["y"],
+        "the expired lease freed the key"
+    );
+    let j = &next[0];
+    // retried, then dead-lettered, then retried by an operator: still acme's
+    let failure = hourglass::redis::Failure {
+        error: "once".into(),
+        handler: None,
+        at: 70_000,
+        attempts: Vec::new(),
+    };
+    q.pipeline()
+        .retry(
+            &k,
+            &[hourglass::redis::Retrying {
+                id: j.id.clone(),
+                attempt: j.attempt,
+                next_due_ms: 71_000,
+                failure,
+            }],
+            false,
+        )
+        .await
+        .unwrap();
+    // x (back from its expired lease, due earlier) runs first, then the retried job
+    let x = claim(&q, &k, 71_000, 10, &serial).await;
+    assert_eq!(x.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["x"]);
+    q.pipeline()
+        .ack(&k, &[done(&x[0])], 71_000, None)
+        .await
+        .unwrap();
+    let again = claim(&q, &k, 71_000, 10, &serial).await;
+    let j = &again[0];
+    assert_eq!((j.id.as_str(), j.key.as_deref()), ("y", Some("acme")));
+    let info = hourglass::redis::DeadInfo {
+        reason: "boom".into(),
+        attempts: j.attempt,
+        failed_at_ms: 71_000,
+        handler: None,
+        costs: Vec::new(),
+    };
+    let retention = hourglass::config::DeadLetter {
+        keep: 10,
+        max_age: std::time::Duration::from_secs(3600),
+    };
+    q.pipeline()
+        .bury(
+            &k,
+            &[hourglass::redis::Burial {
+                id: j.id.clone(),
+                attempt: j.attempt,
+                info,
+                end: None,
+                notice: None,
+            }],
+            retention,
+            71_000,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        q.dead()
+            .retry(&k, &[j.id.clone()], 72_000)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let view = q
+        .inspect(&k, &j.id, 72_000)
+        .await
+        .unwrap()
+        .expect("requeued");
+    assert_eq!(view.key.as_deref(), Some("acme"));
+}
