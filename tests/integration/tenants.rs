@@ -466,7 +466,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         .unwrap();
     assert_eq!(
         q.dead()
-            .retry(&k, &[j.id.clone()], 72_000)
+            .retry(&k, std::slice::from_ref(&j.id), 72_000)
             .await
             .unwrap()
             .len(),
