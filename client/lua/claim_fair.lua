@@ -26,9 +26,13 @@ local key_iv = tonumber(ARGV[9])
 local due_by = math.max(now, tonumber(ARGV[6]))
 if interval > 0 or key_iv > 0 then due_by = now end
 local conf = fair_conf(fair)
-conf.cap, conf.iv = tonumber(ARGV[8]), key_iv
+-- jobs queued the other way (claim_tagged.lua: the topic's settings changed): back first
+if conf.mode ~= 'keys' and redis.call('HEXISTS', fair, 'on') == 1 then
+  if fair_unqueue(KEYS[1], KEYS[3], fair, 1000) > 0 then return { string.format('%d', now) } end
+end
+conf.mode, conf.cap, conf.iv = 'keys', tonumber(ARGV[8]), key_iv
 conf.tau = tonumber(ARGV[10]) * key_iv
-redis.call('HSET', fair, 'cap', ARGV[8], 'iv', ARGV[9], 'tau', string.format('%.3f', conf.tau),
+redis.call('HSET', fair, 'mode', 'keys', 'cap', ARGV[8], 'iv', ARGV[9], 'tau', string.format('%.3f', conf.tau),
   'wake', ARGV[11], 'topic', ARGV[12], 'share', ARGV[7])
 local ready, idle, wait = fair .. ':ready', fair .. ':idle', fair .. ':wait'
 local function queue(k) return fair .. ':q:' .. k end
@@ -209,42 +213,10 @@ if taken > 0 then
       at[k] = i + 2
     end
   end
-  local records = hmget_all(KEYS[3], ids)
-  local attempts = hmget_all(KEYS[4], ids)
-  local failures = hmget_if(KEYS[5], ids)
-  local accounts = hmget_if(KEYS[8], ids)
-  local journaled = hmget_if(KEYS[9], ids)
-  hdel_if(KEYS[10], ids)
-  local leased, counted, gone = {}, {}, {}
-  local deadline, o = ARGV[2], 1
-  for i, id in ipairs(ids) do
-    if records[i] then
-      local attempt = (tonumber(attempts[i]) or 0) + 1
-      leased[#leased + 1] = deadline
-      leased[#leased + 1] = id
-      counted[#counted + 1] = id
-      counted[#counted + 1] = string.format('%d', attempt)
-      out[o + 1] = id
-      out[o + 2] = dues[i]
-      out[o + 3] = attempt
-      out[o + 4] = record_of(records[i])
-      out[o + 5] = failures[i] or false
-      out[o + 6] = accounts[i] or false
-      out[o + 7] = journaled[i] and redis.call('HGETALL', KEYS[9] .. ':' .. id) or false
-      out[o + 8] = keys[i]
-      o = o + 8
-    elseif conf.cap > 0 then
-      gone[#gone + 1] = keys[i] -- no record (a drift): not running after all
-    end
-  end
-  for _, k in ipairs(gone) do
-    if redis.call('HINCRBY', running_key, k, -1) <= 0 then redis.call('HDEL', running_key, k) end
-  end
-  if #leased > 0 then
-    keep_hashed(KEYS[4])
-    for i = 1, #leased, 2 * CHUNK do
-      redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
-      redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
+  local gone = fair_lease(KEYS, ARGV[2], ids, dues, keys, out)
+  if conf.cap > 0 then
+    for _, k in ipairs(gone) do -- no record (a drift): not running after all
+      if redis.call('HINCRBY', running_key, k, -1) <= 0 then redis.call('HDEL', running_key, k) end
     end
   end
 end

@@ -104,6 +104,13 @@ script!(
     ]
 );
 script!(
+    CLAIM_TAGGED,
+    "claim_tagged.lua",
+    [
+        pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair
+    ]
+);
+script!(
     ACK,
     "ack.lua",
     [
@@ -236,6 +243,7 @@ mod tests {
             (&ENQUEUE, 0),
             (&CLAIM, 0),
             (&CLAIM_FAIR, 0),
+            (&CLAIM_TAGGED, 0),
             (&KEY_PAUSE, 0),
             (&KEY_CHARGE, 0),
             (&KEY_STATS, 0),

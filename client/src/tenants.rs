@@ -40,6 +40,13 @@ pub struct Fairness {
 }
 
 impl Fairness {
+    /// Whether its claims take tagged jobs from one sorted set
+    /// (`claim_tagged.lua`: by jobs, no per-key limit), rather than keys
+    /// from their queues (`claim_fair.lua`).
+    pub(crate) fn tagged(&self) -> bool {
+        self.share == Share::Jobs && self.key_concurrency == 0 && self.key_rate.is_none()
+    }
+
     /// The claim script's arguments after the topic's own (`claim_fair.lua`:
     /// ARGV[7..12]).
     pub(crate) fn args(&self, inv: &mut redis::ScriptInvocation<'_>, wake: &str, topic: &str) {

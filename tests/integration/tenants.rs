@@ -479,3 +479,52 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         .expect("requeued");
     assert_eq!(view.key.as_deref(), Some("acme"));
 }
+
+/// Changing a topic's fairness between the two ways of queueing (by jobs
+/// without limits: one set of tagged jobs; with a limit or by CPU: a queue
+/// per key) moves the queued jobs over: none is lost, none runs twice.
+#[tokio::test]
+async fn switching_between_tagged_jobs_and_key_queues_loses_nothing() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    let serial = Fairness {
+        key_concurrency: 1,
+        ..JOBS
+    };
+    assert!(claim(&q, &k, 0, 1, &JOBS).await.is_empty());
+    let jobs: Vec<NewJob> = (0..6)
+        .flat_map(|i| {
+            [
+                keyed(&format!("a{i}"), "a", 1_000 + i),
+                keyed(&format!("b{i}"), "b", 1_000 + i),
+            ]
+        })
+        .collect();
+    q.enqueue(&k, &jobs, 2_000).await.unwrap();
+    let mut seen: Vec<String> = claim(&q, &k, 2_000, 2, &JOBS)
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    // to key queues: the claim that finds tagged jobs moves them back first
+    for _ in 0..3 {
+        let got = claim(&q, &k, 2_000, 10, &serial).await;
+        assert!(got.len() <= 2, "one per key at most: {:?}", keys_of(&got));
+        for j in &got {
+            q.pipeline().ack(&k, &[done(j)], 2_000, None).await.unwrap();
+        }
+        seen.extend(got.into_iter().map(|j| j.id));
+    }
+    assert!(seen.len() >= 6, "the key queues served too: {seen:?}");
+    // and back to tagged jobs
+    for _ in 0..3 {
+        let got = claim(&q, &k, 2_000, 10, &JOBS).await;
+        seen.extend(got.into_iter().map(|j| j.id));
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!((seen.len(), sorted.len()), (12, 12), "{seen:?}");
+    assert_eq!(q.stats(&k, 2_000).await.unwrap().ready, 0);
+}
