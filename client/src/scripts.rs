@@ -37,6 +37,21 @@ impl Lua {
 }
 
 macro_rules! script {
+    // with the prelude and `fair.lua`: a script that queues, picks or moves
+    // jobs per tenant key
+    ($name:ident, $file:literal, [$($key:ident),*], fair) => {
+        pub(super) static $name: Lua = Lua {
+            script: LazyLock::new(|| {
+                Script::new(concat!(
+                    include_str!("../lua/prelude.lua"),
+                    include_str!("../lua/fair.lua"),
+                    include_str!(concat!("../lua/", $file))
+                ))
+            }),
+            file: $file,
+            keys: &[$(|k: &TopicKeys| -> &String { &k.$key }),*],
+        };
+    };
     // without the prelude: a script on the path of a single call that uses
     // none of it (the prelude's definitions cost about 5 us a call)
     ($name:ident, $file:literal, [$($key:ident),*], alone) => {
@@ -77,7 +92,8 @@ script!(
         legacy_pending,
         journal,
         fair
-    ]
+    ],
+    fair
 );
 script!(
     CLAIM,
@@ -101,14 +117,16 @@ script!(
     "claim_fair.lua",
     [
         pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair
-    ]
+    ],
+    fair
 );
 script!(
     CLAIM_TAGGED,
     "claim_tagged.lua",
     [
         pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair
-    ]
+    ],
+    fair
 );
 script!(
     ACK,
@@ -151,7 +169,8 @@ script!(
         journal,
         suspended,
         fair
-    ]
+    ],
+    fair
 );
 script!(
     DEAD_RETRY,
@@ -196,10 +215,10 @@ script!(
         fair
     ]
 );
-script!(KEY_PAUSE, "key_pause.lua", [fair]);
+script!(KEY_PAUSE, "key_pause.lua", [fair], fair);
 script!(KEY_CHARGE, "key_charge.lua", [fair], alone);
 script!(KEY_STATS, "key_stats.lua", [fair, lease]);
-script!(FAIR_OFF, "fair_off.lua", [pending, job, fair]);
+script!(FAIR_OFF, "fair_off.lua", [pending, job, fair], fair);
 script!(MIGRATE, "migrate.lua", [pending, job, legacy_pending]);
 script!(
     FLOW_CREATE,
