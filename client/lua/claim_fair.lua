@@ -38,12 +38,8 @@ local ready, idle, wait = fair .. ':ready', fair .. ':idle', fair .. ':wait'
 local function queue(k) return fair .. ':q:' .. k end
 
 -- the topic's own rate (GCRA, as claim.lua)
-local tau, tat = 0, now
-if interval > 0 then
-  tau = tonumber(ARGV[5]) * interval
-  tat = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), now)
-  most = math.min(most, math.floor((now + tau - tat) / interval) + 1)
-end
+local rate = topic_rate(KEYS[7], now, interval, tonumber(ARGV[5]))
+most = math.min(most, rate.most)
 
 -- tags behind the clock are the clock: forget them
 redis.call('ZREMRANGEBYSCORE', idle, '-inf', conf.V)
@@ -230,13 +226,6 @@ else
   local held = redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES')
   if held[2] and (head == nil or tonumber(held[2]) < head) then head = tonumber(held[2]) end
 end
-if interval > 0 then
-  local started = (#out - 1) / 8
-  if started > 0 then
-    tat = tat + started * interval
-    redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
-  end
-  if head ~= nil then head = math.max(head, math.ceil(tat - tau)) end
-end
+head = rate.started(KEYS[7], (#out - 1) / 8, head)
 if head ~= nil then out[1] = string.format('%d', head) end
 return out

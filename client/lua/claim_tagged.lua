@@ -28,12 +28,8 @@ redis.call('HSET', fair, 'mode', 'tagged', 'cap', '0', 'iv', '0', 'tau', '0', 'w
 local jobs, len_key = fair .. ':jobs', fair .. ':len'
 
 -- the topic's own rate (GCRA, as claim.lua)
-local tau, tat = 0, now
-if interval > 0 then
-  tau = tonumber(ARGV[5]) * interval
-  tat = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), now)
-  most = math.min(most, math.floor((now + tau - tat) / interval) + 1)
-end
+local rate = topic_rate(KEYS[7], now, interval, tonumber(ARGV[5]))
+most = math.min(most, rate.most)
 
 -- jobs that became due get their tags (jobs enqueued due got theirs at once: enqueue.lua)
 local ids, dues = index_take(KEYS[1], due_by, 1000)
@@ -110,13 +106,6 @@ end
 -- when to claim next: now while jobs are queued, else the earliest due job
 local head = nil
 if redis.call('EXISTS', jobs) == 1 then head = now else head = head_due(KEYS[1]) end
-if interval > 0 then
-  local started = (#out - 1) / 8
-  if started > 0 then
-    tat = tat + started * interval
-    redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
-  end
-  if head ~= nil then head = math.max(head, math.ceil(tat - tau)) end
-end
+head = rate.started(KEYS[7], (#out - 1) / 8, head)
 if head ~= nil then out[1] = string.format('%d', head) end
 return out

@@ -198,3 +198,25 @@ local function fair_unqueue(idx, job, fair, most)
   end
   return math.max(left, 1)
 end
+
+-- The topic's own rate for a fair claim (GCRA, as claim.lua keeps it in `key`): how many it
+-- may start now (`most`; math.huge without a rate), and `started(key, n, head)` to count n
+-- starts and answer when the next may be, given the next due time `head`.
+local function topic_rate(key, now, interval, burst)
+  if interval <= 0 then
+    return { most = math.huge, started = function(_, _, head) return head end }
+  end
+  local tau = burst * interval
+  local tat = math.max(tonumber(redis.call('GET', key) or '0'), now)
+  return {
+    most = math.floor((now + tau - tat) / interval) + 1,
+    started = function(k, n, head)
+      if n > 0 then
+        tat = tat + n * interval
+        redis.call('SET', k, string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
+      end
+      if head ~= nil then head = math.max(head, math.ceil(tat - tau)) end
+      return head
+    end,
+  }
+end

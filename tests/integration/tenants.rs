@@ -528,3 +528,45 @@ async fn switching_between_tagged_jobs_and_key_queues_loses_nothing() {
     assert_eq!((seen.len(), sorted.len()), (12, 12), "{seen:?}");
     assert_eq!(q.stats(&k, 2_000).await.unwrap().ready, 0);
 }
+
+/// The topic's own `rate` holds on a topic with fairness, either way of
+/// queueing: one start per interval, and the claim says when the next may be.
+#[tokio::test]
+async fn the_topics_own_rate_holds_with_fairness() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let serial = Fairness {
+        key_concurrency: 1,
+        ..JOBS
+    };
+    for (topic, fair) in [("tagged", JOBS), ("queues", serial)] {
+        let k = q.keys(topic);
+        let rate = Some(RateLimit {
+            interval_ms: 100.0,
+            burst: 0,
+        });
+        let jobs: Vec<NewJob> = (0..4)
+            .map(|i| keyed(&format!("j{i}"), &format!("k{i}"), 1_000))
+            .collect();
+        q.enqueue(&k, &jobs, 1_000).await.unwrap();
+        let first = q
+            .pipeline()
+            .claim_ahead(&k, 1_000, 1_000, 60_000, 10, rate, Some(&fair))
+            .await
+            .unwrap();
+        assert_eq!(first.jobs.len(), 1, "{topic}: one start now");
+        assert_eq!(first.next_due_ms, Some(1_100), "{topic}");
+        let early = q
+            .pipeline()
+            .claim_ahead(&k, 1_050, 1_050, 60_000, 10, rate, Some(&fair))
+            .await
+            .unwrap();
+        assert!(early.jobs.is_empty(), "{topic}: none before the interval");
+        let next = q
+            .pipeline()
+            .claim_ahead(&k, 1_100, 1_100, 60_000, 10, rate, Some(&fair))
+            .await
+            .unwrap();
+        assert_eq!(next.jobs.len(), 1, "{topic}");
+    }
+}
