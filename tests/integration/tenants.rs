@@ -53,14 +53,25 @@ fn keys_of(jobs: &[ClaimedJob]) -> Vec<&str> {
     jobs.iter().map(|j| j.key.as_deref().unwrap()).collect()
 }
 
+/// A server of the test's own and the keys of topic `exports` on it.
+async fn open() -> (RedisServer, Queue, TopicKeys) {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("exports");
+    (redis, q, k)
+}
+
+/// The ids of claimed jobs, in claim order.
+fn ids(jobs: &[ClaimedJob]) -> Vec<&str> {
+    jobs.iter().map(|j| j.id.as_str()).collect()
+}
+
 /// One heavy key enqueued first with 1,000 jobs, then three light keys with
 /// 10 each, all due when enqueued: claims take the keys in turn (never two of the
 /// heavy key while a light one waits), and within a key in due order.
 #[tokio::test]
 async fn keys_take_turns_and_each_keeps_due_order() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let mut jobs: Vec<NewJob> = (0..1000)
         .map(|i| keyed(&format!("h{i}"), "heavy", 1_000 + i))
         .collect();
@@ -110,9 +121,7 @@ async fn keys_take_turns_and_each_keeps_due_order() {
 /// A key of weight 3 gets three starts for each of a key of weight 1.
 #[tokio::test]
 async fn a_weight_multiplies_a_keys_share() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let mut jobs: Vec<NewJob> = (0..100)
         .map(|i| keyed(&format!("p{i}"), "paid", 1_000))
         .collect();
@@ -132,9 +141,7 @@ async fn a_weight_multiplies_a_keys_share() {
 /// claimed, the delayed key's job not before its time.
 #[tokio::test]
 async fn a_key_with_only_delayed_jobs_does_not_count_as_ready() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     q.enqueue(
         &k,
         &[keyed("later", "x", 9_000), keyed("now", "y", 1_000)],
@@ -161,9 +168,7 @@ async fn a_key_with_only_delayed_jobs_does_not_count_as_ready() {
 /// once the first acks (or is released, or retried); other keys go on.
 #[tokio::test]
 async fn one_at_a_time_per_key_and_other_keys_go_on() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let serial = Fairness {
         key_concurrency: 1,
         ..JOBS
@@ -178,9 +183,9 @@ async fn one_at_a_time_per_key_and_other_keys_go_on() {
         .collect();
     q.enqueue(&k, &jobs, 0).await.unwrap();
     let first = claim(&q, &k, 2_000, 10, &serial).await;
-    let mut ids: Vec<&str> = first.iter().map(|j| j.id.as_str()).collect();
-    ids.sort();
-    assert_eq!(ids, ["a0", "b0"], "one per key");
+    let mut started = ids(&first);
+    started.sort();
+    assert_eq!(started, ["a0", "b0"], "one per key");
     assert!(
         claim(&q, &k, 2_000, 10, &serial).await.is_empty(),
         "both keys at their limit"
@@ -192,10 +197,7 @@ async fn one_at_a_time_per_key_and_other_keys_go_on() {
         .await
         .unwrap();
     let next = claim(&q, &k, 2_000, 10, &serial).await;
-    assert_eq!(
-        next.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        ["a1"]
-    );
+    assert_eq!(ids(&next), ["a1"]);
     // b's job is released (a runner shutting down): b's first job again
     let b0 = first.iter().find(|j| j.id == "b0").unwrap();
     q.pipeline()
@@ -210,19 +212,14 @@ async fn one_at_a_time_per_key_and_other_keys_go_on() {
         .await
         .unwrap();
     let again = claim(&q, &k, 2_001, 10, &serial).await;
-    assert_eq!(
-        again.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        ["b0"]
-    );
+    assert_eq!(ids(&again), ["b0"]);
 }
 
 /// `key_rate`: a key's starts are spaced by its rate; another key is not
 /// held by it; the claim says when the held key may start again.
 #[tokio::test]
 async fn a_key_rate_spaces_that_keys_starts_only() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let limited = Fairness {
         key_rate: Some(RateLimit {
             interval_ms: 100.0,
@@ -255,9 +252,7 @@ async fn a_key_rate_spaces_that_keys_starts_only() {
 /// A paused key's jobs wait while the others run; resumed, it starts again.
 #[tokio::test]
 async fn a_paused_key_waits_and_the_others_run() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     q.enqueue(
         &k,
         &[
@@ -288,9 +283,7 @@ async fn a_paused_key_waits_and_the_others_run() {
 /// due order for the plain claim.
 #[tokio::test]
 async fn queued_jobs_cancel_replace_and_go_back_when_fairness_is_off() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let jobs: Vec<NewJob> = (0..4)
         .map(|i| keyed(&format!("j{i}"), "a", 1_000 + i))
         .collect();
@@ -312,23 +305,15 @@ async fn queued_jobs_cancel_replace_and_go_back_when_fairness_is_off() {
     );
     q.tenants().fairness_off(&k).await.unwrap();
     let plain = q.pipeline().claim(&k, 4_000, 60_000, 10).await.unwrap();
-    assert_eq!(
-        plain.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        ["j3"]
-    );
+    assert_eq!(ids(&plain.jobs), ["j3"]);
     let plain = q.pipeline().claim(&k, 5_000, 60_000, 10).await.unwrap();
-    assert_eq!(
-        plain.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        ["j2"]
-    );
+    assert_eq!(ids(&plain.jobs), ["j2"]);
 }
 
 /// Bad keys are refused with a clear error, nothing stored.
 #[tokio::test]
 async fn bad_keys_are_refused() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     for (key, says) in [
         ("", "empty"),
         (&"k".repeat(129)[..], "over 128"),
@@ -347,9 +332,7 @@ async fn bad_keys_are_refused() {
 /// the two alternate instead of the newcomer taking every start.
 #[tokio::test]
 async fn a_key_that_comes_later_saves_no_credit() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     assert!(claim(&q, &k, 0, 1, &JOBS).await.is_empty());
     let early: Vec<NewJob> = (0..100)
         .map(|i| keyed(&format!("a{i}"), "a", 1_000))
@@ -374,9 +357,7 @@ async fn a_key_that_comes_later_saves_no_credit() {
 /// died) frees the key for its next job.
 #[tokio::test]
 async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let serial = Fairness {
         key_concurrency: 1,
         ..JOBS
@@ -390,10 +371,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
     .await
     .unwrap();
     let first = claim(&q, &k, 1_000, 10, &serial).await;
-    assert_eq!(
-        first.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        ["x"]
-    );
+    assert_eq!(ids(&first), ["x"]);
     // the runner holding x dies: once its lease ends, acme may start y
     assert!(claim(&q, &k, 1_000, 10, &serial).await.is_empty());
     assert_eq!(
@@ -401,11 +379,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         1
     );
     let next = claim(&q, &k, 70_000, 10, &serial).await;
-    assert_eq!(
-        next.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
-        ["y"],
-        "the expired lease freed the key"
-    );
+    assert_eq!(ids(&next), ["y"], "the expired lease freed the key");
     let j = &next[0];
     // retried, then dead-lettered, then retried by an operator: still acme's
     let failure = hourglass::redis::Failure {
@@ -429,7 +403,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         .unwrap();
     // x (back from its expired lease, due earlier) runs first, then the retried job
     let x = claim(&q, &k, 71_000, 10, &serial).await;
-    assert_eq!(x.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["x"]);
+    assert_eq!(ids(&x), ["x"]);
     q.pipeline()
         .ack(&k, &[done(&x[0])], 71_000, None)
         .await
@@ -485,9 +459,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
 /// per key) moves the queued jobs over: none is lost, none runs twice.
 #[tokio::test]
 async fn switching_between_tagged_jobs_and_key_queues_loses_nothing() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("exports");
+    let (_redis, q, k) = open().await;
     let serial = Fairness {
         key_concurrency: 1,
         ..JOBS
