@@ -41,9 +41,11 @@
 //!   authentication, bulk enqueue, a Redis outage as 503, metrics that match.
 //! - `dashboard`: the page in a headless Chromium: counts, dead letters,
 //!   retry, pause; 100 topics and 10,000 dead letters paged.
-//! - `tenants`: tenant keys in Redis alone: turns, weights, per-key limits, pause.
+//! - `tenants`: tenant keys in Redis alone: turns, weights, switching modes.
+//! - `tenant_limits`: per-key concurrency and rate, pausing a key, in Redis alone.
 //! - `fairness`: many tenants with real runners: shares by jobs and by CPU,
-//!   per-key limits across runners and on a Cluster, the CLI and the API.
+//!   per-key limits across runners and on a Cluster.
+//! - `tenant_ops`: tenant keys over the CLI and the API; follow-ups' keys.
 //! - `scheduling`: weights, rate limits across runners, cron and `every`
 //!   schedules with `missed`, unique-for and replace.
 //! - `rollout`: handler versions rolled out under a canary: rolled back, promoted,
@@ -105,6 +107,8 @@ mod runners;
 mod scheduling;
 mod security;
 mod standards;
+mod tenant_limits;
+mod tenant_ops;
 mod tenants;
 mod traces;
 mod util;
