@@ -1,10 +1,10 @@
 -- Claim due jobs of a topic with fairness (tenant keys; prelude.lua says where they live):
--- due jobs move from the time index into their key's queue, and keys take turns by start-time
--- fair queueing: the ready key with the smallest start tag starts its earliest job and its tag
--- grows by the job's cost over the key's weight (cost 1 for share "jobs"; for "cpu", what the
--- key's attempts burned of late, corrected when they end: key_charge.lua). A key that comes
--- back starts at the clock, so an idle key saves no credit. A key at its concurrency limit,
--- over its rate or paused leaves `ready` and blocks no other key.
+-- each due job got its finish tag when it left the time index (fair.lua: fair_tag), so all
+-- queued jobs wait in one zset by tag, keys interleaved by what their jobs cost over their
+-- weights (start-time fair queueing per job), and a claim pops the smallest tags: one call
+-- for the batch. A job that comes up while its key is paused, at its cap of jobs at once or
+-- over its rate is parked with its tag and blocks no other key; it goes back when the key may
+-- start again. Under share "cpu" a key's jobs beyond its window are tagged as they move up.
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: paused flag   KEYS[7]: rate limiter (claim.lua)   KEYS[8]: account hash
 -- KEYS[9]: journal hash (step.lua)   KEYS[10]: suspended hash (suspend.lua)   KEYS[11]: fair hash
@@ -22,172 +22,183 @@ local fair = KEYS[11]
 local now = tonumber(ARGV[1])
 local most = tonumber(ARGV[3])
 local interval = tonumber(ARGV[4])
-local key_iv = tonumber(ARGV[9])
+local cap, key_iv = tonumber(ARGV[8]), tonumber(ARGV[9])
 local due_by = math.max(now, tonumber(ARGV[6]))
 if interval > 0 or key_iv > 0 then due_by = now end
+local mode = ARGV[7] .. ((cap > 0 or key_iv > 0) and '+limits' or '')
 local conf = fair_conf(fair)
--- jobs queued the other way (claim_tagged.lua: the topic's settings changed): back first
-if conf.mode ~= 'keys' and redis.call('HEXISTS', fair, 'on') == 1 then
+-- jobs queued under other settings (a share or limits changed): back to the time index first
+if conf.mode ~= mode and redis.call('HEXISTS', fair, 'on') == 1 then
   if fair_unqueue(KEYS[1], KEYS[3], fair, 1000) > 0 then return { string.format('%d', now) } end
 end
-conf.mode, conf.cap, conf.iv = 'keys', tonumber(ARGV[8]), key_iv
-conf.tau = tonumber(ARGV[10]) * key_iv
-redis.call('HSET', fair, 'mode', 'keys', 'cap', ARGV[8], 'iv', ARGV[9], 'tau', string.format('%.3f', conf.tau),
-  'wake', ARGV[11], 'topic', ARGV[12], 'share', ARGV[7])
-local ready, idle, wait = fair .. ':ready', fair .. ':idle', fair .. ':wait'
-local function queue(k) return fair .. ':q:' .. k end
+local tau = tonumber(ARGV[10]) * key_iv
+conf.mode, conf.cap, conf.iv, conf.tau, conf.cpu = mode, cap, key_iv, tau, ARGV[7] == 'cpu'
+redis.call('HSET', fair, 'mode', mode, 'cap', ARGV[8], 'iv', ARGV[9], 'tau', string.format('%.3f', tau),
+  'wake', ARGV[11], 'topic', ARGV[12], 'share', ARGV[7], 'on', '1')
+local jobs, len_key, wait = fair .. ':jobs', fair .. ':len', fair .. ':wait'
+local running_key, tat_key, win_key = fair .. ':running', fair .. ':tat', fair .. ':w'
 
 -- the topic's own rate (GCRA, as claim.lua)
 local rate = topic_rate(KEYS[7], now, interval, tonumber(ARGV[5]))
 most = math.min(most, rate.most)
 
--- tags behind the clock are the clock: forget them
-redis.call('ZREMRANGEBYSCORE', idle, '-inf', conf.V)
--- keys whose rate allows a start again
-for _, k in ipairs(redis.call('ZRANGEBYSCORE', wait, '-inf', now, 'LIMIT', 0, 1000)) do
-  redis.call('ZREM', wait, k)
-  if redis.call('EXISTS', queue(k)) == 1 then fair_enter(fair, k, now, conf) end
+local paused = {}
+if redis.call('EXISTS', fair .. ':paused') == 1 then
+  for _, k in ipairs(redis.call('SMEMBERS', fair .. ':paused')) do paused[k] = true end
 end
--- jobs that became due into their keys' queues, a bounded number per call (jobs enqueued due
--- go there at once: enqueue.lua)
-local PROMOTE = 1000
-local ids, dues = index_take(KEYS[1], due_by, PROMOTE)
-if #ids > 0 then fair_queue(fair, ids, dues, hmget_all(fair .. ':of', ids), now, conf) end
-redis.call('HSET', fair, 'on', '1')
-
--- Pick: keys come from `ready` by smallest tag (list A, sorted as popped); a served key goes
--- back into list B (sorted by its new tag); the next key is the smaller of A's and B's heads,
--- and more are popped from `ready` whenever both are behind what is left there. What is left
--- in A and B goes back to `ready` at the end, in one call. Tags are integers: a job costs
--- 1,000,000 / weight (share "jobs") or its CPU in us / weight ("cpu"), so they format cheaply.
-local weights_key, running_key, tat_key, cost_key = fair .. ':weight', fair .. ':running', fair .. ':tat', fair .. ':cost'
-local len_key = fair .. ':len'
-local cpu = ARGV[7] == 'cpu'
-local avg = cpu and tonumber(redis.call('HGET', fair, 'avg') or '1000') or 1000
-local At, Ak, ia = {}, {}, 1
-local Bt, Bk, ib = {}, {}, 1
-local L, W, R, T, C, take = {}, {}, {}, {}, {}, {}
-local threshold = nil -- the smallest tag left in `ready`, or nil
-local function refill(n)
-  local got = redis.call('ZPOPMIN', ready, n)
-  local fresh = {}
-  for i = 1, #got, 2 do
-    local k = got[i]
-    At[#At + 1] = tonumber(got[i + 1])
-    Ak[#Ak + 1] = k
-    if not L[k] then fresh[#fresh + 1] = k end
+-- keys whose rate allows starts again: their parked jobs back, as many as it allows
+if key_iv > 0 then
+  for _, k in ipairs(redis.call('ZRANGEBYSCORE', wait, '-inf', now, 'LIMIT', 0, 1000)) do
+    redis.call('ZREM', wait, k)
+    if not paused[k] then
+      local r = redis.call('HMGET', tat_key, k)
+      local tat = math.max(tonumber(r[1] or '0'), now)
+      local n = math.floor((now + tau - tat) / key_iv) + 1
+      if cap > 0 then n = math.min(n, cap - tonumber(redis.call('HGET', running_key, k) or '0')) end
+      fair_unpark(fair, k, n)
+    end
   end
-  if #fresh > 0 then
-    local len = redis.call('HMGET', len_key, unpack(fresh))
-    local w = redis.call('HMGET', weights_key, unpack(fresh))
-    local r = conf.cap > 0 and redis.call('HMGET', running_key, unpack(fresh)) or {}
+end
+
+-- jobs that became due get their tags (jobs enqueued due got theirs at once: enqueue.lua)
+local ids, dues = index_take(KEYS[1], due_by, 1000)
+if #ids > 0 then fair_queue(fair, ids, dues, hmget_all(fair .. ':of', ids), conf) end
+
+-- the smallest tags; jobs whose keys may not start now are parked as they come up
+local R, T, Lq, Wq, seen = {}, {}, {}, {}, {}
+local picked, keys, parked, parked_keys, held, rated, capped = {}, {}, {}, {}, {}, {}, {}
+local V, taken = conf.V, 0
+local function park(k, id, tag)
+  if not parked[k] then
+    parked[k] = {}
+    parked_keys[#parked_keys + 1] = k
+  end
+  local p = parked[k]
+  p[#p + 1] = tag
+  p[#p + 1] = id
+end
+for _ = 1, 8 do -- a few rounds at most, should held keys' jobs come up or windows move up
+  if taken >= most then break end
+  local got = redis.call('ZPOPMIN', jobs, most - taken)
+  if #got == 0 then break end
+  local round, fresh = {}, {}
+  for i = 1, #got, 2 do round[#round + 1] = got[i] end
+  local of = hmget_all(fair .. ':of', round)
+  for j = 1, #round do
+    local k = of[j] or ''
+    of[j] = k
+    if not seen[k] then
+      seen[k] = true
+      fresh[#fresh + 1] = k
+    end
+  end
+  if #fresh > 0 and conf.cpu then
+    local l, w = hmget_all(len_key, fresh), hmget_all(win_key, fresh)
+    for i, k in ipairs(fresh) do Lq[k], Wq[k] = tonumber(l[i] or '0'), tonumber(w[i] or '0') end
+  end
+  if #fresh > 0 and (cap > 0 or key_iv > 0) then
+    local r = cap > 0 and redis.call('HMGET', running_key, unpack(fresh)) or {}
     local t = key_iv > 0 and redis.call('HMGET', tat_key, unpack(fresh)) or {}
-    local c = cpu and redis.call('HMGET', cost_key, unpack(fresh)) or {}
-    for i, k in ipairs(fresh) do
-      L[k], W[k], R[k] = tonumber(len[i] or '0'), tonumber(w[i] or '1'), tonumber(r[i] or '0')
-      T[k], C[k], take[k] = tonumber(t[i] or '0'), tonumber(c[i] or avg), 0
-    end
+    for i, k in ipairs(fresh) do R[k], T[k] = tonumber(r[i] or '0'), tonumber(t[i] or '0') end
   end
-  local next_one = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-  threshold = next_one[2] and tonumber(next_one[2]) or nil
-end
-local function back_in(tag, k) -- into B, sorted (ties after their equals)
-  local lo, hi = ib, #Bt + 1
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if Bt[mid] <= tag then lo = mid + 1 else hi = mid end
-  end
-  table.insert(Bt, lo, tag)
-  table.insert(Bk, lo, k)
-end
-local served, touched, resting, held = {}, {}, {}, {}
-local taken, V = 0, conf.V
-local function rest(tag, k) -- out of `ready`: its tag kept in `idle`
-  resting[#resting + 1] = string.format('%d', tag)
-  resting[#resting + 1] = k
-end
-while taken < most do
-  local a, b = At[ia], Bt[ib]
-  local best = (a and (not b or a <= b)) and a or b
-  if best == nil or (threshold and best > threshold) then
-    refill(most - taken)
-    a, b = At[ia], Bt[ib]
-    best = (a and (not b or a <= b)) and a or b
-    if best == nil then break end
-  end
-  local tag, k
-  if a == best then
-    tag, k = a, Ak[ia]
-    ia = ia + 1
-  else
-    tag, k = b, Bk[ib]
-    ib = ib + 1
-  end
-  if conf.cap > 0 and R[k] >= conf.cap then
-    rest(tag, k) -- at its cap (counted elsewhere meanwhile): held
-  elseif key_iv > 0 and math.max(T[k], now) - conf.tau > now then
-    rest(tag, k) -- its rate allows no start yet
-    held[#held + 1] = string.format('%d', math.ceil(T[k] - conf.tau))
-    held[#held + 1] = k
-  elseif L[k] <= 0 then
-    rest(tag, k) -- emptied meanwhile
-  else
-    if tag > V then V = tag end
-    taken = taken + 1
-    served[taken] = k
-    if take[k] == 0 then touched[#touched + 1] = k end
-    take[k] = take[k] + 1
-    L[k] = L[k] - 1
-    R[k] = R[k] + 1
-    local finish = tag + math.max(1, math.floor((cpu and C[k] or 1000000) / W[k]))
-    if key_iv > 0 then T[k] = math.max(T[k], now) + key_iv end
-    if L[k] <= 0 or (conf.cap > 0 and R[k] >= conf.cap) then
-      rest(finish, k)
-    elseif key_iv > 0 and T[k] - conf.tau > now then
-      rest(finish, k)
-      held[#held + 1] = string.format('%d', math.ceil(T[k] - conf.tau))
-      held[#held + 1] = k
+  local moved = {}
+  for j, id in ipairs(round) do
+    local k, tag = of[j], got[2 * j]
+    if paused[k] then
+      park(k, id, tag)
+    elseif cap > 0 and R[k] >= cap then
+      park(k, id, tag)
+      capped[k] = true
+    elseif key_iv > 0 and math.max(T[k], now) - tau > now then
+      park(k, id, tag)
+      held[k] = math.ceil(T[k] - tau)
+      capped[k] = true
     else
-      back_in(finish, k)
+      taken = taken + 1
+      picked[taken] = id
+      keys[taken] = k
+      local t = tonumber(tag)
+      if t > V then V = t end
+      if cap > 0 then R[k] = R[k] + 1 end
+      if key_iv > 0 then
+        T[k] = math.max(T[k], now) + key_iv
+        rated[k] = true
+      end
+      if conf.cpu then
+        if not moved[k] then
+          moved[k] = true
+          moved[#moved + 1] = k
+        end
+        Lq[k], Wq[k] = Lq[k] - 1, Wq[k] - 1
+      end
     end
   end
-end
--- what is left in A and B goes back to `ready`; the rest to `idle` (and `wait`)
-local back = {}
-for i = ia, #At do
-  back[#back + 1] = string.format('%d', At[i])
-  back[#back + 1] = Ak[i]
-end
-for i = ib, #Bt do
-  back[#back + 1] = string.format('%d', Bt[i])
-  back[#back + 1] = Bk[i]
-end
--- `command key` with the flat pairs of each of `lists` ({ key, pairs }), in chunks
-local function pairs_to(command, lists)
-  for _, t in ipairs(lists) do
-    local key, list = t[1], t[2]
-    for i = 1, #list, 2 * CHUNK do
-      redis.call(command, key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
+  -- under "cpu", the keys that took jobs tag more of their waiting ones
+  -- (a key has jobs waiting beyond its window when it has more queued than in it)
+  if #moved > 0 then
+    local set, del, need = {}, {}, {}
+    for _, k in ipairs(moved) do
+      if Wq[k] > 0 then
+        set[#set + 1] = k
+        set[#set + 1] = string.format('%d', Wq[k])
+      else
+        del[#del + 1] = k
+      end
+      if Lq[k] > Wq[k] then
+        need[#need + 1] = k
+        Wq[k] = math.min(WINDOW, Lq[k])
+      end
     end
+    hash_write(win_key, set, del)
+    conf.V = V
+    if #need > 0 then fair_refill(fair, need, conf) end
   end
 end
-pairs_to('ZADD', { { ready, back }, { idle, resting }, { wait, held } })
-redis.call('HSET', fair, 'V', string.format('%d', V))
-
--- each key's earliest jobs, in the order the keys were served
+-- a key that started one under its rate and has jobs parked from before waits its next start
+local again = {}
+for k in pairs(rated) do
+  if not held[k] and not parked[k] then again[#again + 1] = k end
+end
+if #again > 0 and redis.call('EXISTS', fair .. ':held') == 1 then
+  local marked = hmget_all(fair .. ':held', again)
+  for i, k in ipairs(again) do
+    if marked[i] then redis.call('ZADD', wait, math.ceil(T[k] - tau), k) end
+  end
+end
+for _, k in ipairs(parked_keys) do
+  local p = parked[k]
+  for i = 1, #p, 2 * CHUNK do
+    redis.call('ZADD', fair .. ':parked:' .. k, unpack(p, i, math.min(i + 2 * CHUNK - 1, #p)))
+  end
+  if held[k] then redis.call('ZADD', wait, held[k], k) end
+end
+local marks = {}
+for k in pairs(capped) do
+  marks[#marks + 1] = k
+  marks[#marks + 1] = '1'
+end
+hash_write(fair .. ':held', marks, {}) -- keys with jobs parked at a limit
 local out = { -1 }
 if taken > 0 then
-  local popped, at, lens, emptied, runs, tats = {}, {}, {}, {}, {}, {}
-  for _, k in ipairs(touched) do
-    popped[k] = redis.call('ZPOPMIN', queue(k), take[k])
-    at[k] = 1
-    if L[k] > 0 then
-      lens[#lens + 1] = k
-      lens[#lens + 1] = string.format('%d', L[k])
+  redis.call('HSET', fair, 'V', string.format('%d', V))
+  redis.call('HINCRBY', fair, 'n', -taken)
+  -- each key's queue length, less what was taken; an emptied key forgets its last tag
+  local count, order = {}, {}
+  for _, k in ipairs(keys) do
+    if not count[k] then order[#order + 1] = k end
+    count[k] = (count[k] or 0) + 1
+  end
+  local lens = redis.call('HMGET', len_key, unpack(order))
+  local left, emptied, runs, tats = {}, {}, {}, {}
+  for i, k in ipairs(order) do
+    local n = tonumber(lens[i] or '0') - count[k]
+    if n > 0 then
+      left[#left + 1] = k
+      left[#left + 1] = string.format('%d', n)
     else
       emptied[#emptied + 1] = k
     end
-    if conf.cap > 0 then
+    if cap > 0 then
       runs[#runs + 1] = k
       runs[#runs + 1] = string.format('%d', R[k])
     end
@@ -196,35 +207,32 @@ if taken > 0 then
       tats[#tats + 1] = string.format('%.3f', T[k])
     end
   end
-  pairs_to('HSET', { { len_key, lens }, { running_key, runs }, { tat_key, tats } })
-  each_chunk('HDEL', len_key, emptied)
-  redis.call('HINCRBY', fair, 'n', -taken)
-  local ids, dues, keys = {}, {}, {}
-  for _, k in ipairs(served) do
-    local p, i = popped[k], at[k]
-    if p[i] then
-      ids[#ids + 1] = p[i]
-      dues[#dues + 1] = p[i + 1]
-      keys[#keys + 1] = k
-      at[k] = i + 2
+  -- a hash table for good, not a listpack searched linearly nor rebuilt each time the
+  -- last job acks (a third of what a key limit cost the claim and ack at 1,000 keys)
+  if cap > 0 then keep_hashed(running_key) end
+  for _, t in ipairs({ { len_key, left }, { running_key, runs }, { tat_key, tats } }) do
+    for i = 1, #t[2], 2 * CHUNK do
+      redis.call('HSET', t[1], unpack(t[2], i, math.min(i + 2 * CHUNK - 1, #t[2])))
     end
   end
-  local gone = fair_lease(KEYS, ARGV[2], ids, dues, keys, out)
-  if conf.cap > 0 then
+  each_chunk('HDEL', len_key, emptied)
+  each_chunk('HDEL', fair .. ':F', emptied)
+  local gone = fair_lease(KEYS, ARGV[2], picked, {}, keys, out)
+  if cap > 0 then
     for _, k in ipairs(gone) do -- no record (a drift): not running after all
       if redis.call('HINCRBY', running_key, k, -1) <= 0 then redis.call('HDEL', running_key, k) end
     end
   end
 end
 
--- when to claim next: now while a key is ready, else the earliest due job or rate-held key
+-- when to claim next: now while jobs are queued, else the earliest due job or rate-held key
 local head = nil
-if redis.call('ZCARD', ready) > 0 then
+if redis.call('EXISTS', jobs) == 1 then
   head = now
 else
   head = head_due(KEYS[1])
-  local held = redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES')
-  if held[2] and (head == nil or tonumber(held[2]) < head) then head = tonumber(held[2]) end
+  local first = key_iv > 0 and redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES') or {}
+  if first[2] and (head == nil or tonumber(first[2]) < head) then head = tonumber(first[2]) end
 end
 head = rate.started(KEYS[7], (#out - 1) / 8, head)
 if head ~= nil then out[1] = string.format('%d', head) end

@@ -124,7 +124,7 @@ end
 for i = 1, #fields, 2 * CHUNK do
   redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 2 * CHUNK - 1, #fields)))
 end
--- on a topic that claims fairly, jobs due now go straight to their keys' queues: a backlog
+-- on a topic that claims fairly, jobs due now get their tags at once (fair.lua): a backlog
 -- enqueued at once is shared between keys from the first claim
 if #adds > 0 and redis.call('HGET', KEYS[13], 'on') then
   local now = tonumber(ARGV[3])
@@ -139,7 +139,7 @@ if #adds > 0 and redis.call('HGET', KEYS[13], 'on') then
       later_due[#later_due + 1] = dues[j]
     end
   end
-  if #due_ids > 0 then fair_queue(KEYS[13], due_ids, due_dues, due_keys, now, fair_conf(KEYS[13])) end
+  if #due_ids > 0 then fair_queue(KEYS[13], due_ids, due_dues, due_keys, fair_conf(KEYS[13])) end
   adds, dues = later, later_due
 end
 index_add(KEYS[1], adds, dues)

@@ -1,31 +1,67 @@
 -- Prepended, after prelude.lua, to the scripts that queue, pick or move jobs per tenant key
--- (claim_fair.lua, claim_tagged.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua);
+-- (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua);
 -- where the state lives: prelude.lua, "Tenant keys". Not in the prelude: every other script
 -- would define these functions on every call for nothing.
 
--- Key `k` leaves `ready` (and `wait`): it has no job to start, or is paused; its tag is kept.
-local function fair_rest(fair, k)
-  local tag = redis.call('ZSCORE', fair .. ':ready', k)
-  if tag then
-    redis.call('ZREM', fair .. ':ready', k)
-    redis.call('ZADD', fair .. ':idle', tag, k)
+-- A job's cost in tags under share "jobs" at weight 1 (a key of weight w: UNIT / w); under
+-- "cpu" a job costs the key's CPU per job in us (its moving average, key_charge.lua).
+local FAIR_UNIT = 1000000
+-- Under share "cpu", the most jobs of one key tagged at once: the rest are tagged as their
+-- turn comes, with what the key's jobs cost by then.
+local WINDOW = 32
+
+-- What a job of each key in `order` costs in tags now (fair hash `fair`, `conf`: fair_conf).
+local function fair_steps(fair, order, conf)
+  local W = redis.call('HMGET', fair .. ':weight', unpack(order))
+  local C = conf.cpu and redis.call('HMGET', fair .. ':cost', unpack(order)) or {}
+  local avg = conf.cpu and tonumber(redis.call('HGET', fair, 'avg') or '1000') or FAIR_UNIT
+  local steps = {}
+  for i, k in ipairs(order) do
+    local cost = conf.cpu and tonumber(C[i] or avg) or FAIR_UNIT
+    steps[k] = math.max(1, math.floor(cost / tonumber(W[i] or '1')))
   end
-  redis.call('ZREM', fair .. ':wait', k)
+  return steps
 end
 
--- A job's cost in tags under share "jobs" at weight 1 (a key of weight w: UNIT / w).
-local FAIR_UNIT = 1000000
-
--- Tagged mode (claim_tagged.lua: share "jobs", no per-key limit): each due job gets its
--- finish tag when queued, max(V, the key's last tag) + UNIT / weight, kept per key in
--- `<fair>:F`, and waits in the one zset `<fair>:jobs` (id -> tag) with every other key's:
--- a claim pops the smallest tags. `by`/`order`: the jobs per key as fair_queue groups them.
-local function fair_tag(fair, by, order, conf)
+-- Tag jobs (ids and dues, each key's in `by[k]` as due, id, due, id, ... in order `order`):
+-- each gets max(V, its key's last tag) + its key's step and joins `<fair>:jobs`; under
+-- "cpu", beyond a key's WINDOW they wait in its `:q:<key>` instead. `fresh`: these jobs are
+-- new to the queue (counted in `:len` and 'n'), not moved up from `:q:`.
+local function fair_tag(fair, by, order, conf, fresh)
   local F = redis.call('HMGET', fair .. ':F', unpack(order))
-  local W = redis.call('HMGET', fair .. ':weight', unpack(order))
-  local tagged, last, lens, total = {}, {}, {}, 0
+  local inw = conf.cpu and redis.call('HMGET', fair .. ':w', unpack(order)) or {}
+  local steps = fair_steps(fair, order, conf)
+  local tagged, last, lens, wins, total = {}, {}, {}, {}, 0
+  local front = fresh and redis.call('EXISTS', fair .. ':front') == 1
   for i, k in ipairs(order) do
-    local t = by[k] -- due, id, due, id, ... in the order the jobs came
+    local t = by[k]
+    local early = 0
+    if front then -- jobs given back after they started: just before the key's first tag
+      local ids = {}
+      for j = 2, #t, 2 do ids[#ids + 1] = t[j] end
+      local marked = redis.call('HMGET', fair .. ':front', unpack(ids))
+      local rest, first = {}, {}
+      for j, id in ipairs(ids) do
+        local list = marked[j] and first or rest
+        list[#list + 1] = t[2 * j - 1]
+        list[#list + 1] = id
+      end
+      if #first > 0 then
+        each_chunk('HDEL', fair .. ':front', (function()
+          local f = {}
+          for j = 2, #first, 2 do f[#f + 1] = first[j] end
+          return f
+        end)())
+        local head = redis.call('ZRANGE', fair .. ':parked:' .. k, 0, 0, 'WITHSCORES')
+        local lo = math.min(conf.V, tonumber(head[2] or conf.V))
+        for j = 2, #first, 2 do
+          tagged[#tagged + 1] = string.format('%d', lo - (#first - j) / 2 - 1)
+          tagged[#tagged + 1] = first[j]
+        end
+        early = #first / 2
+        t = rest
+      end
+    end
     local n = #t / 2
     local idx = {}
     for j = 1, n do idx[j] = j end
@@ -34,31 +70,56 @@ local function fair_tag(fair, by, order, conf)
     if not ordered then
       table.sort(idx, function(a, b) return tonumber(t[2 * a - 1]) < tonumber(t[2 * b - 1]) end)
     end
-    local f = math.max(conf.V, tonumber(F[i] or '0'))
-    local step = math.max(1, math.floor(FAIR_UNIT / tonumber(W[i] or '1')))
-    for _, j in ipairs(idx) do
-      f = f + step
-      tagged[#tagged + 1] = string.format('%d', f)
-      tagged[#tagged + 1] = t[2 * j]
+    local room = n
+    if conf.cpu then
+      local q = fair .. ':q:' .. k
+      room = (fresh and redis.call('EXISTS', q) == 1) and 0 or math.max(0, WINDOW - tonumber(inw[i] or '0'))
+      if room < n then
+        local wait = {}
+        for j = room + 1, n do
+          wait[#wait + 1] = t[2 * idx[j] - 1]
+          wait[#wait + 1] = t[2 * idx[j]]
+        end
+        for c = 1, #wait, 2 * CHUNK do
+          redis.call('ZADD', q, unpack(wait, c, math.min(c + 2 * CHUNK - 1, #wait)))
+        end
+      end
+      room = math.min(room, n)
+      if room + early > 0 then
+        wins[#wins + 1] = k
+        wins[#wins + 1] = string.format('%d', tonumber(inw[i] or '0') + room + early)
+      end
     end
-    last[#last + 1] = k
-    last[#last + 1] = string.format('%d', f)
+    local f = math.max(conf.V, tonumber(F[i] or '0'))
+    for j = 1, room do
+      f = f + steps[k]
+      tagged[#tagged + 1] = string.format('%d', f)
+      tagged[#tagged + 1] = t[2 * idx[j]]
+    end
+    if room > 0 then
+      last[#last + 1] = k
+      last[#last + 1] = string.format('%d', f)
+    end
     lens[#lens + 1] = k
-    lens[#lens + 1] = n
-    total = total + n
+    lens[#lens + 1] = n + early
+    total = total + n + early
   end
   for i = 1, #tagged, 2 * CHUNK do
     redis.call('ZADD', fair .. ':jobs', unpack(tagged, i, math.min(i + 2 * CHUNK - 1, #tagged)))
   end
-  redis.call('HSET', fair .. ':F', unpack(last))
-  for i = 1, #lens, 2 do redis.call('HINCRBY', fair .. ':len', lens[i], lens[i + 1]) end
-  redis.call('HINCRBY', fair, 'n', total)
+  if #last > 0 then redis.call('HSET', fair .. ':F', unpack(last)) end
+  hash_write(fair .. ':w', wins, {})
+  if fresh then
+    local had = hmget_all(fair .. ':len', order)
+    for i = 2, #lens, 2 do lens[i] = string.format('%d', tonumber(had[i / 2] or '0') + lens[i]) end
+    hash_write(fair .. ':len', lens, {})
+    redis.call('HINCRBY', fair, 'n', total)
+  end
 end
 
--- Queue due jobs `ids` (due at `dues`, of keys `keys`: false for none) in their keys' queues;
--- a key whose queue was empty enters its index. In tagged mode, fair_tag instead.
-local function fair_queue(fair, ids, dues, keys, now, conf)
-  local by, order, total = {}, {}, 0
+-- Queue due jobs `ids` (due at `dues`, of keys `keys`: false for none): tagged by key.
+local function fair_queue(fair, ids, dues, keys, conf)
+  local by, order = {}, {}
   for j, id in ipairs(ids) do
     local k = keys[j] or ''
     local t = by[k]
@@ -70,39 +131,55 @@ local function fair_queue(fair, ids, dues, keys, now, conf)
     t[#t + 1] = string.format('%d', dues[j])
     t[#t + 1] = id
   end
-  if conf.mode == 'tagged' then return fair_tag(fair, by, order, conf) end
-  for _, k in ipairs(order) do
-    local t, added, q = by[k], 0, fair .. ':q:' .. k
-    for i = 1, #t, 2 * CHUNK do
-      added = added + redis.call('ZADD', q, unpack(t, i, math.min(i + 2 * CHUNK - 1, #t)))
+  fair_tag(fair, by, order, conf, true)
+end
+
+-- Under share "cpu": keys `order` took jobs out of their windows; tag as many of their
+-- waiting jobs (`:q:<key>`, earliest due first) as fit again.
+local function fair_refill(fair, order, conf)
+  local inw = redis.call('HMGET', fair .. ':w', unpack(order))
+  local by, with = {}, {}
+  for i, k in ipairs(order) do
+    local room = WINDOW - tonumber(inw[i] or '0')
+    if room > 0 then
+      local got = redis.call('ZPOPMIN', fair .. ':q:' .. k, room)
+      if #got > 0 then
+        local t = {}
+        for j = 1, #got, 2 do
+          t[#t + 1] = got[j + 1]
+          t[#t + 1] = got[j]
+        end
+        by[k] = t
+        with[#with + 1] = k
+      end
     end
-    if added > 0 and redis.call('HINCRBY', fair .. ':len', k, added) == added
-        and not redis.call('ZSCORE', fair .. ':wait', k) then
-      fair_enter(fair, k, now, conf)
-    end
-    total = total + added
   end
-  redis.call('HINCRBY', fair, 'n', total)
+  if #with > 0 then fair_tag(fair, by, with, conf, false) end
+  return #with
 end
 
 -- Take job `id` (waiting, due at `due`) off the time index or, on a topic with fairness,
--- off its key's queue: 1 if it was in either, else 0.
+-- out of its key's queue: 1 if it was in either, else 0.
 local function unwait(idx, fair, id, due)
   if index_remove(idx, id, due) == 1 then return 1 end
   if redis.call('EXISTS', fair) == 0 then return 0 end
   local k = redis.call('HGET', fair .. ':of', id) or ''
-  local q = fair .. ':q:' .. k
-  if redis.call('ZREM', fair .. ':jobs', id) == 0 and redis.call('ZREM', fair .. ':parked:' .. k, id) == 0
-      and redis.call('ZREM', q, id) == 0 then
+  if redis.call('ZREM', fair .. ':jobs', id) == 1 or redis.call('ZREM', fair .. ':parked:' .. k, id) == 1 then
+    if redis.call('HEXISTS', fair .. ':w', k) == 1 and redis.call('HINCRBY', fair .. ':w', k, -1) <= 0 then
+      redis.call('HDEL', fair .. ':w', k)
+    end
+  elseif redis.call('ZREM', fair .. ':q:' .. k, id) == 0 then
     return 0
   end
   redis.call('HINCRBY', fair, 'n', -1)
-  if redis.call('HINCRBY', fair .. ':len', k, -1) <= 0 then redis.call('HDEL', fair .. ':len', k) end
-  if redis.call('EXISTS', q) == 0 then fair_rest(fair, k) end
+  if redis.call('HINCRBY', fair .. ':len', k, -1) <= 0 then
+    redis.call('HDEL', fair .. ':len', k)
+    redis.call('HDEL', fair .. ':F', k)
+  end
   return 1
 end
 
--- Lease the jobs a fair claim picked (claim_fair.lua, claim_tagged.lua; KEYS as theirs):
+-- Lease the jobs a fair claim picked (claim_fair.lua; KEYS as its):
 -- ids[j] due at dues[j] of key keys[j], until `deadline`, each attempt counted; appended to
 -- `out` as claim.lua answers, with the key as an eighth entry. Returns the keys of picked
 -- jobs that have no record (cancelled meanwhile: a drift), which were not leased.
@@ -145,10 +222,10 @@ local function fair_lease(KEYS, deadline, ids, dues, keys, out)
   return gone
 end
 
--- Move up to `most` jobs queued per key (either mode: `<fair>:jobs`, `:parked:<key>`,
--- `:q:<key>`) back to the time index `idx` at their due times (from the job hash `job`; one
--- no longer stored is dropped): fair claiming switched off or to the other mode. Returns how
--- many are still queued.
+-- Move up to `most` jobs queued per key (`<fair>:jobs`, `:parked:<key>`, `:q:<key>`) back to
+-- the time index `idx` at their due times (from the job hash `job`; one no longer stored is
+-- dropped): fair claiming switched off or changed its share or limits. Returns how many are
+-- still queued.
 local function fair_unqueue(idx, job, fair, most)
   local moved = 0
   local function back(src, ids, dues)
@@ -192,7 +269,7 @@ local function fair_unqueue(idx, job, fair, most)
   end
   local left = tonumber(redis.call('HGET', fair, 'n') or '0')
   if left <= 0 and redis.call('EXISTS', fair .. ':jobs') == 0 then
-    redis.call('DEL', fair .. ':ready', fair .. ':wait', fair .. ':idle', fair .. ':len', fair .. ':F')
+    redis.call('DEL', fair .. ':ready', fair .. ':wait', fair .. ':idle', fair .. ':len', fair .. ':F', fair .. ':w', fair .. ':held')
     redis.call('HSET', fair, 'n', '0')
     return 0
   end

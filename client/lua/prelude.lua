@@ -314,54 +314,81 @@ end
 
 -- Tenant keys (claim_fair.lua): a job may carry a key (its tenant, customer, ...), kept in
 -- the hash `<fair>:of` (id -> key; a job without one has key ''). A topic with fairness
--- keeps, beside the time index, a queue per key of its due jobs (`<fair>:q:<key>`, id ->
--- due ms) and the keys that may start one now in `<fair>:ready` (key -> start tag, start-time
--- fair queueing), and `<fair>:len` (key -> jobs in its queue). The hash `fair` holds the virtual clock 'V', the jobs queued 'n', and what
--- the last claim was told: 'cap' (jobs at once per key, 0: any), 'iv' and 'tau' (a key's rate:
--- ms between starts, burst allowance), 'wake' and 'topic' (to wake runners). A key is in
--- exactly one of: `ready`; `<fair>:wait` (key -> when its rate allows a start); held (at its
--- cap, or in the set `<fair>:paused`); or empty. The start tag of a key out of `ready` is kept
--- in `<fair>:idle` while it is ahead of the clock (behind it, the clock is the tag).
--- Tagged mode (a topic by jobs without per-key limits, claim_tagged.lua) keeps instead every
--- queued job in `<fair>:jobs` (id -> finish tag) and a paused key's in `<fair>:parked:<key>`.
--- What queues, picks and moves jobs per key is in fair.lua; here, what every script that ends
--- a lease needs.
+-- gives each due job a finish tag when it leaves the time index (fair.lua: fair_tag) and keeps
+-- it in the one zset `<fair>:jobs` (id -> tag) with every other key's; a claim pops the
+-- smallest tags. A job that comes up while its key is paused (the set `<fair>:paused`), at its
+-- cap of jobs at once or over its rate is parked, tag and all, in `<fair>:parked:<key>`
+-- (id -> tag) and goes back when the key may start again: on resume, when one of its jobs ends
+-- (keys_released), or at the time `<fair>:wait` holds for it (key -> ms). Under share "cpu" a
+-- key has at most WINDOW jobs tagged (counted in `<fair>:w`) and the rest wait in
+-- `<fair>:q:<key>` (id -> due ms), tagged as their turn comes with the key's latest cost.
+-- `<fair>:front`: jobs given back after they started, tagged first (fair_front);
+-- `<fair>:held`: keys with jobs parked at a limit, cap or rate (key -> '1').
+-- `<fair>:len`: key -> its jobs queued (tagged, parked or waiting); `<fair>:F`: key -> its
+-- last tag (forgotten when it has none queued: an idle key saves no credit). The hash `fair`
+-- holds the virtual clock 'V' (the largest tag started), the jobs queued 'n', and what the
+-- last claim was told: 'mode' (the share, with '+limits' when a key has a limit), 'cap' (jobs
+-- at once per key, 0: any), 'iv' and 'tau' (a key's rate: ms between starts, burst), 'wake'
+-- and 'topic' (to wake runners); `<fair>:running`: key -> its jobs running, with a cap.
+-- What tags, picks and moves jobs per key is in fair.lua; here, what every script that ends a
+-- lease needs.
 
--- Key `k` has jobs queued and is in no index: put it where it belongs now (`conf`: the fair
--- hash's V, cap, iv, tau). True when it became ready.
-local function fair_enter(fair, k, now, conf)
-  if redis.call('SISMEMBER', fair .. ':paused', k) == 1 then return false end
-  if conf.cap > 0 and tonumber(redis.call('HGET', fair .. ':running', k) or '0') >= conf.cap then
-    return false
-  end
-  if conf.iv > 0 then
-    local at = tonumber(redis.call('HGET', fair .. ':tat', k) or '0') - conf.tau
-    if at > now then
-      redis.call('ZADD', fair .. ':wait', string.format('%d', math.ceil(at)), k)
-      return false
-    end
-  end
-  local tag = tonumber(redis.call('ZSCORE', fair .. ':idle', k) or '0')
-  if tag > 0 then redis.call('ZREM', fair .. ':idle', k) end
-  redis.call('ZADD', fair .. ':ready', math.max(tag, conf.V), k)
-  return true
-end
-
--- The fair hash's settings as fair_enter takes them.
+-- The fair hash's settings.
 local function fair_conf(fair)
   local c = redis.call('HMGET', fair, 'V', 'cap', 'iv', 'tau', 'wake', 'topic', 'mode')
+  local mode = c[7] or 'none'
   return { V = tonumber(c[1] or '0'), cap = tonumber(c[2] or '0'), iv = tonumber(c[3] or '0'),
-    tau = tonumber(c[4] or '0'), wake = c[5], topic = c[6], mode = c[7] or 'none' }
+    tau = tonumber(c[4] or '0'), wake = c[5], topic = c[6], mode = mode,
+    cpu = string.sub(mode, 1, 3) == 'cpu' }
+end
+
+-- Up to `n` of key `k`'s parked jobs (the earliest tags) back among the jobs to claim: how many.
+local function fair_unpark(fair, k, n)
+  if n <= 0 then return 0 end
+  local parked = fair .. ':parked:' .. k
+  local got = redis.call('ZPOPMIN', parked, n)
+  if #got == 0 then return 0 end
+  local back = {}
+  for i = 1, #got, 2 do
+    back[#back + 1] = got[i + 1]
+    back[#back + 1] = got[i]
+  end
+  for i = 1, #back, 2 * CHUNK do
+    redis.call('ZADD', fair .. ':jobs', unpack(back, i, math.min(i + 2 * CHUNK - 1, #back)))
+  end
+  if redis.call('EXISTS', parked) == 0 then redis.call('HDEL', fair .. ':held', k) end
+  return #got / 2
+end
+
+-- Set or delete fields of hash `key`: pairs `set` (field, value, ...), fields `del`.
+local function hash_write(key, set, del)
+  for i = 1, #set, 2 * CHUNK do
+    redis.call('HSET', key, unpack(set, i, math.min(i + 2 * CHUNK - 1, #set)))
+  end
+  each_chunk('HDEL', key, del)
+end
+
+-- Jobs `ids` of a topic with fairness go back to wait after they started (released, or their
+-- lease expired): marked in `<fair>:front` so that, tagged again, each goes before its key's
+-- other jobs and a key served one at a time keeps its order (fair.lua: fair_tag).
+local function fair_front(fair, ids)
+  if #ids == 0 or redis.call('HEXISTS', fair, 'on') == 0 then return end
+  local marks = {}
+  for _, id in ipairs(ids) do
+    marks[#marks + 1] = id
+    marks[#marks + 1] = '1'
+  end
+  hash_write(fair .. ':front', marks, {})
 end
 
 -- Jobs `ids` left their leases (ack, retry, bury, release, lease expiry, sleep, cancel): each
--- is counted off its key's running jobs, and a key held at its cap with jobs queued may start
--- one again (the runners are woken). A topic whose jobs were never claimed fairly pays one EXISTS.
+-- is counted off its key's running jobs, and a key with jobs parked at a limit (marked in
+-- `<fair>:held`) lets as many back as it may run again (the runners are woken). A topic
+-- whose jobs were never claimed with a cap pays one EXISTS; one with a cap a few calls per
+-- batch, not per key.
 local function keys_released(fair, ids)
   local running = fair .. ':running'
   if #ids == 0 or redis.call('EXISTS', running) == 0 then return end
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local keys = hmget_all(fair .. ':of', ids)
   local freed, order = {}, {}
   for j = 1, #ids do
@@ -369,19 +396,34 @@ local function keys_released(fair, ids)
     if not freed[k] then order[#order + 1] = k end
     freed[k] = (freed[k] or 0) + 1
   end
+  local was = hmget_all(running, order)
+  local set, del, left = {}, {}, {}
+  for i, k in ipairs(order) do
+    left[k] = tonumber(was[i] or '0') - freed[k]
+    if left[k] > 0 then
+      set[#set + 1] = k
+      set[#set + 1] = string.format('%d', left[k])
+    else
+      del[#del + 1] = k
+    end
+  end
+  hash_write(running, set, del)
+  if redis.call('EXISTS', fair .. ':held') == 0 then return end
+  local capped = hmget_all(fair .. ':held', order)
   local conf = nil
   local woke = false
-  for _, k in ipairs(order) do
-    local left = redis.call('HINCRBY', running, k, -freed[k])
-    if left <= 0 then redis.call('HDEL', running, k) end
-    conf = conf or fair_conf(fair)
-    if conf.cap > 0 and left < conf.cap and left + freed[k] >= conf.cap
-        and redis.call('EXISTS', fair .. ':q:' .. k) == 1
-        and not redis.call('ZSCORE', fair .. ':ready', k) and not redis.call('ZSCORE', fair .. ':wait', k) then
-      if fair_enter(fair, k, now, conf) then woke = true end
+  for i, k in ipairs(order) do
+    if capped[i] then
+      conf = conf or fair_conf(fair)
+      local room = conf.cap - math.max(left[k], 0)
+      if room > 0 and redis.call('SISMEMBER', fair .. ':paused', k) == 0
+          and not redis.call('ZSCORE', fair .. ':wait', k) then
+        if fair_unpark(fair, k, room) > 0 then woke = true end
+      end
     end
   end
   if woke and conf.wake then
-    redis.call('PUBLISH', conf.wake, conf.topic .. ' ' .. string.format('%d', now))
+    local time = redis.call('TIME')
+    redis.call('PUBLISH', conf.wake, conf.topic .. ' ' .. string.format('%d', tonumber(time[1]) * 1000))
   end
 end

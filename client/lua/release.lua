@@ -20,6 +20,7 @@ for i = 4, #ARGV, 2 do
     refuse(stale, id, current)
   end
 end
+fair_front(KEYS[5], back)
 keys_released(KEYS[5], back)
 wait_again(KEYS[2], KEYS[4], back, dues)
 if #stale < #ARGV - 3 then -- two reply entries per refused id, two args per id

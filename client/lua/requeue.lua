@@ -13,6 +13,7 @@ for j, id in ipairs(expired) do
   redis.call('HSET', KEYS[3], id, ARGV[5])
   dues[j] = tonumber(ARGV[3])
 end
+fair_front(KEYS[5], expired)
 keys_released(KEYS[5], expired)
 wait_again(KEYS[2], KEYS[4], expired, dues)
 if #expired > 0 then

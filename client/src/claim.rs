@@ -69,7 +69,6 @@ impl Pipeline<'_> {
             burst: 0,
         });
         let mut inv = match fair {
-            Some(f) if f.tagged() => scripts::CLAIM_TAGGED.on(keys),
             Some(_) => scripts::CLAIM_FAIR.on(keys),
             None => scripts::CLAIM.on(keys),
         };

@@ -62,10 +62,13 @@ pub struct TopicKeys {
     /// hash: the fairness state of the topic's tenant keys (virtual clock,
     /// jobs queued, the settings of the last fair claim), and the prefix of
     /// the keys beside it: `<fair>:of` (hash id → the job's tenant key),
-    /// `:q:<key>` (zset: a key's due jobs by due time), `:ready`, `:idle`,
-    /// `:wait` (zsets of keys), `:running`, `:weight`, `:tat`, `:cost`
-    /// (hashes key → value), `:paused` (set), `:cpu:<10 s>` (zset key → CPU
-    /// µs). See `lua/prelude.lua` and `lua/claim_fair.lua`.
+    /// `:jobs` (zset: queued jobs by finish tag), `:parked:<key>` (zset: a
+    /// held key's jobs by tag), `:q:<key>` (zset: a key's jobs beyond its
+    /// window under share "cpu", by due time), `:wait` (zset: rate-held keys
+    /// by when they may start), `:len`, `:F`, `:w`, `:running`, `:weight`,
+    /// `:tat`, `:cost` (hashes key → value), `:paused` (set), `:cpu:<10 s>`
+    /// (zset key → CPU µs); `:ready` and `:idle` only from the build before,
+    /// deleted when met. See `lua/prelude.lua` and `lua/claim_fair.lua`.
     pub fair: String,
     /// hash: a flow's state, when these are the keys of flow `<id>`
     /// (`Queue::flow_keys`, topic name `flow:<id>`; see `flow/`).

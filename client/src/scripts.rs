@@ -121,14 +121,6 @@ script!(
     fair
 );
 script!(
-    CLAIM_TAGGED,
-    "claim_tagged.lua",
-    [
-        pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair
-    ],
-    fair
-);
-script!(
     ACK,
     "ack.lua",
     [
@@ -262,7 +254,6 @@ mod tests {
             (&ENQUEUE, 0),
             (&CLAIM, 0),
             (&CLAIM_FAIR, 0),
-            (&CLAIM_TAGGED, 0),
             (&KEY_PAUSE, 0),
             (&KEY_CHARGE, 0),
             (&KEY_STATS, 0),

@@ -1,6 +1,7 @@
 //! Tenant keys: a job's key (a customer, a tenant, a partition) and, on a
-//! topic with fairness, keys taking turns (`claim_fair.lua`: start-time fair
-//! queueing by jobs or by measured CPU, per-key weights), per-key limits
+//! topic with fairness, keys taking turns (`claim_fair.lua`: each job tagged
+//! by start-time fair queueing, by jobs or by measured CPU, per-key weights, one
+//! sorted set for all keys), per-key limits
 //! (jobs at once, a rate) and pausing one key, as the [`Tenants`] handle.
 //! Where the state lives: [`crate::keys::TopicKeys::fair`].
 
@@ -40,13 +41,6 @@ pub struct Fairness {
 }
 
 impl Fairness {
-    /// Whether its claims take tagged jobs from one sorted set
-    /// (`claim_tagged.lua`: by jobs, no per-key limit), rather than keys
-    /// from their queues (`claim_fair.lua`).
-    pub(crate) fn tagged(&self) -> bool {
-        self.share == Share::Jobs && self.key_concurrency == 0 && self.key_rate.is_none()
-    }
-
     /// The claim script's arguments after the topic's own (`claim_fair.lua`:
     /// ARGV[7..12]).
     pub(crate) fn args(&self, inv: &mut redis::ScriptInvocation<'_>, wake: &str, topic: &str) {

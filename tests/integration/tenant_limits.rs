@@ -148,7 +148,11 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         1
     );
     let next = claim(&q, &k, 70_000, 10, &serial).await;
-    assert_eq!(ids(&next), ["y"], "the expired lease freed the key");
+    assert_eq!(
+        ids(&next),
+        ["x"],
+        "the expired lease freed the key, and x keeps its place before y"
+    );
     let j = &next[0];
     // retried, then dead-lettered, then retried by an operator: still acme's
     let failure = hourglass::redis::Failure {
@@ -170,16 +174,16 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         )
         .await
         .unwrap();
-    // x (back from its expired lease, due earlier) runs first, then the retried job
-    let x = claim(&q, &k, 71_000, 10, &serial).await;
-    assert_eq!(ids(&x), ["x"]);
+    // y (due earlier than the retry) runs first, then the retried job
+    let y = claim(&q, &k, 71_000, 10, &serial).await;
+    assert_eq!(ids(&y), ["y"]);
     q.pipeline()
-        .ack(&k, &[done(&x[0])], 71_000, None)
+        .ack(&k, &[done(&y[0])], 71_000, None)
         .await
         .unwrap();
     let again = claim(&q, &k, 71_000, 10, &serial).await;
     let j = &again[0];
-    assert_eq!((j.id.as_str(), j.key.as_deref()), ("y", Some("acme")));
+    assert_eq!((j.id.as_str(), j.key.as_deref()), ("x", Some("acme")));
     let info = hourglass::redis::DeadInfo {
         reason: "boom".into(),
         attempts: j.attempt,
@@ -261,5 +265,50 @@ async fn the_topics_own_rate_holds_with_fairness() {
             .await
             .unwrap();
         assert_eq!(next.jobs.len(), 1, "{topic}");
+    }
+}
+
+/// A key held by its rate drains its whole backlog, one start per interval,
+/// under claims that come often (every 7 ms) and take ahead.
+#[tokio::test]
+async fn a_rate_held_key_drains_its_whole_backlog() {
+    let (_redis, q, k) = open().await;
+    let limited = Fairness {
+        key_rate: Some(RateLimit {
+            interval_ms: 100.0,
+            burst: 0,
+        }),
+        ..JOBS
+    };
+    let mut jobs: Vec<NewJob> = (0..8)
+        .map(|i| keyed(&format!("a{i}"), "a", 1_000))
+        .collect();
+    jobs.extend((0..8).map(|i| keyed(&format!("b{i}"), "b", 1_000)));
+    q.enqueue(&k, &jobs, 1_000).await.unwrap();
+    let mut starts: Vec<(String, u64)> = Vec::new();
+    let mut t = 1_000;
+    while t < 3_000 {
+        let c = q
+            .pipeline()
+            .claim_ahead(&k, t, t + 5, 60_000, 8, None, Some(&limited))
+            .await
+            .unwrap();
+        for j in &c.jobs {
+            q.pipeline().ack(&k, &[done(j)], t, None).await.unwrap();
+            starts.push((j.id.clone(), t));
+        }
+        t += 7;
+    }
+    assert_eq!(starts.len(), 16, "every job started: {starts:?}");
+    for key in ["a", "b"] {
+        let at: Vec<(&str, u64)> = starts
+            .iter()
+            .filter(|(id, _)| id.starts_with(key))
+            .map(|(id, t)| (id.as_str(), *t))
+            .collect();
+        let order: Vec<&str> = at.iter().map(|(id, _)| *id).collect();
+        let want: Vec<String> = (0..8).map(|i| format!("{key}{i}")).collect();
+        assert_eq!(order, want, "due order within {key}");
+        assert!(at.windows(2).all(|w| w[1].1 >= w[0].1 + 100), "{at:?}");
     }
 }

@@ -238,11 +238,11 @@ async fn a_key_that_comes_later_saves_no_credit() {
     );
 }
 
-/// Changing a topic's fairness between the two ways of queueing (by jobs
-/// without limits: one set of tagged jobs; with a limit or by CPU: a queue
-/// per key) moves the queued jobs over: none is lost, none runs twice.
+/// Changing a topic's fairness settings (its share, a limit) sends the
+/// queued jobs back to be tagged again under the new ones: none is lost,
+/// none runs twice.
 #[tokio::test]
-async fn switching_between_tagged_jobs_and_key_queues_loses_nothing() {
+async fn changing_the_share_or_a_limit_loses_nothing() {
     let (_redis, q, k) = open().await;
     let serial = Fairness {
         key_concurrency: 1,
@@ -263,7 +263,7 @@ async fn switching_between_tagged_jobs_and_key_queues_loses_nothing() {
         .into_iter()
         .map(|j| j.id)
         .collect();
-    // to key queues: the claim that finds tagged jobs moves them back first
+    // a limit: the claim that finds jobs tagged without one moves them back first
     for _ in 0..3 {
         let got = claim(&q, &k, 2_000, 10, &serial).await;
         assert!(got.len() <= 2, "one per key at most: {:?}", keys_of(&got));
@@ -272,8 +272,16 @@ async fn switching_between_tagged_jobs_and_key_queues_loses_nothing() {
         }
         seen.extend(got.into_iter().map(|j| j.id));
     }
-    assert!(seen.len() >= 6, "the key queues served too: {seen:?}");
-    // and back to tagged jobs
+    assert!(seen.len() >= 6, "served with the limit too: {seen:?}");
+    // by CPU, one claim; then by jobs again
+    let cpu = Fairness {
+        share: Share::Cpu,
+        ..JOBS
+    };
+    for fair in [&cpu, &cpu, &JOBS, &JOBS] {
+        let got = claim(&q, &k, 2_000, 2, fair).await;
+        seen.extend(got.into_iter().map(|j| j.id));
+    }
     for _ in 0..3 {
         let got = claim(&q, &k, 2_000, 10, &JOBS).await;
         seen.extend(got.into_iter().map(|j| j.id));
