@@ -41,7 +41,7 @@
 
 import { log as hostLog } from 'hourglass:handler/log@0.1.0';
 import {
-  enqueue, enqueueUnique, enqueueWithResult, enqueueFlow,
+  enqueue, enqueueUnique, enqueueWithResult, enqueueKeyed, enqueueFlow,
 } from 'hourglass:handler/follow-up@0.1.0';
 import {
   setResult, progress as hostProgress, parentResult, dependencies as hostDependencies,
@@ -227,13 +227,17 @@ export function retryAfter(response) {
  * `payload` is a Uint8Array, a string, or anything JSON.stringify takes;
  * `delay` and `uniqueFor` are seconds; `uniqueFor` (which needs `id`) keeps
  * the id taken that long even after that job is done; `withResult` hands the
- * job this attempt's result (its job.parentResult). A refusal (a topic not
- * in may_enqueue, a bad id, a payload over the limit) fails the job.
+ * job this attempt's result (its job.parentResult); `key` is its tenant key
+ * in the target topic (without one it takes this job's). A refusal (a topic
+ * not in may_enqueue, a bad id or key, a payload over the limit) fails the job.
  */
-export function followUp(topic, payload, { delay, id, uniqueFor, withResult } = {}) {
+export function followUp(topic, payload, { delay, id, uniqueFor, withResult, key } = {}) {
   const bytes = toBytes(payload);
   if (withResult && uniqueFor !== undefined) {
     throw new Fail('a follow-up takes uniqueFor or withResult, not both');
+  }
+  if (key !== undefined && (withResult || uniqueFor !== undefined)) {
+    throw new Fail('a follow-up with a key takes neither uniqueFor nor withResult');
   }
   const job = {
     topic,
@@ -242,6 +246,7 @@ export function followUp(topic, payload, { delay, id, uniqueFor, withResult } = 
     id,
   };
   try {
+    if (key !== undefined) return enqueueKeyed(job, String(key));
     if (withResult) return enqueueWithResult(job);
     if (uniqueFor === undefined) return enqueue(job);
     return enqueueUnique(job, BigInt(Math.max(0, Math.round(uniqueFor * 1000))));

@@ -35,6 +35,7 @@ pub struct FollowUp {
     id: Option<String>,
     unique_for: Option<Duration>,
     with_result: bool,
+    key: Option<String>,
 }
 
 impl FollowUp {
@@ -47,6 +48,7 @@ impl FollowUp {
             id: None,
             unique_for: None,
             with_result: false,
+            key: None,
         }
     }
 
@@ -88,6 +90,15 @@ impl FollowUp {
         self
     }
 
+    /// Its tenant key in the target topic (1 to 128 letters, digits or
+    /// `_-.:@/`): the topic's fairness and per-key limits count it as that
+    /// key's. Without one it takes this job's key. Not with
+    /// [`FollowUp::unique_for`] or [`FollowUp::with_parent_result`].
+    pub fn key(mut self, key: impl Into<String>) -> FollowUp {
+        self.key = Some(key.into());
+        self
+    }
+
     /// Queue it for when this attempt acks; returns its id.
     ///
     /// A refusal (a topic not in `may_enqueue`, a bad id, a payload over the
@@ -101,6 +112,14 @@ impl FollowUp {
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             id: self.id,
         };
+        if let Some(key) = self.key {
+            if self.unique_for.is_some() || self.with_result {
+                return Err(Error::fail(
+                    "a follow-up with a key takes neither unique_for nor with_parent_result",
+                ));
+            }
+            return wit::enqueue_keyed(&job, &key).map_err(Error::fail);
+        }
         match (self.unique_for, self.with_result) {
             (Some(_), true) => Err(Error::fail(
                 "a follow-up takes unique_for or with_parent_result, not both",

@@ -87,6 +87,14 @@ async fn sdk_handlers_ack_retry_with_a_delay_fail_raise_and_follow_up() {
         )
         .await;
         let garbled = enqueue(&queue, topic, "not json", 0, 0).await;
+        let bad_key = enqueue(
+            &queue,
+            topic,
+            r#"{"follow_up": {"topic": "sink", "payload": {}, "key": "no spaces"}}"#,
+            0,
+            0,
+        )
+        .await;
         let child = format!("child-{topic}");
         let events = runner.after_drained(&queue, &[topic, "sink"], WAIT).await;
 
@@ -148,6 +156,13 @@ async fn sdk_handlers_ack_retry_with_a_delay_fail_raise_and_follow_up() {
             settled(&events, "sink", &child),
             Ok(()),
             "{topic}: its follow-up"
+        );
+
+        // the key reaches the host, which refuses a bad one: the job fails
+        let reason = settled(&events, topic, &bad_key).unwrap_err();
+        assert!(
+            reason.contains("follow-up key") && reason.contains("no spaces"),
+            "{topic}: {reason}"
         );
 
         let reason = settled(&events, topic, &garbled).unwrap_err();

@@ -159,7 +159,8 @@ async fn keys_operated_over_the_cli_and_the_api() {
 }
 
 /// Work a tenant's job starts is that tenant's: a follow-up takes its
-/// parent's key (parked in the outbox with it, version 6).
+/// parent's key (parked in the outbox with it, version 6), unless the
+/// handler names one (`enqueue-keyed`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_up_takes_its_parents_key() {
     let project = Project::new(
@@ -176,26 +177,29 @@ async fn a_follow_up_takes_its_parents_key() {
         .await
         .unwrap();
     let mut runner = Running::start(project.config()).await;
-    let payload = r#"{"follow_ups":[{"topic":"mail","payload":"{}","id":"m-1"}]}"#;
+    let payload = r#"{"follow_ups":[{"topic":"mail","payload":"{}","id":"m-1"},
+        {"topic":"mail","payload":"{}","id":"m-2","key":"globex"}]}"#;
     put(&queue, "orders", &jobs_of("acme", 1, payload, now_ms())).await;
     runner
         .until_settled("orders", "acme-00000", Duration::from_secs(20))
         .await;
-    let view = eventually(
-        Duration::from_secs(10),
-        "the follow-up enqueued",
-        || async {
-            match queue
-                .inspect(&queue.keys("mail"), "m-1", now_ms())
-                .await
-                .unwrap()
-            {
-                Some(v) => Ok(v),
-                None => Err("not yet".to_owned()),
-            }
-        },
-    )
-    .await;
-    assert_eq!(view.key.as_deref(), Some("acme"));
+    for (id, key) in [("m-1", "acme"), ("m-2", "globex")] {
+        let view = eventually(
+            Duration::from_secs(10),
+            "the follow-up enqueued",
+            || async {
+                match queue
+                    .inspect(&queue.keys("mail"), id, now_ms())
+                    .await
+                    .unwrap()
+                {
+                    Some(v) => Ok(v),
+                    None => Err("not yet".to_owned()),
+                }
+            },
+        )
+        .await;
+        assert_eq!(view.key.as_deref(), Some(key), "{id}");
+    }
     runner.stop().await;
 }

@@ -182,6 +182,8 @@ struct Next {
     unique_for_ms: Option<u64>,
     #[serde(default)]
     with_parent_result: bool,
+    #[serde(default)]
+    key: Option<String>,
 }
 
 fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
@@ -283,6 +285,9 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         }
         if next.with_parent_result {
             f = f.with_parent_result();
+        }
+        if let Some(key) = next.key {
+            f = f.key(key);
         }
         let id = f.enqueue()?;
         info!("follow-up {id} queued");

@@ -338,6 +338,7 @@ fn park(f: FollowUp, result: Option<&[u8]>, now: u64) -> Parked {
             max_attempts: 0,
             unique_for_ms: crate::clock::millis(f.unique_for),
             parent_result: result.filter(|_| f.with_result).map(<[u8]>::to_vec),
+            key: f.key,
             ..Default::default()
         },
     }

@@ -260,18 +260,21 @@ def fail(reason):
     return _types.Outcome_Fail(str(reason))
 
 
-def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_result=False):
+def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_result=False, key=None):
     """Enqueue a job to `topic` when this attempt acks; returns its id.
 
     `payload` is bytes, a str, or anything JSON can encode; `delay` and
     `unique_for` are seconds; `unique_for` (which needs `id`) keeps the id
     taken that long even after that job is done. `with_result` hands the job
-    this attempt's result (its job.parent_result). A refusal (a topic not in
-    may_enqueue, a bad id, a payload over the limit) fails the job.
+    this attempt's result (its job.parent_result). `key` is its tenant key
+    in the target topic (without one it takes this job's). A refusal (a topic
+    not in may_enqueue, a bad id or key, a payload over the limit) fails the job.
     """
     data = _bytes(payload)
     if with_result and unique_for is not None:
         raise Fail("a follow-up takes unique_for or with_result, not both")
+    if key is not None and (with_result or unique_for is not None):
+        raise Fail("a follow-up with a key takes neither unique_for nor with_result")
     job = _follow_up.NewJob(
         topic=topic,
         payload=data,
@@ -279,6 +282,8 @@ def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_resu
         id=id,
     )
     try:
+        if key is not None:
+            return _follow_up.enqueue_keyed(job, str(key))
         if with_result:
             return _follow_up.enqueue_with_result(job)
         if unique_for is None:

@@ -98,7 +98,7 @@ function startFollowUp(plan) {
   if (plan.follow_up === undefined) return;
   const f = plan.follow_up;
   followUp(f.topic, f.payload, {
-    id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result,
+    id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result, key: f.key,
   });
 }
 

@@ -34,6 +34,8 @@ pub struct FollowUp {
     pub unique_for: Duration,
     /// Whether it is handed the parent attempt's result.
     pub with_result: bool,
+    /// Its tenant key, when the handler named one (else the parent's).
+    pub key: Option<String>,
 }
 
 impl follow_up::Host for Host {
@@ -43,6 +45,15 @@ impl follow_up::Host for Host {
 
     fn enqueue_with_result(&mut self, job: follow_up::NewJob) -> Result<String, String> {
         self.follow_up(job, Duration::ZERO, true)
+    }
+
+    fn enqueue_keyed(&mut self, job: follow_up::NewJob, key: String) -> Result<String, String> {
+        crate::redis::check_key(&key).map_err(|e| format!("follow-up {e}"))?;
+        let id = self.follow_up(job, Duration::ZERO, false)?;
+        if let Some(f) = self.follow_ups.last_mut() {
+            f.key = Some(key);
+        }
+        Ok(id)
     }
 
     fn enqueue_unique(
@@ -173,6 +184,7 @@ impl Host {
             delay: Duration::from_millis(job.delay_ms.unwrap_or(0)),
             unique_for,
             with_result,
+            key: None,
         });
         Ok(id)
     }
