@@ -134,7 +134,8 @@ for _ = 1, 8 do -- a few rounds at most, should held keys' jobs come up or windo
     end
   end
   -- under "cpu", the keys that took jobs tag more of their waiting ones
-  -- (a key has jobs waiting beyond its window when it has more queued than in it)
+  -- (a key has jobs waiting beyond its window when it has more queued than in it; it tags
+  -- more once half its window is gone: one call per key for 16 jobs, not per job)
   if #moved > 0 then
     local set, del, need = {}, {}, {}
     for _, k in ipairs(moved) do
@@ -144,7 +145,7 @@ for _ = 1, 8 do -- a few rounds at most, should held keys' jobs come up or windo
       else
         del[#del + 1] = k
       end
-      if Lq[k] > Wq[k] then
+      if Lq[k] > Wq[k] and Wq[k] <= WINDOW / 2 then
         need[#need + 1] = k
         Wq[k] = math.min(WINDOW, Lq[k])
       end
