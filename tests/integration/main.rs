@@ -9,6 +9,8 @@
 //! - `jobs`: ack, delay (never early), retry, dead-letter, idempotent enqueue, end to end.
 //! - `limits`: traps, time limit, memory limit; a stopped handler pins no worker.
 //! - `priority`: strict priority across topics.
+//! - `producers`: the Python and TypeScript producer packages built, checked
+//!   and run through their own suites against a live runner.
 //! - `crash`: a runner killed with SIGKILL mid-job loses nothing; graceful shutdown.
 //! - `faults`: a runner killed under load, redis-server restarted under load, Redis
 //!   unreachable at start and for 15 s mid-run, SIGTERM with jobs in flight.
@@ -97,6 +99,7 @@ mod metering;
 mod ops;
 mod pipeline;
 mod priority;
+mod producers;
 mod reload;
 mod results;
 mod reuse;
