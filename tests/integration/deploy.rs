@@ -311,6 +311,7 @@ async fn the_runtime_image_runs_as_its_user_passes_its_health_check_and_stops_on
         image: tag.clone(),
         container: name.clone(),
     };
+    let building = std::time::Instant::now();
     podman_ok(&[
         "build",
         "--quiet",
@@ -322,10 +323,13 @@ async fn the_runtime_image_runs_as_its_user_passes_its_health_check_and_stops_on
         ctx.join("Containerfile").to_str().unwrap(),
         ctx.to_str().unwrap(),
     ]);
+    let built = building.elapsed();
     assert_eq!(
         podman_ok(&["image", "inspect", "--format", "{{.Config.User}}", &tag]),
         "hourglass"
     );
+    let size = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &tag]);
+    println!("image built in {built:.1?}, {size} bytes");
 
     // mounted as the Dockerfile's header says: queues.toml and handlers/;
     // the container reaches this machine's loopback (the test's Redis) as 10.0.2.2
@@ -398,9 +402,22 @@ async fn the_runtime_image_runs_as_its_user_passes_its_health_check_and_stops_on
     )
     .await;
 
-    // it runs jobs, as the user the image names
+    // it runs jobs enqueued through its own API (from inside, with bash's
+    // /dev/tcp and head, what its health check uses), as its user
     let queue = project.queue().await;
-    let id = crate::util::enqueue(&queue, "echo", "{}", 0, 0).await;
+    let id = "via-api".to_owned();
+    let body = format!(r#"{{"id":"{id}","payload":{{"from":"the API"}}}}"#);
+    let request = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/9090 && printf 'POST /api/topics/echo/jobs HTTP/1.0\\r\\n\
+         Authorization: Bearer {TOKEN}\\r\\nContent-Type: application/json\\r\\n\
+         Content-Length: {}\\r\\n\\r\\n%s' '{body}' >&3 && head -c 4096 <&3",
+        body.len()
+    );
+    let answer = podman_ok(&["exec", &name, "bash", "-c", &request]);
+    assert!(
+        answer.starts_with("HTTP/1.0 201") && answer.contains(r#""status":"new""#),
+        "{answer}"
+    );
     crate::util::eventually(
         Duration::from_secs(60),
         "the job ran in the container",

@@ -63,17 +63,7 @@ async fn one_at_a_time_per_key_and_other_keys_go_on() {
 #[tokio::test]
 async fn a_key_rate_spaces_that_keys_starts_only() {
     let (_redis, q, k) = open().await;
-    let limited = Fairness {
-        key_rate: Some(RateLimit {
-            interval_ms: 100.0,
-            burst: 0,
-        }),
-        ..JOBS
-    };
-    let mut jobs: Vec<NewJob> = (0..5)
-        .map(|i| keyed(&format!("a{i}"), "a", 1_000))
-        .collect();
-    jobs.extend((0..5).map(|i| keyed(&format!("b{i}"), "b", 1_000)));
+    let (limited, jobs) = ten_a_second(5);
     q.enqueue(&k, &jobs, 0).await.unwrap();
     let first = q
         .pipeline()
@@ -273,17 +263,7 @@ async fn the_topics_own_rate_holds_with_fairness() {
 #[tokio::test]
 async fn a_rate_held_key_drains_its_whole_backlog() {
     let (_redis, q, k) = open().await;
-    let limited = Fairness {
-        key_rate: Some(RateLimit {
-            interval_ms: 100.0,
-            burst: 0,
-        }),
-        ..JOBS
-    };
-    let mut jobs: Vec<NewJob> = (0..8)
-        .map(|i| keyed(&format!("a{i}"), "a", 1_000))
-        .collect();
-    jobs.extend((0..8).map(|i| keyed(&format!("b{i}"), "b", 1_000)));
+    let (limited, jobs) = ten_a_second(8);
     q.enqueue(&k, &jobs, 1_000).await.unwrap();
     let mut starts: Vec<(String, u64)> = Vec::new();
     let mut t = 1_000;
@@ -311,4 +291,21 @@ async fn a_rate_held_key_drains_its_whole_backlog() {
         assert_eq!(order, want, "due order within {key}");
         assert!(at.windows(2).all(|w| w[1].1 >= w[0].1 + 100), "{at:?}");
     }
+}
+
+/// `key_rate = "10/s"` without a burst, and `n` jobs of key a then `n` of
+/// key b (`a0`, `a1`, ..., `b0`, ...), all due at 1,000.
+fn ten_a_second(n: usize) -> (Fairness, Vec<NewJob>) {
+    let limited = Fairness {
+        key_rate: Some(RateLimit {
+            interval_ms: 100.0,
+            burst: 0,
+        }),
+        ..JOBS
+    };
+    let jobs = ["a", "b"]
+        .iter()
+        .flat_map(|key| (0..n).map(move |i| keyed(&format!("{key}{i}"), key, 1_000)))
+        .collect();
+    (limited, jobs)
 }
