@@ -8,6 +8,8 @@
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
 //! - `jobs`: ack, delay (never early), retry, dead-letter, idempotent enqueue, end to end.
 //! - `limits`: traps, time limit, memory limit; a stopped handler pins no worker.
+//! - `openapi`: the API's OpenAPI description generated, committed, served
+//!   and validated.
 //! - `priority`: strict priority across topics.
 //! - `producers`: the Python and TypeScript producer packages built, checked
 //!   and run through their own suites against a live runner.
@@ -96,6 +98,7 @@ mod languages;
 mod layout;
 mod limits;
 mod metering;
+mod openapi;
 mod ops;
 mod pipeline;
 mod priority;

@@ -32,14 +32,18 @@ fn run(cmd: &mut Command, what: &str) -> String {
     text
 }
 
-/// A virtual environment with the build tools, twine and OpenTelemetry's
-/// SDK from PyPI, made once per machine (`~/.cache/hourglass/py-client`;
+/// A virtual environment with the build tools, twine, OpenTelemetry's SDK,
+/// openapi-spec-validator and schemathesis from PyPI, made once per machine (`~/.cache/hourglass/py-client`;
 /// delete it to start over). Python 3 with venv is a test requirement
 /// (`scripts/setup` installs it): missing, the test fails saying so.
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     let home = std::env::var_os("HOME").expect("HOME is set");
     let dir = Path::new(&home).join(".cache/hourglass/py-client");
-    let ready = dir.join("ready-1");
+    let ready = dir.join("ready-3");
+    // one test process makes it while the others wait (tests run at once)
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
+    lock.lock().expect("lock the venv");
     if !ready.exists() {
         let _ = std::fs::remove_dir_all(&dir);
         run(
@@ -55,8 +59,10 @@ fn venv() -> PathBuf {
                 "setuptools>=61",
                 "wheel",
                 "opentelemetry-sdk",
+                "openapi-spec-validator",
+                "schemathesis",
             ]),
-            "pip install build twine setuptools opentelemetry-sdk",
+            "pip install build twine setuptools opentelemetry-sdk openapi-spec-validator schemathesis",
         );
         std::fs::write(&ready, "").unwrap();
     }

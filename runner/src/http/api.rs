@@ -68,6 +68,16 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
 }
 
 /// `GET /api/topics`: every topic with its counts.
+#[utoipa::path(
+    get,
+    path = "/topics",
+    operation_id = "list_topics",
+    tag = "topics",
+    responses(
+        (status = 200, description = "every topic: settings, version, counts, totals, lateness", body = serde_json::Value),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn topics(State(app): AppState) -> Answer {
     let o = app.ops.overview().await?;
     let list: Vec<Value> = o
@@ -81,6 +91,20 @@ pub(super) async fn topics(State(app): AppState) -> Answer {
 }
 
 /// `GET /api/topics/{topic}`.
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}",
+    operation_id = "get_topic",
+    tag = "topics",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "the topic", body = serde_json::Value),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn topic(State(app): AppState, Path(name): Path<String>) -> Answer {
     let serving = app.ops.serving();
     topic_named(&serving, &name)?;
@@ -94,6 +118,23 @@ pub(super) async fn topic(State(app): AppState, Path(name): Path<String>) -> Ans
 /// `GET /api/topics/{topic}/jobs/{id}`: where the job is, its attempts and last failure.
 /// Once the job has left the pipeline, its kept end (a topic with
 /// `results`) as `/result` shows it.
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/jobs/{id}",
+    operation_id = "get_job",
+    tag = "jobs",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+    ),
+    responses(
+        (status = 200, description = "the job, or its kept end", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn job(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
     let topic = topic_named(&app.ops.serving(), &name)?;
     check_id(&id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
@@ -131,6 +172,24 @@ fn default_limit() -> usize {
 const MAX_PAGE: usize = 500;
 
 /// `GET /api/topics/{topic}/dead?offset=0&limit=50`: dead letters, newest first.
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/dead",
+    operation_id = "list_dead",
+    tag = "dead letters",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("offset" = Option<usize>, Query, description = "skip this many, newest first"),
+        ("limit" = Option<usize>, Query, description = "at most this many, 1 to 500 (50)"),
+    ),
+    responses(
+        (status = 200, description = "a page of dead letters with `total`", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn dead(
     State(app): AppState,
     Path(name): Path<String>,
@@ -167,6 +226,17 @@ pub(super) async fn dead(
 }
 
 /// `GET /api/stats`: counts per topic, as `hourglass stats --json`.
+#[utoipa::path(
+    get,
+    path = "/stats",
+    operation_id = "stats",
+    tag = "operate",
+    responses(
+        (status = 200, description = "counts per topic", body = serde_json::Value),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn stats(State(app): AppState) -> Answer {
     let o = app.ops.overview().await?;
     let map: serde_json::Map<String, Value> = o
@@ -178,12 +248,33 @@ pub(super) async fn stats(State(app): AppState) -> Answer {
 }
 
 /// `GET /api/runners`: the runners alive now.
+#[utoipa::path(
+    get,
+    path = "/runners",
+    operation_id = "list_runners",
+    tag = "operate",
+    responses(
+        (status = 200, description = "the live runners", body = serde_json::Value),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn runners(State(app): AppState) -> Answer {
     let runners = app.ops.queue.runners().list(now_ms()).await?;
     Ok(Json(json!({ "runners": runners })))
 }
 
 /// `GET /api/reloads`: this runner's recent reloads, newest first.
+#[utoipa::path(
+    get,
+    path = "/reloads",
+    operation_id = "list_reloads",
+    tag = "operate",
+    responses(
+        (status = 200, description = "this runner's recent reloads", body = serde_json::Value),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn reloads(State(app): AppState) -> Answer {
     let records = app.ops.reloads.as_ref().map(|f| f()).unwrap_or_default();
     let list: Vec<Value> = records
@@ -261,6 +352,22 @@ fn day() -> String {
 
 /// `GET /api/usage`: what the jobs tagged with each account used, per hour
 /// and in total, over `since` (default 24h, at most 35d).
+#[utoipa::path(
+    get,
+    path = "/usage",
+    operation_id = "usage",
+    tag = "operate",
+    params(
+        ("since" = Option<String>, Query, description = "this far back, at most 35d (24h)"),
+        ("account" = Option<String>, Query, description = "only this account"),
+    ),
+    responses(
+        (status = 200, description = "usage per account and per hour", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn usage(
     State(app): AppState,
     query: Result<Query<UsageQuery>, QueryRejection>,

@@ -4,6 +4,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -23,12 +24,14 @@ pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 pub const MAX_BULK: usize = 10_000;
 
 /// One job as a request gives it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Job)]
 struct JobIn {
     /// Your id; a live job with it makes this a duplicate.
     id: Option<String>,
     /// A string is the payload as is; any other JSON value is stored as JSON text.
+    #[schema(value_type = Object)]
     payload: Value,
     /// Run after this long ("30s", "15m").
     delay: Option<String>,
@@ -126,17 +129,49 @@ fn status(e: &Enqueued) -> Value {
     }
 }
 
+/// What an enqueue takes: one job, or an array of up to 10,000 (the
+/// description's only; the handler reads the body itself).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum JobOrJobs {
+    One(Box<JobIn>),
+    Many(Vec<JobIn>),
+}
+
 /// `POST /api/topics/{topic}/jobs`: one job (an object) or many (an array,
 /// up to 10,000), answered per job with its id and `new` or `duplicate`.
 /// `?wait=30s` (one job, a topic that keeps results) answers when the job
 /// ends (200 with its end) or the time runs out (202 with its id).
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/jobs",
+    operation_id = "enqueue",
+    tag = "jobs",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("wait" = Option<String>, Query, description = "one job, a topic with `results`: answer with its end once it ends, up to this long (\"30s\")"),
+    ),
+    request_body(content = JobOrJobs, description = "one job (an object) or up to 10,000 (an array)"),
+    responses(
+        (status = 201, description = "new or replaced (one job)", body = super::openapi::EnqueuedOne),
+        (status = 200, description = "a duplicate (one job), the answers of many, or with `wait` its end", body = super::openapi::EnqueuedAny),
+        (status = 202, description = "`wait` ran out while the job lives", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn enqueue(
     State(app): AppState,
     Path(name): Path<String>,
-    Query(query): Query<WaitQuery>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
+    // a query that does not parse answers as any bad input: JSON naming it
+    let Query(query) = query?;
     let serving = app.ops.serving();
     let topic = topic_named(&serving, &name)?;
     let wait = query.time()?;
@@ -296,6 +331,23 @@ pub(super) fn checked(
 }
 
 /// `DELETE /api/topics/{topic}/jobs/{id}`: delete the job wherever it is.
+#[utoipa::path(
+    delete,
+    path = "/topics/{topic}/jobs/{id}",
+    operation_id = "cancel_job",
+    tag = "jobs",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+    ),
+    responses(
+        (status = 200, description = "cancelled", body = super::openapi::Cancelled),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn cancel(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
@@ -337,11 +389,41 @@ async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {
 }
 
 /// `POST /api/topics/{topic}/pause`: stop claiming on every runner.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/pause",
+    operation_id = "pause_topic",
+    tag = "topics",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "paused", body = super::openapi::Paused),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn pause(State(app): AppState, Path(name): Path<String>) -> Answer {
     set_paused(&app, &name, true).await
 }
 
 /// `POST /api/topics/{topic}/resume`: claim again.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/resume",
+    operation_id = "resume_topic",
+    tag = "topics",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "resumed", body = super::openapi::Paused),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn resume(State(app): AppState, Path(name): Path<String>) -> Answer {
     set_paused(&app, &name, false).await
 }

@@ -71,7 +71,7 @@ async fn dead_apply(
 }
 
 /// The optional body of a dead-letter retry: `{"version": "..."}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RetryIn {
     /// Run them on this handler version (one the topic keeps): each job is
@@ -158,6 +158,24 @@ async fn dead_all(app: &super::App, name: &str, keys: &TopicKeys, verb: Verb<'_>
 /// `POST /api/topics/{topic}/dead/{id}/retry`: run a dead letter again, due
 /// now, attempts reset; on a chosen handler version with a body
 /// `{"version": "..."}`.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/dead/{id}/retry",
+    operation_id = "retry_dead_one",
+    tag = "dead letters",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+    ),
+    request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop its journal"),
+    responses(
+        (status = 200, description = "runs again", body = super::openapi::RequeuedOne),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn retry(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
@@ -176,6 +194,23 @@ pub(super) async fn retry(
 }
 
 /// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
+#[utoipa::path(
+    delete,
+    path = "/topics/{topic}/dead/{id}",
+    operation_id = "purge_dead_one",
+    tag = "dead letters",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+    ),
+    responses(
+        (status = 200, description = "purged", body = super::openapi::PurgedOne),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn purge(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
@@ -186,6 +221,23 @@ pub(super) async fn purge(
 
 /// `POST /api/topics/{topic}/dead/retry`: run every dead letter again; on a
 /// chosen handler version with a body `{"version": "..."}`.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/dead/retry",
+    operation_id = "retry_dead",
+    tag = "dead letters",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop journals"),
+    responses(
+        (status = 200, description = "how many run again", body = super::openapi::Requeued),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn retry_all(
     State(app): AppState,
     Path(name): Path<String>,
@@ -197,6 +249,21 @@ pub(super) async fn retry_all(
 }
 
 /// `DELETE /api/topics/{topic}/dead`: delete every dead letter.
+#[utoipa::path(
+    delete,
+    path = "/topics/{topic}/dead",
+    operation_id = "purge_dead",
+    tag = "dead letters",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "how many were purged", body = super::openapi::Purged),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn purge_all(State(app): AppState, Path(name): Path<String>) -> Answer {
     let keys = checked(&app, &name, None)?;
     dead_all(&app, &name, &keys, Verb::Purge).await

@@ -19,6 +19,20 @@ use crate::redis::flow::check_flow_id;
 /// `POST /api/flows`: 201 `{"id", "jobs", "enqueued": {topic: n}}`; 400 a
 /// bad flow (a cycle, an unknown dependency or topic, a payload over the
 /// limit: the error names the job), nothing enqueued; 409 its id is taken.
+#[utoipa::path(
+    post,
+    path = "/flows",
+    operation_id = "create_flow",
+    tag = "flows",
+    request_body(content = serde_json::Value, description = "the flow as `hourglass flow enqueue` reads it"),
+    responses(
+        (status = 201, description = "created", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
@@ -38,6 +52,23 @@ pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
 /// `{"jobs": [...]}`). 200 `{"id", "added", "enqueued": {topic: n}}`; 400
 /// bad jobs or a batch that takes none (sealed, cancelled, not a batch, a
 /// name in use), nothing added; 404 no such flow.
+#[utoipa::path(
+    post,
+    path = "/flows/{id}/jobs",
+    operation_id = "add_to_batch",
+    tag = "flows",
+    params(
+        ("id" = String, Path, description = "the flow's id"),
+    ),
+    request_body(content = serde_json::Value, description = "`{\"jobs\": [...]}`"),
+    responses(
+        (status = 200, description = "added", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn add(State(app): AppState, Path(id): Path<String>, body: Bytes) -> Answer {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let body: Value = serde_json::from_slice(&body)
@@ -57,6 +88,22 @@ pub(super) async fn add(State(app): AppState, Path(id): Path<String>, body: Byte
 
 /// `POST /api/flows/{id}/seal`: seal a batch (see `hourglass flow seal`).
 /// 200 `{"id", "enqueued": {topic: n}}`; 400 not a batch; 404 none such.
+#[utoipa::path(
+    post,
+    path = "/flows/{id}/seal",
+    operation_id = "seal_batch",
+    tag = "flows",
+    params(
+        ("id" = String, Path, description = "the flow's id"),
+    ),
+    responses(
+        (status = 200, description = "sealed", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn seal(State(app): AppState, Path(id): Path<String>) -> Answer {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     match app.ops.queue.flows().seal(&id, now_ms()).await? {
@@ -68,6 +115,22 @@ pub(super) async fn seal(State(app): AppState, Path(id): Path<String>) -> Answer
 /// `POST /api/flows/{id}/cancel`: every job not started is cancelled (see
 /// `hourglass flow cancel`). 200 `{"id", "cancelled_in_topics": n}`; 404
 /// none such.
+#[utoipa::path(
+    post,
+    path = "/flows/{id}/cancel",
+    operation_id = "cancel_flow",
+    tag = "flows",
+    params(
+        ("id" = String, Path, description = "the flow's id"),
+    ),
+    responses(
+        (status = 200, description = "cancelled", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn cancel(State(app): AppState, Path(id): Path<String>) -> Answer {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let serving = app.ops.serving();
@@ -91,6 +154,22 @@ fn no_such_flow(id: &str) -> ApiError {
 
 /// `GET /api/flows/{id}`: the flow with each job's state; 404 none such
 /// (or it ended longer ago than flows are kept).
+#[utoipa::path(
+    get,
+    path = "/flows/{id}",
+    operation_id = "get_flow",
+    tag = "flows",
+    params(
+        ("id" = String, Path, description = "the flow's id"),
+    ),
+    responses(
+        (status = 200, description = "the flow and its jobs", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn show(State(app): AppState, Path(id): Path<String>) -> Answer {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     match app.ops.queue.flows().show(&id).await? {

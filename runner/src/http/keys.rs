@@ -4,6 +4,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -41,11 +42,31 @@ fn fair_topic(app: &super::App, name: &str, key: Option<&str>) -> Result<TopicKe
 
 /// `GET /api/topics/{topic}/keys?top=10`: the top keys by CPU of the last
 /// minute and by jobs queued, and the totals.
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/keys",
+    operation_id = "list_keys",
+    tag = "tenants",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("top" = Option<usize>, Query, description = "how many keys of each top list, 1 to 1000 (10)"),
+    ),
+    responses(
+        (status = 200, description = "the top keys and the totals", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn list(
     State(app): AppState,
     Path(name): Path<String>,
-    Query(q): Query<TopQuery>,
+    q: Result<Query<TopQuery>, QueryRejection>,
 ) -> Answer {
+    // a query that does not parse answers as any bad input: JSON naming it
+    let Query(q) = q?;
     let top = q.top.unwrap_or(10);
     if !(1..=1000).contains(&top) {
         return Err(ApiError::field(StatusCode::BAD_REQUEST, "top", "1 to 1000"));
@@ -69,6 +90,24 @@ async fn set_paused(app: &super::App, name: &str, key: &str, paused: bool) -> An
 }
 
 /// `POST /api/topics/{topic}/keys/{key}/pause`: its jobs wait, other keys go on.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/keys/{key}/pause",
+    operation_id = "pause_key",
+    tag = "tenants",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("key" = String, Path, description = "the tenant key"),
+    ),
+    responses(
+        (status = 200, description = "paused", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn pause(
     State(app): AppState,
     Path((name, key)): Path<(String, String)>,
@@ -77,6 +116,24 @@ pub(super) async fn pause(
 }
 
 /// `POST /api/topics/{topic}/keys/{key}/resume`.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/keys/{key}/resume",
+    operation_id = "resume_key",
+    tag = "tenants",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("key" = String, Path, description = "the tenant key"),
+    ),
+    responses(
+        (status = 200, description = "resumed", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn resume(
     State(app): AppState,
     Path((name, key)): Path<(String, String)>,
@@ -85,13 +142,32 @@ pub(super) async fn resume(
 }
 
 /// `{"weight": N}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct WeightIn {
     weight: i64,
 }
 
 /// `PUT /api/topics/{topic}/keys/{key}/weight` with `{"weight": 3}`.
+#[utoipa::path(
+    put,
+    path = "/topics/{topic}/keys/{key}/weight",
+    operation_id = "weigh_key",
+    tag = "tenants",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("key" = String, Path, description = "the tenant key"),
+    ),
+    request_body(content = WeightIn),
+    responses(
+        (status = 200, description = "weighed", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn weight(
     State(app): AppState,
     Path((name, key)): Path<(String, String)>,

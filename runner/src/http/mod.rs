@@ -17,6 +17,7 @@ mod error;
 mod exposition;
 mod flows;
 mod keys;
+mod openapi;
 mod rollout;
 mod scrape;
 mod signal;
@@ -30,10 +31,13 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::get;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::config::{Config, TopicConfig};
 use crate::metrics::Metrics;
@@ -103,54 +107,16 @@ fn router(ops: Ops) -> Router {
         ops,
         scrape: scrape::Cache::default(),
     });
-    let api = Router::new()
-        .route("/topics", get(api::topics))
-        .route("/topics/{topic}", get(api::topic))
-        .route("/topics/{topic}/jobs", post(change::enqueue))
+    let (api, description) = api();
+    let mut description = description
+        .to_pretty_json()
+        .expect("the description serializes");
+    description.push('\n');
+    let api = api
         .route(
-            "/topics/{topic}/jobs/{id}",
-            get(api::job).delete(change::cancel),
+            "/openapi.json",
+            get(move || async move { ([(header::CONTENT_TYPE, "application/json")], description) }),
         )
-        .route("/topics/{topic}/jobs/{id}/result", get(wait::result))
-        .route("/topics/{topic}/jobs/{id}/events", get(wait::events))
-        .route(
-            "/topics/{topic}/jobs/{id}/signals/{name}",
-            post(signal::signal),
-        )
-        .route("/topics/{topic}/jobs/{id}/wake", post(signal::wake))
-        .route(
-            "/topics/{topic}/dead",
-            get(api::dead).delete(dead::purge_all),
-        )
-        .route("/topics/{topic}/dead/retry", post(dead::retry_all))
-        .route("/topics/{topic}/dead/{id}", delete(dead::purge))
-        .route("/topics/{topic}/dead/{id}/retry", post(dead::retry))
-        .route("/topics/{topic}/pause", post(change::pause))
-        .route("/topics/{topic}/resume", post(change::resume))
-        .route("/topics/{topic}/keys", get(keys::list))
-        .route("/topics/{topic}/keys/{key}/pause", post(keys::pause))
-        .route("/topics/{topic}/keys/{key}/resume", post(keys::resume))
-        .route(
-            "/topics/{topic}/keys/{key}/weight",
-            axum::routing::put(keys::weight),
-        )
-        .route("/topics/{topic}/versions", get(rollout::versions))
-        .route("/topics/{topic}/rollout", get(rollout::rollout))
-        .route("/topics/{topic}/rollout/promote", post(rollout::promote))
-        .route("/topics/{topic}/rollout/abort", post(rollout::abort))
-        .route(
-            "/topics/{topic}/pin",
-            post(rollout::pin).delete(rollout::unpin),
-        )
-        .route("/flows", post(flows::create))
-        .route("/flows/{id}", get(flows::show))
-        .route("/flows/{id}/cancel", post(flows::cancel))
-        .route("/flows/{id}/jobs", post(flows::add))
-        .route("/flows/{id}/seal", post(flows::seal))
-        .route("/stats", get(api::stats))
-        .route("/runners", get(api::runners))
-        .route("/usage", get(api::usage))
-        .route("/reloads", get(api::reloads))
         .fallback(api::not_found);
     Router::new()
         .nest("/api", api)
@@ -161,6 +127,56 @@ fn router(ops: Ops) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), auth))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(app)
+}
+
+/// The API's routes under `/api` and their OpenAPI description: one
+/// registration per route makes both (`openapi.rs`).
+fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(api::topics))
+        .routes(routes!(api::topic))
+        .routes(routes!(change::enqueue))
+        .routes(routes!(api::job, change::cancel))
+        .routes(routes!(wait::result))
+        .routes(routes!(wait::events))
+        .routes(routes!(signal::signal))
+        .routes(routes!(signal::wake))
+        .routes(routes!(api::dead, dead::purge_all))
+        .routes(routes!(dead::retry_all))
+        .routes(routes!(dead::purge))
+        .routes(routes!(dead::retry))
+        .routes(routes!(change::pause))
+        .routes(routes!(change::resume))
+        .routes(routes!(keys::list))
+        .routes(routes!(keys::pause))
+        .routes(routes!(keys::resume))
+        .routes(routes!(keys::weight))
+        .routes(routes!(rollout::versions))
+        .routes(routes!(rollout::rollout))
+        .routes(routes!(rollout::promote))
+        .routes(routes!(rollout::abort))
+        .routes(routes!(rollout::pin, rollout::unpin))
+        .routes(routes!(flows::create))
+        .routes(routes!(flows::show))
+        .routes(routes!(flows::cancel))
+        .routes(routes!(flows::add))
+        .routes(routes!(flows::seal))
+        .routes(routes!(api::stats))
+        .routes(routes!(api::runners))
+        .routes(routes!(api::usage))
+        .routes(routes!(api::reloads))
+        .split_for_parts()
+}
+
+/// The API's OpenAPI description as `/api/openapi.json` serves it (and
+/// `docs/openapi.json` holds it), pretty-printed.
+pub fn openapi_json() -> String {
+    let mut text = api()
+        .1
+        .to_pretty_json()
+        .expect("the description serializes");
+    text.push('\n');
+    text
 }
 
 /// Connections the kernel holds for the API before it accepts them. Producers
@@ -206,7 +222,7 @@ pub async fn serve(
 /// Paths anyone may read: the page itself holds no data, and orchestrators
 /// probe health without a token.
 fn is_open(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz") || dashboard::is_asset(path)
+    matches!(path, "/healthz" | "/readyz" | "/api/openapi.json") || dashboard::is_asset(path)
 }
 
 /// Bearer-token check: every change needs the token; reads too unless

@@ -21,6 +21,21 @@ type Answer = Result<Json<Value>, ApiError>;
 
 /// `GET /api/topics/{topic}/versions`: the kept handler versions, newest
 /// first, with their roles and totals; as `hourglass versions TOPIC --json`.
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/versions",
+    operation_id = "list_versions",
+    tag = "rollouts",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "the kept versions, newest first, and the rollout", body = serde_json::Value),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> Answer {
     topic_named(&app.ops.serving(), &name)?;
     let q = &app.ops.queue;
@@ -33,6 +48,21 @@ pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> 
 /// `GET /api/topics/{topic}/rollout`: the stable version, the canary with its
 /// counts, a pin, the last verdict; and the topic's policy in the served
 /// queues.toml (`null`: a new version replaces the old at once).
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/rollout",
+    operation_id = "get_rollout",
+    tag = "rollouts",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "the rollout and the policy", body = serde_json::Value),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn rollout(State(app): AppState, Path(name): Path<String>) -> Answer {
     let policy = topic_named(&app.ops.serving(), &name)?.and_then(|t| t.rollout);
     let q = &app.ops.queue;
@@ -91,18 +121,50 @@ async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> 
 
 /// `POST /api/topics/{topic}/rollout/promote`: make the canary the stable
 /// version now.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/rollout/promote",
+    operation_id = "promote_canary",
+    tag = "rollouts",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "promoted", body = serde_json::Value),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn promote(State(app): AppState, Path(name): Path<String>) -> Answer {
     verdict(&app, &name, Change::Promote, "promoted").await
 }
 
 /// `POST /api/topics/{topic}/rollout/abort`: take the canary out now; it is
 /// retired (not rolled out again).
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/rollout/abort",
+    operation_id = "abort_canary",
+    tag = "rollouts",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "aborted", body = serde_json::Value),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn abort(State(app): AppState, Path(name): Path<String>) -> Answer {
     verdict(&app, &name, Change::Abort, "aborted").await
 }
 
 /// The body of a pin: `{"version": "..."}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PinIn {
     /// The version to serve: one the topic keeps.
@@ -111,6 +173,24 @@ struct PinIn {
 
 /// `POST /api/topics/{topic}/pin` `{"version": "..."}`: every attempt runs
 /// this kept version, whatever the handler file and the rollout say.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/pin",
+    operation_id = "pin_version",
+    tag = "rollouts",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    request_body(content = PinIn),
+    responses(
+        (status = 200, description = "pinned", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: Bytes) -> Answer {
     let keys = checked(&app, &name, None)?;
     let value: Value = serde_json::from_slice(&body)
@@ -142,6 +222,22 @@ pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: By
 
 /// `DELETE /api/topics/{topic}/pin`: the handler file and the rollout decide
 /// again.
+#[utoipa::path(
+    delete,
+    path = "/topics/{topic}/pin",
+    operation_id = "unpin_version",
+    tag = "rollouts",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+    ),
+    responses(
+        (status = 200, description = "unpinned", body = serde_json::Value),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn unpin(State(app): AppState, Path(name): Path<String>) -> Answer {
     let keys = checked(&app, &name, None)?;
     app.ops

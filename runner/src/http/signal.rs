@@ -16,6 +16,26 @@ use crate::redis::{Signalled, Woken};
 /// with the body as its payload. 200 `{"delivered": "woken" | "kept" |
 /// "duplicate"}`; 404 no such live job; 409 a dead letter; 400 a bad name
 /// or a payload over 64 KiB.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/jobs/{id}/signals/{name}",
+    operation_id = "send_signal",
+    tag = "durable",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+        ("name" = String, Path, description = "the signal's name"),
+    ),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "its payload, at most 64 KiB"),
+    responses(
+        (status = 200, description = "delivered: woken, kept or duplicate", body = super::openapi::Delivered),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn signal(
     State(app): AppState,
     Path((name, id, signal)): Path<(String, String, String)>,
@@ -48,6 +68,24 @@ pub(super) async fn signal(
 /// `POST /api/topics/{topic}/jobs/{id}/wake`: a suspended job runs now (its
 /// sleep ends, a wait for a signal times out). 404 no such live job; 409
 /// not suspended.
+#[utoipa::path(
+    post,
+    path = "/topics/{topic}/jobs/{id}/wake",
+    operation_id = "wake_job",
+    tag = "durable",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+    ),
+    responses(
+        (status = 200, description = "woken", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn wake(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
     let keys = checked(&app, &name, Some(&id))?;
     match app.ops.queue.wake(&keys, &id, now_ms()).await? {

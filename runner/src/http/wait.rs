@@ -8,6 +8,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -99,11 +100,32 @@ fn no_such_job(topic: &str, id: &str) -> ApiError {
 
 /// `GET /api/topics/{topic}/jobs/{id}/result[?wait=30s]`: the job's end
 /// (200), or where it stands while live (202), waiting for it first if asked.
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/jobs/{id}/result",
+    operation_id = "get_result",
+    tag = "jobs",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+        ("wait" = Option<String>, Query, description = "wait up to this long for the end (\"30s\", at most 5m)"),
+    ),
+    responses(
+        (status = 200, description = "its kept end", body = serde_json::Value),
+        (status = 202, description = "it still lives (with its progress)", body = serde_json::Value),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn result(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
-    Query(query): Query<WaitQuery>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // a query that does not parse answers as any bad input: JSON naming it
+    let Query(query) = query?;
     let keys = keeping(&app, &name, &id)?;
     if let Some(time) = query.time()? {
         return answer_when_ended(&app.ops.waiters, &keys, &id, time, None).await;
@@ -126,6 +148,23 @@ pub(super) async fn result(
 /// job ends: `progress` (the latest report, then each new one), `attempt`
 /// (a failed attempt, with when the next is due), `end` (its kept end; the
 /// stream closes).
+#[utoipa::path(
+    get,
+    path = "/topics/{topic}/jobs/{id}/events",
+    operation_id = "job_events",
+    tag = "jobs",
+    params(
+        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        ("id" = String, Path, description = "the job's id"),
+    ),
+    responses(
+        (status = 200, description = "Server-Sent Events until it ends: `progress`, `attempt`, `end`", content_type = "text/event-stream", body = String),
+        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
+        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
+        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+    ),
+)]
 pub(super) async fn events(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,

@@ -1,0 +1,156 @@
+//! The API's OpenAPI 3.1 description: the paths come from the handlers'
+//! `#[utoipa::path]` as the router registers them (`mod.rs`: one
+//! registration makes both the route and its description), the request
+//! bodies from the types the handlers parse, and the answers from the
+//! schemas below. Served at `/api/openapi.json` (no token needed) and
+//! committed as `docs/openapi.json`, which a test keeps equal.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+/// The description's frame: what no handler says.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "hourglass",
+        description = "Enqueue, follow and operate the jobs of an hourglass job runner. Bodies and \
+            answers are JSON; a refusal is `{\"error\", \"field\"}` with a 4xx naming the field at \
+            fault; while Redis is unreachable a call answers 503 with `Retry-After: 1` and changes \
+            nothing.",
+        license(name = "Apache-2.0")
+    ),
+    servers((url = "/api", description = "this runner's `[http] listen`")),
+    security(("token" = [])),
+    modifiers(&Token)
+)]
+pub(super) struct ApiDoc;
+
+/// The bearer token of `[http] token` (none configured: loopback only, open).
+struct Token;
+
+impl Modify for Token {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`[http] token` of queues.toml: every change needs it, reads too unless \
+                         `public_read`",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Every refusal.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct ErrorBody {
+    /// What is wrong, for a person.
+    error: String,
+    /// The field at fault (`delay`, `[3].max_attempts`, `limit`), when one is.
+    field: Option<String>,
+}
+
+/// What became of one enqueued job.
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)]
+pub(super) struct EnqueuedOne {
+    id: String,
+    /// `new`, `duplicate` (a live job has this id), `replaced`, or `running` /
+    /// `journaled` (a replace that did not happen).
+    status: String,
+    /// false when a replace did not happen
+    replaced: Option<bool>,
+}
+
+/// The answer of many jobs, in order.
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)]
+pub(super) struct EnqueuedMany {
+    new: u64,
+    duplicate: u64,
+    jobs: Vec<EnqueuedOne>,
+}
+
+/// One job's answer (a duplicate), many jobs' answers, or (with `wait`)
+/// the job's end.
+#[derive(ToSchema, serde::Serialize)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum EnqueuedAny {
+    One(EnqueuedOne),
+    Many(EnqueuedMany),
+    Ended(Ended),
+}
+
+/// How a job ended, as its topic keeps it (`results`).
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)]
+pub(super) struct Ended {
+    id: String,
+    /// `acked`, `dead` or `cancelled`
+    state: String,
+}
+
+/// A cancelled job: where it was.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct Cancelled {
+    id: String,
+    cancelled: bool,
+    /// `waiting`, `running` or `dead`
+    was: String,
+}
+
+/// A signal's delivery.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct Delivered {
+    /// `woken`, `kept` or `duplicate`
+    delivered: String,
+}
+
+/// How many dead letters were purged.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct Purged {
+    purged: u64,
+}
+
+/// One dead letter purged.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct PurgedOne {
+    purged: bool,
+}
+
+/// How many dead letters run again (and on which version).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct Requeued {
+    requeued: u64,
+    version: Option<String>,
+}
+
+/// One dead letter runs again.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct RequeuedOne {
+    requeued: bool,
+    version: Option<String>,
+}
+
+/// A topic paused or resumed.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct Paused {
+    topic: String,
+    paused: bool,
+    /// whether this call changed it
+    changed: bool,
+}
