@@ -8,64 +8,12 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::views::{DeadPage, TopicList, TopicView};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
-use crate::redis::{RunnerInfo, TopicStats, check_id};
-use crate::reload::Serving;
+use crate::redis::check_id;
 
 type Answer = Result<Json<Value>, ApiError>;
-
-/// One topic as the dashboard shows it: settings, handler version, counts,
-/// and what the live runners report (totals, CPU, recent lateness and
-/// peak memory).
-fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &TopicStats) -> Value {
-    let cfg = serving.config.topic(name);
-    let (mut done, mut failed) = (0, 0);
-    let (mut p50, mut p99) = (None, None);
-    let (mut cpu_us, mut memory_p99) = (0, None);
-    let mut versions: Vec<&str> = Vec::new();
-    for r in runners {
-        if let Some(m) = r.meters.get(name) {
-            done += m.done;
-            failed += m.failed;
-            p50 = p50.max(m.late_p50_ms);
-            p99 = p99.max(m.late_p99_ms);
-            cpu_us += m.cpu_us;
-            memory_p99 = memory_p99.max(m.memory_p99);
-        }
-        if let Some(v) = r.handlers.get(name)
-            && !versions.contains(&v.as_str())
-        {
-            versions.push(v);
-        }
-    }
-    json!({
-        "name": name,
-        "priority": cfg.map(|c| c.priority),
-        "concurrency": cfg.map(|c| c.concurrency),
-        "timeout_ms": cfg.map(|c| c.timeout.as_millis() as u64),
-        "max_attempts": cfg.map(|c| c.max_attempts),
-        "fairness": cfg.and_then(|c| c.fairness.as_ref()).map(|f| json!({
-            "share": match f.share { crate::redis::Share::Jobs => "jobs", crate::redis::Share::Cpu => "cpu" },
-            "key_concurrency": (f.key_concurrency > 0).then_some(f.key_concurrency),
-            "key_rate_per_s": f.key_rate.map(|r| 1000.0 / r.interval_ms),
-        })),
-        "handler": serving.handlers.get(name).map(String::as_str).or(versions.first().copied()),
-        "handlers_live": versions,
-        "paused": stats.paused,
-        "scheduled": stats.scheduled,
-        "ready": stats.ready,
-        "running": stats.running,
-        "dead": stats.dead,
-        "suspended": stats.suspended,
-        "done": done,
-        "failed": failed,
-        "late_p50_ms": p50,
-        "late_p99_ms": p99,
-        "cpu_us": cpu_us,
-        "memory_p99": memory_p99,
-    })
-}
 
 /// `GET /api/topics`: every topic with its counts.
 #[utoipa::path(
@@ -74,20 +22,22 @@ fn topic_json(serving: &Serving, runners: &[RunnerInfo], name: &str, stats: &Top
     operation_id = "list_topics",
     tag = "topics",
     responses(
-        (status = 200, description = "every topic: settings, version, counts, totals, lateness", body = serde_json::Value),
+        (status = 200, description = "every topic: settings, version, counts, totals, lateness", body = super::views::TopicList),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn topics(State(app): AppState) -> Answer {
+pub(super) async fn topics(State(app): AppState) -> Result<Json<TopicList>, ApiError> {
     let o = app.ops.overview().await?;
-    let list: Vec<Value> = o
+    let topics = o
         .topics
         .iter()
-        .map(|(n, s)| topic_json(&o.serving, &o.runners, n, s))
+        .map(|(n, s)| TopicView::new(&o.serving, &o.runners, n, s))
         .collect();
-    Ok(Json(
-        json!({ "topics": list, "runs_jobs": o.serving.runs_jobs }),
-    ))
+    Ok(Json(TopicList {
+        topics,
+        runs_jobs: o.serving.runs_jobs,
+    }))
 }
 
 /// `GET /api/topics/{topic}`.
@@ -100,19 +50,23 @@ pub(super) async fn topics(State(app): AppState) -> Answer {
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "the topic", body = serde_json::Value),
+        (status = 200, description = "the topic", body = super::views::TopicView),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
+        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn topic(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn topic(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<TopicView>, ApiError> {
     let serving = app.ops.serving();
     topic_named(&serving, &name)?;
     let q = &app.ops.queue;
     let now = now_ms();
     let runners = q.runners().list(now).await?;
     let stats = q.stats(&q.keys(&name), now).await?;
-    Ok(Json(topic_json(&serving, &runners, &name, &stats)))
+    Ok(Json(TopicView::new(&serving, &runners, &name, &stats)))
 }
 
 /// `GET /api/topics/{topic}/jobs/{id}`: where the job is, its attempts and last failure.
@@ -183,7 +137,7 @@ const MAX_PAGE: usize = 500;
         ("limit" = Option<usize>, Query, description = "at most this many, 1 to 500 (50)"),
     ),
     responses(
-        (status = 200, description = "a page of dead letters with `total`", body = serde_json::Value),
+        (status = 200, description = "a page of dead letters with `total`", body = super::views::DeadPage),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
@@ -194,7 +148,7 @@ pub(super) async fn dead(
     State(app): AppState,
     Path(name): Path<String>,
     page: Result<Query<Page>, QueryRejection>,
-) -> Answer {
+) -> Result<Json<DeadPage>, ApiError> {
     let Query(page) = page?;
     topic_named(&app.ops.serving(), &name)?;
     if page.limit == 0 || page.limit > MAX_PAGE {
@@ -216,13 +170,13 @@ pub(super) async fn dead(
             v
         })
         .collect();
-    Ok(Json(json!({
-        "topic": name,
-        "total": total,
-        "offset": page.offset,
-        "limit": page.limit,
-        "letters": letters,
-    })))
+    Ok(Json(DeadPage {
+        topic: name,
+        total,
+        offset: page.offset,
+        limit: page.limit,
+        letters,
+    }))
 }
 
 /// `GET /api/stats`: counts per topic, as `hourglass stats --json`.

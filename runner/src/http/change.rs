@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::views::{JobCancelled, Paused};
 use super::wait::{WaitQuery, answer_when_ended, keeping};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
@@ -341,7 +342,7 @@ pub(super) fn checked(
         ("id" = String, Path, description = "the job's id"),
     ),
     responses(
-        (status = 200, description = "cancelled", body = super::openapi::Cancelled),
+        (status = 200, description = "cancelled", body = super::views::JobCancelled),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
@@ -351,7 +352,7 @@ pub(super) fn checked(
 pub(super) async fn cancel(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
-) -> Answer {
+) -> Result<Json<JobCancelled>, ApiError> {
     let keys = checked(&app, &name, Some(&id))?;
     let keep = topic_named(&app.ops.serving(), &name)?
         .and_then(|t| t.results)
@@ -373,19 +374,21 @@ pub(super) async fn cancel(
             ));
         }
     };
-    Ok((
-        StatusCode::OK,
-        Json(json!({ "id": id, "cancelled": true, "was": was })),
-    ))
+    Ok(Json(JobCancelled {
+        id,
+        cancelled: true,
+        was: was.to_owned(),
+    }))
 }
 
-async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {
+async fn set_paused(app: &super::App, name: &str, paused: bool) -> Result<Json<Paused>, ApiError> {
     let keys = checked(app, name, None)?;
     let changed = app.ops.queue.admin().set_paused(&keys, paused).await?;
-    Ok((
-        StatusCode::OK,
-        Json(json!({ "topic": name, "paused": paused, "changed": changed })),
-    ))
+    Ok(Json(Paused {
+        topic: name.to_owned(),
+        paused,
+        changed,
+    }))
 }
 
 /// `POST /api/topics/{topic}/pause`: stop claiming on every runner.
@@ -398,13 +401,16 @@ async fn set_paused(app: &super::App, name: &str, paused: bool) -> Answer {
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "paused", body = super::openapi::Paused),
+        (status = 200, description = "paused", body = super::views::Paused),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn pause(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn pause(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Paused>, ApiError> {
     set_paused(&app, &name, true).await
 }
 
@@ -418,12 +424,15 @@ pub(super) async fn pause(State(app): AppState, Path(name): Path<String>) -> Ans
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "resumed", body = super::openapi::Paused),
+        (status = 200, description = "resumed", body = super::views::Paused),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn resume(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn resume(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Paused>, ApiError> {
     set_paused(&app, &name, false).await
 }

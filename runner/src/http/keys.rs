@@ -8,9 +8,10 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::change::{Answer, parse};
+use super::change::parse;
+use super::views::{KeyPaused, KeyWeighed, KeysView};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
 use crate::redis::{MAX_WEIGHT, TopicKeys, check_key};
@@ -52,7 +53,7 @@ fn fair_topic(app: &super::App, name: &str, key: Option<&str>) -> Result<TopicKe
         ("top" = Option<usize>, Query, description = "how many keys of each top list, 1 to 1000 (10)"),
     ),
     responses(
-        (status = 200, description = "the top keys and the totals", body = serde_json::Value),
+        (status = 200, description = "the top keys and the totals", body = super::views::KeysView),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
@@ -64,7 +65,7 @@ pub(super) async fn list(
     State(app): AppState,
     Path(name): Path<String>,
     q: Result<Query<TopQuery>, QueryRejection>,
-) -> Answer {
+) -> Result<Json<KeysView>, ApiError> {
     // a query that does not parse answers as any bad input: JSON naming it
     let Query(q) = q?;
     let top = q.top.unwrap_or(10);
@@ -74,19 +75,23 @@ pub(super) async fn list(
     topic_named(&app.ops.serving(), &name)?;
     let keys = app.ops.queue.keys(&name);
     let stats = app.ops.queue.tenants().stats(&keys, now_ms(), top).await?;
-    let mut v = serde_json::to_value(&stats)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    v["topic"] = name.into();
-    Ok((StatusCode::OK, Json(v)))
+    Ok(Json(KeysView::new(name, stats)))
 }
 
-async fn set_paused(app: &super::App, name: &str, key: &str, paused: bool) -> Answer {
+async fn set_paused(
+    app: &super::App,
+    name: &str,
+    key: &str,
+    paused: bool,
+) -> Result<Json<KeyPaused>, ApiError> {
     let keys = fair_topic(app, name, Some(key))?;
     let changed = app.ops.queue.tenants().pause(&keys, key, paused).await?;
-    Ok((
-        StatusCode::OK,
-        Json(json!({ "topic": name, "key": key, "paused": paused, "changed": changed })),
-    ))
+    Ok(Json(KeyPaused {
+        topic: name.to_owned(),
+        key: key.to_owned(),
+        paused,
+        changed,
+    }))
 }
 
 /// `POST /api/topics/{topic}/keys/{key}/pause`: its jobs wait, other keys go on.
@@ -100,7 +105,7 @@ async fn set_paused(app: &super::App, name: &str, key: &str, paused: bool) -> An
         ("key" = String, Path, description = "the tenant key"),
     ),
     responses(
-        (status = 200, description = "paused", body = serde_json::Value),
+        (status = 200, description = "paused", body = super::views::KeyPaused),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
@@ -111,7 +116,7 @@ async fn set_paused(app: &super::App, name: &str, key: &str, paused: bool) -> An
 pub(super) async fn pause(
     State(app): AppState,
     Path((name, key)): Path<(String, String)>,
-) -> Answer {
+) -> Result<Json<KeyPaused>, ApiError> {
     set_paused(&app, &name, &key, true).await
 }
 
@@ -126,7 +131,7 @@ pub(super) async fn pause(
         ("key" = String, Path, description = "the tenant key"),
     ),
     responses(
-        (status = 200, description = "resumed", body = serde_json::Value),
+        (status = 200, description = "resumed", body = super::views::KeyPaused),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
@@ -137,7 +142,7 @@ pub(super) async fn pause(
 pub(super) async fn resume(
     State(app): AppState,
     Path((name, key)): Path<(String, String)>,
-) -> Answer {
+) -> Result<Json<KeyPaused>, ApiError> {
     set_paused(&app, &name, &key, false).await
 }
 
@@ -160,7 +165,7 @@ struct WeightIn {
     ),
     request_body(content = WeightIn),
     responses(
-        (status = 200, description = "weighed", body = serde_json::Value),
+        (status = 200, description = "weighed", body = super::views::KeyWeighed),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
@@ -172,7 +177,7 @@ pub(super) async fn weight(
     State(app): AppState,
     Path((name, key)): Path<(String, String)>,
     body: Bytes,
-) -> Answer {
+) -> Result<Json<KeyWeighed>, ApiError> {
     let keys = fair_topic(&app, &name, Some(&key))?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")))?;
@@ -192,8 +197,9 @@ pub(super) async fn weight(
         .tenants()
         .set_weight(&keys, &key, weight)
         .await?;
-    Ok((
-        StatusCode::OK,
-        Json(json!({ "topic": name, "key": key, "weight": weight })),
-    ))
+    Ok(Json(KeyWeighed {
+        topic: name,
+        key,
+        weight,
+    }))
 }

@@ -21,6 +21,7 @@ mod openapi;
 mod rollout;
 mod scrape;
 mod signal;
+mod views;
 mod wait;
 
 use std::net::SocketAddr;

@@ -97,24 +97,6 @@ pub(super) struct Ended {
     state: String,
 }
 
-/// A cancelled job: where it was.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct Cancelled {
-    id: String,
-    cancelled: bool,
-    /// `waiting`, `running` or `dead`
-    was: String,
-}
-
-/// A signal's delivery.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct Delivered {
-    /// `woken`, `kept` or `duplicate`
-    delivered: String,
-}
-
 /// How many dead letters were purged.
 #[derive(ToSchema)]
 #[allow(dead_code)]
@@ -143,14 +125,4 @@ pub(super) struct Requeued {
 pub(super) struct RequeuedOne {
     requeued: bool,
     version: Option<String>,
-}
-
-/// A topic paused or resumed.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct Paused {
-    topic: String,
-    paused: bool,
-    /// whether this call changed it
-    changed: bool,
 }

@@ -5,9 +5,9 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde_json::json;
 
-use super::change::{Answer, checked};
+use super::change::checked;
+use super::views::{Delivered, JobWoken};
 use super::{ApiError, AppState};
 use crate::clock::now_ms;
 use crate::redis::{Signalled, Woken};
@@ -28,7 +28,7 @@ use crate::redis::{Signalled, Woken};
     ),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "its payload, at most 64 KiB"),
     responses(
-        (status = 200, description = "delivered: woken, kept or duplicate", body = super::openapi::Delivered),
+        (status = 200, description = "delivered: woken, kept or duplicate", body = super::views::Delivered),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
@@ -40,7 +40,7 @@ pub(super) async fn signal(
     State(app): AppState,
     Path((name, id, signal)): Path<(String, String, String)>,
     body: Bytes,
-) -> Answer {
+) -> Result<Json<Delivered>, ApiError> {
     let keys = checked(&app, &name, Some(&id))?;
     let answer = app
         .ops
@@ -59,10 +59,11 @@ pub(super) async fn signal(
         }
         Signalled::NoSuchJob => return Err(no_such_job(&name, &id)),
     };
-    Ok((
-        StatusCode::OK,
-        Json(json!({ "id": id, "signal": signal, "delivered": delivered })),
-    ))
+    Ok(Json(Delivered {
+        id,
+        signal,
+        delivered: delivered.to_owned(),
+    }))
 }
 
 /// `POST /api/topics/{topic}/jobs/{id}/wake`: a suspended job runs now (its
@@ -78,7 +79,7 @@ pub(super) async fn signal(
         ("id" = String, Path, description = "the job's id"),
     ),
     responses(
-        (status = 200, description = "woken", body = serde_json::Value),
+        (status = 200, description = "woken", body = super::views::JobWoken),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
@@ -86,10 +87,13 @@ pub(super) async fn signal(
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn wake(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
+pub(super) async fn wake(
+    State(app): AppState,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Json<JobWoken>, ApiError> {
     let keys = checked(&app, &name, Some(&id))?;
     match app.ops.queue.wake(&keys, &id, now_ms()).await? {
-        Woken::Woken => Ok((StatusCode::OK, Json(json!({ "id": id, "woken": true })))),
+        Woken::Woken => Ok(Json(JobWoken { id, woken: true })),
         Woken::NotSuspended => Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("job {id:?} of {name} is not suspended"),
