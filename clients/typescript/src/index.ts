@@ -264,7 +264,7 @@ export class Client {
     return (await this.call('GET', this.job(topic, id)))[1];
   }
 
-  /** Cancel a job wherever it is; where it was ("waiting", "running" or "dead"). */
+  /** Cancel a job wherever it is; where it was: "waiting", "dead" or "running (...)" (its outcome is discarded). */
   async cancel(topic: string, id: string): Promise<string> {
     return (await this.call('DELETE', this.job(topic, id)))[1].was;
   }

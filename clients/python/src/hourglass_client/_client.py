@@ -122,8 +122,9 @@ class Client:
         return self._request("GET", self._job(topic, id))[1]
 
     def cancel(self, topic: str, id: str) -> str:
-        """Cancel a job wherever it is; returns where it was ("waiting",
-        "running" or "dead"). `NotFound` if there is no such job."""
+        """Cancel a job wherever it is; returns where it was: "waiting",
+        "dead", or "running (...)" (its attempt finishes, its outcome is
+        discarded). `NotFound` if there is no such job."""
         return self._request("DELETE", self._job(topic, id))[1]["was"]
 
     def result(self, topic: str, id: str, wait: Optional[Duration] = None) -> Optional[End]:
