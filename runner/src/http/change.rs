@@ -8,9 +8,9 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::views::{JobCancelled, Paused};
+use super::views::{EnqueuedMany, EnqueuedOne, JobCancelled, Paused};
 use super::wait::{WaitQuery, answer_when_ended, keeping};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
@@ -120,14 +120,23 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn status(e: &Enqueued) -> Value {
-    match e {
-        Enqueued::New(id) => json!({ "id": id, "status": "new" }),
-        Enqueued::Duplicate(id) => json!({ "id": id, "status": "duplicate" }),
-        Enqueued::Replaced(id) => json!({ "id": id, "status": "replaced" }),
-        Enqueued::Running(id) => json!({ "id": id, "status": "running", "replaced": false }),
-        Enqueued::Journaled(id) => json!({ "id": id, "status": "journaled", "replaced": false }),
+fn status(e: &Enqueued) -> EnqueuedOne {
+    let (status, replaced) = match e {
+        Enqueued::New(_) => ("new", None),
+        Enqueued::Duplicate(_) => ("duplicate", None),
+        Enqueued::Replaced(_) => ("replaced", None),
+        Enqueued::Running(_) => ("running", Some(false)),
+        Enqueued::Journaled(_) => ("journaled", Some(false)),
+    };
+    EnqueuedOne {
+        id: e.id().to_owned(),
+        status,
+        replaced,
     }
+}
+
+fn to_json(answer: impl serde::Serialize) -> Value {
+    serde_json::to_value(answer).expect("an answer serializes")
 }
 
 /// What an enqueue takes: one job, or an array of up to 10,000 (the
@@ -155,8 +164,8 @@ enum JobOrJobs {
     ),
     request_body(content = JobOrJobs, description = "one job (an object) or up to 10,000 (an array)"),
     responses(
-        (status = 201, description = "new or replaced (one job)", body = super::openapi::EnqueuedOne),
-        (status = 200, description = "a duplicate (one job), the answers of many, or with `wait` its end", body = super::openapi::EnqueuedAny),
+        (status = 201, description = "new (one job)", body = super::views::EnqueuedOne),
+        (status = 200, description = "a duplicate or a replace (one job), the answers of many, or with `wait` its end", body = super::openapi::EnqueuedAny),
         (status = 202, description = "`wait` ran out while the job lives", body = serde_json::Value),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
@@ -272,17 +281,18 @@ pub(super) async fn enqueue(
         };
         let answer = status(&answers[0]);
         if let Some(time) = wait {
-            let enqueued = ("status", answer["status"].clone());
+            let enqueued = ("status", Value::from(answer.status));
             let id = answers[0].id();
             return answer_when_ended(&app.ops.waiters, &keys, id, time, Some(enqueued)).await;
         }
-        return Ok((code, Json(answer)));
+        return Ok((code, Json(to_json(answer))));
     }
-    let list: Vec<Value> = answers.iter().map(status).collect();
-    Ok((
-        StatusCode::OK,
-        Json(json!({ "new": new, "duplicate": answers.len() - new, "jobs": list })),
-    ))
+    let many = EnqueuedMany {
+        new,
+        duplicate: answers.len() - new,
+        jobs: answers.iter().map(status).collect(),
+    };
+    Ok((StatusCode::OK, Json(to_json(many))))
 }
 
 /// The W3C trace context of a request's `traceparent` / `tracestate`

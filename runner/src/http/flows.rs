@@ -7,9 +7,10 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::change::Answer;
+use super::views::{BatchAdded, BatchSealed, FlowCancelled, FlowCreated};
 use super::{ApiError, AppState};
 use crate::clock::now_ms;
 use crate::flow_file;
@@ -26,14 +27,17 @@ use crate::redis::flow::check_flow_id;
     tag = "flows",
     request_body(content = serde_json::Value, description = "the flow as `hourglass flow enqueue` reads it"),
     responses(
-        (status = 201, description = "created", body = serde_json::Value),
+        (status = 201, description = "created", body = super::views::FlowCreated),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
+pub(super) async fn create(
+    State(app): AppState,
+    body: Bytes,
+) -> Result<(StatusCode, Json<FlowCreated>), ApiError> {
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
     let bad = |e: String| ApiError::field(StatusCode::BAD_REQUEST, "body", e);
@@ -44,7 +48,11 @@ pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
     let new = app.ops.queue.flows().create(&plan, now_ms()).await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({ "id": plan.id, "jobs": plan.jobs.len(), "enqueued": new })),
+        Json(FlowCreated {
+            jobs: plan.jobs.len(),
+            id: plan.id,
+            enqueued: new,
+        }),
     ))
 }
 
@@ -62,14 +70,18 @@ pub(super) async fn create(State(app): AppState, body: Bytes) -> Answer {
     ),
     request_body(content = serde_json::Value, description = "`{\"jobs\": [...]}`"),
     responses(
-        (status = 200, description = "added", body = serde_json::Value),
+        (status = 200, description = "added", body = super::views::BatchAdded),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn add(State(app): AppState, Path(id): Path<String>, body: Bytes) -> Answer {
+pub(super) async fn add(
+    State(app): AppState,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<BatchAdded>), ApiError> {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
@@ -79,7 +91,11 @@ pub(super) async fn add(State(app): AppState, Path(id): Path<String>, body: Byte
     match app.ops.queue.flows().add(&id, &jobs, now_ms()).await {
         Ok(new) => Ok((
             StatusCode::OK,
-            Json(json!({ "id": id, "added": jobs.len(), "enqueued": new })),
+            Json(BatchAdded {
+                added: jobs.len(),
+                id,
+                enqueued: new,
+            }),
         )),
         Err(QueueError::Invalid(why)) if why.starts_with("no batch") => Err(no_such_flow(&id)),
         Err(e) => Err(e.into()),
@@ -97,17 +113,20 @@ pub(super) async fn add(State(app): AppState, Path(id): Path<String>, body: Byte
         ("id" = String, Path, description = "the flow's id"),
     ),
     responses(
-        (status = 200, description = "sealed", body = serde_json::Value),
+        (status = 200, description = "sealed", body = super::views::BatchSealed),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn seal(State(app): AppState, Path(id): Path<String>) -> Answer {
+pub(super) async fn seal(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<BatchSealed>), ApiError> {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     match app.ops.queue.flows().seal(&id, now_ms()).await? {
-        Some(new) => Ok((StatusCode::OK, Json(json!({ "id": id, "enqueued": new })))),
+        Some(new) => Ok((StatusCode::OK, Json(BatchSealed { id, enqueued: new }))),
         None => Err(no_such_flow(&id)),
     }
 }
@@ -124,14 +143,17 @@ pub(super) async fn seal(State(app): AppState, Path(id): Path<String>) -> Answer
         ("id" = String, Path, description = "the flow's id"),
     ),
     responses(
-        (status = 200, description = "cancelled", body = serde_json::Value),
+        (status = 200, description = "cancelled", body = super::views::FlowCancelled),
         (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
         (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
         (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
         (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
     ),
 )]
-pub(super) async fn cancel(State(app): AppState, Path(id): Path<String>) -> Answer {
+pub(super) async fn cancel(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<FlowCancelled>), ApiError> {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let serving = app.ops.serving();
     let config = &serving.config;
@@ -139,7 +161,10 @@ pub(super) async fn cancel(State(app): AppState, Path(id): Path<String>) -> Answ
     match app.ops.queue.flows().cancel(&id, now_ms(), &keep).await? {
         Some(n) => Ok((
             StatusCode::OK,
-            Json(json!({ "id": id, "cancelled_in_topics": n })),
+            Json(FlowCancelled {
+                id,
+                cancelled_in_topics: n,
+            }),
         )),
         None => Err(no_such_flow(&id)),
     }

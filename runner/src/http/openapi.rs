@@ -56,35 +56,14 @@ pub(super) struct ErrorBody {
     field: Option<String>,
 }
 
-/// What became of one enqueued job.
-#[derive(ToSchema, serde::Serialize)]
-#[allow(dead_code)]
-pub(super) struct EnqueuedOne {
-    id: String,
-    /// `new`, `duplicate` (a live job has this id), `replaced`, or `running` /
-    /// `journaled` (a replace that did not happen).
-    status: String,
-    /// false when a replace did not happen
-    replaced: Option<bool>,
-}
-
-/// The answer of many jobs, in order.
-#[derive(ToSchema, serde::Serialize)]
-#[allow(dead_code)]
-pub(super) struct EnqueuedMany {
-    new: u64,
-    duplicate: u64,
-    jobs: Vec<EnqueuedOne>,
-}
-
 /// One job's answer (a duplicate), many jobs' answers, or (with `wait`)
 /// the job's end.
 #[derive(ToSchema, serde::Serialize)]
 #[serde(untagged)]
 #[allow(dead_code)]
 pub(super) enum EnqueuedAny {
-    One(EnqueuedOne),
-    Many(EnqueuedMany),
+    One(super::views::EnqueuedOne),
+    Many(super::views::EnqueuedMany),
     Ended(Ended),
 }
 

@@ -244,3 +244,61 @@ pub(super) struct JobWoken {
     pub(super) id: String,
     pub(super) woken: bool,
 }
+
+/// Jobs enqueued per topic by a flow change (`{topic: n}`).
+type PerTopic = std::collections::BTreeMap<String, usize>;
+
+/// A flow or batch created.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct FlowCreated {
+    pub(super) id: String,
+    /// Jobs in it.
+    pub(super) jobs: usize,
+    /// Jobs enqueued now (those that wait for nothing), per topic.
+    pub(super) enqueued: PerTopic,
+}
+
+/// Jobs added to an open batch.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct BatchAdded {
+    pub(super) id: String,
+    pub(super) added: usize,
+    /// Jobs enqueued now, per topic.
+    pub(super) enqueued: PerTopic,
+}
+
+/// A batch sealed.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct BatchSealed {
+    pub(super) id: String,
+    /// Its callbacks enqueued now (its jobs had all ended), per topic.
+    pub(super) enqueued: PerTopic,
+}
+
+/// A flow cancelled.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct FlowCancelled {
+    pub(super) id: String,
+    /// Topics in which jobs were cancelled.
+    pub(super) cancelled_in_topics: usize,
+}
+
+/// What became of one enqueued job.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct EnqueuedOne {
+    pub(super) id: String,
+    /// `new`, `duplicate` (a live job has this id), `replaced`, or `running`
+    /// / `journaled` (a replace that did not happen).
+    pub(super) status: &'static str,
+    /// false when a replace did not happen
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) replaced: Option<bool>,
+}
+
+/// The answer of many jobs, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct EnqueuedMany {
+    pub(super) new: usize,
+    pub(super) duplicate: usize,
+    pub(super) jobs: Vec<EnqueuedOne>,
+}
