@@ -23,8 +23,8 @@ type Answer = Result<Json<Value>, ApiError>;
     tag = "topics",
     responses(
         (status = 200, description = "every topic: settings, version, counts, totals, lateness", body = super::views::TopicList),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn topics(State(app): AppState) -> Result<Json<TopicList>, ApiError> {
@@ -51,9 +51,9 @@ pub(super) async fn topics(State(app): AppState) -> Result<Json<TopicList>, ApiE
     ),
     responses(
         (status = 200, description = "the topic", body = super::views::TopicView),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn topic(
@@ -83,10 +83,10 @@ pub(super) async fn topic(
     ),
     responses(
         (status = 200, description = "the job, or its kept end", body = serde_json::Value),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn job(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
@@ -138,10 +138,10 @@ const MAX_PAGE: usize = 500;
     ),
     responses(
         (status = 200, description = "a page of dead letters with `total`", body = super::views::DeadPage),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn dead(
@@ -187,8 +187,8 @@ pub(super) async fn dead(
     tag = "operate",
     responses(
         (status = 200, description = "counts per topic", body = serde_json::Value),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn stats(State(app): AppState) -> Answer {
@@ -209,8 +209,8 @@ pub(super) async fn stats(State(app): AppState) -> Answer {
     tag = "operate",
     responses(
         (status = 200, description = "the live runners", body = serde_json::Value),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn runners(State(app): AppState) -> Answer {
@@ -226,7 +226,7 @@ pub(super) async fn runners(State(app): AppState) -> Answer {
     tag = "operate",
     responses(
         (status = 200, description = "this runner's recent reloads", body = serde_json::Value),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn reloads(State(app): AppState) -> Answer {
@@ -317,9 +317,9 @@ fn day() -> String {
     ),
     responses(
         (status = 200, description = "usage per account and per hour", body = serde_json::Value),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn usage(

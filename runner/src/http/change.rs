@@ -167,10 +167,10 @@ enum JobOrJobs {
         (status = 201, description = "new (one job)", body = super::views::EnqueuedOne),
         (status = 200, description = "a duplicate or a replace (one job), the answers of many, or with `wait` its end", body = super::openapi::EnqueuedAny),
         (status = 202, description = "`wait` ran out while the job lives", body = serde_json::Value),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn enqueue(
@@ -353,10 +353,10 @@ pub(super) fn checked(
     ),
     responses(
         (status = 200, description = "cancelled", body = super::views::JobCancelled),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn cancel(
@@ -412,9 +412,9 @@ async fn set_paused(app: &super::App, name: &str, paused: bool) -> Result<Json<P
     ),
     responses(
         (status = 200, description = "paused", body = super::views::Paused),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn pause(
@@ -435,9 +435,9 @@ pub(super) async fn pause(
     ),
     responses(
         (status = 200, description = "resumed", body = super::views::Paused),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn resume(

@@ -170,10 +170,10 @@ async fn dead_all(app: &super::App, name: &str, keys: &TopicKeys, verb: Verb<'_>
     request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop its journal"),
     responses(
         (status = 200, description = "runs again", body = super::openapi::RequeuedOne),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn retry(
@@ -205,10 +205,10 @@ pub(super) async fn retry(
     ),
     responses(
         (status = 200, description = "purged", body = super::openapi::PurgedOne),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn purge(
@@ -232,10 +232,10 @@ pub(super) async fn purge(
     request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop journals"),
     responses(
         (status = 200, description = "how many run again", body = super::openapi::Requeued),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn retry_all(
@@ -259,9 +259,9 @@ pub(super) async fn retry_all(
     ),
     responses(
         (status = 200, description = "how many were purged", body = super::openapi::Purged),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn purge_all(State(app): AppState, Path(name): Path<String>) -> Answer {

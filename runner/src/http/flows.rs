@@ -28,10 +28,10 @@ use crate::redis::flow::check_flow_id;
     request_body(content = serde_json::Value, description = "the flow as `hourglass flow enqueue` reads it"),
     responses(
         (status = 201, description = "created", body = super::views::FlowCreated),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn create(
@@ -71,10 +71,10 @@ pub(super) async fn create(
     request_body(content = serde_json::Value, description = "`{\"jobs\": [...]}`"),
     responses(
         (status = 200, description = "added", body = super::views::BatchAdded),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn add(
@@ -114,10 +114,10 @@ pub(super) async fn add(
     ),
     responses(
         (status = 200, description = "sealed", body = super::views::BatchSealed),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn seal(
@@ -144,10 +144,10 @@ pub(super) async fn seal(
     ),
     responses(
         (status = 200, description = "cancelled", body = super::views::FlowCancelled),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn cancel(
@@ -189,10 +189,10 @@ fn no_such_flow(id: &str) -> ApiError {
     ),
     responses(
         (status = 200, description = "the flow and its jobs", body = serde_json::Value),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn show(State(app): AppState, Path(id): Path<String>) -> Answer {

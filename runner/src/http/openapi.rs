@@ -6,7 +6,7 @@
 //! committed as `docs/openapi.json`, which a test keeps equal.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
 /// The description's frame: what no handler says.
 #[derive(OpenApi)]
@@ -21,6 +21,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
     ),
     servers((url = "/api", description = "this runner's `[http] listen`")),
     security(("token" = [])),
+    components(schemas(ErrorBody)),
     modifiers(&Token)
 )]
 pub(super) struct ApiDoc;
@@ -105,3 +106,33 @@ pub(super) struct RequeuedOne {
     requeued: bool,
     version: Option<String>,
 }
+
+/// 400: bad input; `field` names it.
+#[derive(IntoResponses)]
+#[response(status = 400)]
+#[allow(dead_code)]
+pub(super) struct BadInput(ErrorBody);
+
+/// 401: no token, or a wrong one.
+#[derive(IntoResponses)]
+#[response(status = 401)]
+#[allow(dead_code)]
+pub(super) struct NoToken(ErrorBody);
+
+/// 404: no such topic, job or flow.
+#[derive(IntoResponses)]
+#[response(status = 404)]
+#[allow(dead_code)]
+pub(super) struct NotFound(ErrorBody);
+
+/// 409: not in a state that allows it.
+#[derive(IntoResponses)]
+#[response(status = 409)]
+#[allow(dead_code)]
+pub(super) struct Conflict(ErrorBody);
+
+/// 503: Redis is unreachable: nothing was changed; retry (`Retry-After: 1`).
+#[derive(IntoResponses)]
+#[response(status = 503)]
+#[allow(dead_code)]
+pub(super) struct Unavailable(ErrorBody);

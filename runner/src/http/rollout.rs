@@ -31,9 +31,9 @@ type Answer = Result<Json<Value>, ApiError>;
     ),
     responses(
         (status = 200, description = "the kept versions, newest first, and the rollout", body = serde_json::Value),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> Answer {
@@ -58,9 +58,9 @@ pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> 
     ),
     responses(
         (status = 200, description = "the rollout and the policy", body = serde_json::Value),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn rollout(State(app): AppState, Path(name): Path<String>) -> Answer {
@@ -131,10 +131,10 @@ async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> 
     ),
     responses(
         (status = 200, description = "promoted", body = serde_json::Value),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn promote(State(app): AppState, Path(name): Path<String>) -> Answer {
@@ -153,10 +153,10 @@ pub(super) async fn promote(State(app): AppState, Path(name): Path<String>) -> A
     ),
     responses(
         (status = 200, description = "aborted", body = serde_json::Value),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn abort(State(app): AppState, Path(name): Path<String>) -> Answer {
@@ -184,11 +184,11 @@ struct PinIn {
     request_body(content = PinIn),
     responses(
         (status = 200, description = "pinned", body = serde_json::Value),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: Bytes) -> Answer {
@@ -232,10 +232,10 @@ pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: By
     ),
     responses(
         (status = 200, description = "unpinned", body = serde_json::Value),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::NotFound,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn unpin(State(app): AppState, Path(name): Path<String>) -> Answer {

@@ -29,11 +29,11 @@ use crate::redis::{Signalled, Woken};
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "its payload, at most 64 KiB"),
     responses(
         (status = 200, description = "delivered: woken, kept or duplicate", body = super::views::Delivered),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn signal(
@@ -80,11 +80,11 @@ pub(super) async fn signal(
     ),
     responses(
         (status = 200, description = "woken", body = super::views::JobWoken),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 409, description = "not in a state that allows it", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Conflict,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn wake(

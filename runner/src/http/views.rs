@@ -255,6 +255,7 @@ pub(super) struct FlowCreated {
     /// Jobs in it.
     pub(super) jobs: usize,
     /// Jobs enqueued now (those that wait for nothing), per topic.
+    #[schema(inline)]
     pub(super) enqueued: PerTopic,
 }
 
@@ -264,6 +265,7 @@ pub(super) struct BatchAdded {
     pub(super) id: String,
     pub(super) added: usize,
     /// Jobs enqueued now, per topic.
+    #[schema(inline)]
     pub(super) enqueued: PerTopic,
 }
 
@@ -272,6 +274,7 @@ pub(super) struct BatchAdded {
 pub(super) struct BatchSealed {
     pub(super) id: String,
     /// Its callbacks enqueued now (its jobs had all ended), per topic.
+    #[schema(inline)]
     pub(super) enqueued: PerTopic,
 }
 

@@ -113,10 +113,10 @@ fn no_such_job(topic: &str, id: &str) -> ApiError {
     responses(
         (status = 200, description = "its kept end", body = serde_json::Value),
         (status = 202, description = "it still lives (with its progress)", body = serde_json::Value),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn result(
@@ -159,10 +159,10 @@ pub(super) async fn result(
     ),
     responses(
         (status = 200, description = "Server-Sent Events until it ends: `progress`, `attempt`, `end`", content_type = "text/event-stream", body = String),
-        (status = 400, description = "bad input: `field` names it", body = super::openapi::ErrorBody),
-        (status = 404, description = "no such topic, job or flow", body = super::openapi::ErrorBody),
-        (status = 503, description = "Redis is unreachable: nothing was changed; retry (Retry-After: 1)", body = super::openapi::ErrorBody),
-        (status = 401, description = "no token, or a wrong one", body = super::openapi::ErrorBody),
+        super::openapi::BadInput,
+        super::openapi::NotFound,
+        super::openapi::Unavailable,
+        super::openapi::NoToken,
     ),
 )]
 pub(super) async fn events(
