@@ -168,9 +168,7 @@ if #again > 0 and redis.call('EXISTS', fair .. ':held') == 1 then
 end
 for _, k in ipairs(parked_keys) do
   local p = parked[k]
-  for i = 1, #p, 2 * CHUNK do
-    redis.call('ZADD', fair .. ':parked:' .. k, unpack(p, i, math.min(i + 2 * CHUNK - 1, #p)))
-  end
+  each_pair('ZADD', fair .. ':parked:' .. k, p)
   if held[k] then redis.call('ZADD', wait, held[k], k) end
 end
 local marks = {}
@@ -189,7 +187,7 @@ if taken > 0 then
     if not count[k] then order[#order + 1] = k end
     count[k] = (count[k] or 0) + 1
   end
-  local lens = redis.call('HMGET', len_key, unpack(order))
+  local lens = hmget_all(len_key, order)
   local left, emptied, runs, tats = {}, {}, {}, {}
   for i, k in ipairs(order) do
     local n = tonumber(lens[i] or '0') - count[k]
@@ -211,12 +209,9 @@ if taken > 0 then
   -- a hash table for good, not a listpack searched linearly nor rebuilt each time the
   -- last job acks (a third of what a key limit cost the claim and ack at 1,000 keys)
   if cap > 0 then keep_hashed(running_key) end
-  for _, t in ipairs({ { len_key, left }, { running_key, runs }, { tat_key, tats } }) do
-    for i = 1, #t[2], 2 * CHUNK do
-      redis.call('HSET', t[1], unpack(t[2], i, math.min(i + 2 * CHUNK - 1, #t[2])))
-    end
-  end
-  each_chunk('HDEL', len_key, emptied)
+  hash_write(len_key, left, emptied)
+  each_pair('HSET', running_key, runs)
+  each_pair('HSET', tat_key, tats)
   each_chunk('HDEL', fair .. ':F', emptied)
   local gone = fair_lease(KEYS, ARGV[2], picked, {}, keys, out)
   if cap > 0 then

@@ -1,5 +1,6 @@
 -- Prepended, after prelude.lua, to the scripts that queue, pick or move jobs per tenant key
--- (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua);
+-- (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua, release.lua,
+-- requeue.lua);
 -- where the state lives: prelude.lua, "Tenant keys". Not in the prelude: every other script
 -- would define these functions on every call for nothing.
 
@@ -80,9 +81,7 @@ local function fair_tag(fair, by, order, conf, fresh)
           wait[#wait + 1] = t[2 * idx[j] - 1]
           wait[#wait + 1] = t[2 * idx[j]]
         end
-        for c = 1, #wait, 2 * CHUNK do
-          redis.call('ZADD', q, unpack(wait, c, math.min(c + 2 * CHUNK - 1, #wait)))
-        end
+        each_pair('ZADD', q, wait)
       end
       room = math.min(room, n)
       if room + early > 0 then
@@ -104,10 +103,8 @@ local function fair_tag(fair, by, order, conf, fresh)
     lens[#lens + 1] = n + early
     total = total + n + early
   end
-  for i = 1, #tagged, 2 * CHUNK do
-    redis.call('ZADD', fair .. ':jobs', unpack(tagged, i, math.min(i + 2 * CHUNK - 1, #tagged)))
-  end
-  if #last > 0 then redis.call('HSET', fair .. ':F', unpack(last)) end
+  each_pair('ZADD', fair .. ':jobs', tagged)
+  each_pair('HSET', fair .. ':F', last)
   hash_write(fair .. ':w', wins, {})
   if fresh then
     local had = hmget_all(fair .. ':len', order)
@@ -115,6 +112,19 @@ local function fair_tag(fair, by, order, conf, fresh)
     hash_write(fair .. ':len', lens, {})
     redis.call('HINCRBY', fair, 'n', total)
   end
+end
+
+-- Jobs `ids` of a topic with fairness go back to wait after they started (released, or their
+-- lease expired): marked in `<fair>:front` so that, tagged again, each goes before its key's
+-- other jobs and a key served one at a time keeps its order (fair.lua: fair_tag).
+local function fair_front(fair, ids)
+  if #ids == 0 or redis.call('HEXISTS', fair, 'on') == 0 then return end
+  local marks = {}
+  for _, id in ipairs(ids) do
+    marks[#marks + 1] = id
+    marks[#marks + 1] = '1'
+  end
+  hash_write(fair .. ':front', marks, {})
 end
 
 -- Queue due jobs `ids` (due at `dues`, of keys `keys`: false for none): tagged by key.
@@ -161,7 +171,10 @@ end
 -- Take job `id` (waiting, due at `due`) off the time index or, on a topic with fairness,
 -- out of its key's queue: 1 if it was in either, else 0.
 local function unwait(idx, fair, id, due)
-  if index_remove(idx, id, due) == 1 then return 1 end
+  if index_remove(idx, id, due) == 1 then
+    if redis.call('EXISTS', fair .. ':front') == 1 then redis.call('HDEL', fair .. ':front', id) end
+    return 1
+  end
   if redis.call('EXISTS', fair) == 0 then return 0 end
   local k = redis.call('HGET', fair .. ':of', id) or ''
   if redis.call('ZREM', fair .. ':jobs', id) == 1 or redis.call('ZREM', fair .. ':parked:' .. k, id) == 1 then

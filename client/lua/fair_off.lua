@@ -8,7 +8,7 @@ local fair = KEYS[3]
 if redis.call('HEXISTS', fair, 'on') == 0 then return 0 end
 local left = fair_unqueue(KEYS[1], KEYS[2], fair, tonumber(ARGV[1]))
 if left == 0 then
-  redis.call('DEL', fair .. ':tat')
+  redis.call('DEL', fair .. ':tat', fair .. ':front')
   -- running counts, kept as a hash table by one long field (claim_fair.lua): gone once none run
   if redis.call('HLEN', fair .. ':running') <= 1 then redis.call('DEL', fair .. ':running') end
   redis.call('HDEL', fair, 'n', 'V', 'on', 'mode')

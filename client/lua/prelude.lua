@@ -14,6 +14,13 @@ local function each_chunk(command, key, items)
   end
 end
 
+-- `command key` with the flat pairs `list` (score, member or field, value, ...), in chunks.
+local function each_pair(command, key, list)
+  for i = 1, #list, 2 * CHUNK do
+    redis.call(command, key, unpack(list, i, math.min(i + 2 * CHUNK - 1, #list)))
+  end
+end
+
 -- HMGET `key` for all `fields`, in chunks: out[i] is the value of fields[i], or false.
 local function hmget_all(key, fields)
   if #fields <= CHUNK then
@@ -353,32 +360,15 @@ local function fair_unpark(fair, k, n)
     back[#back + 1] = got[i + 1]
     back[#back + 1] = got[i]
   end
-  for i = 1, #back, 2 * CHUNK do
-    redis.call('ZADD', fair .. ':jobs', unpack(back, i, math.min(i + 2 * CHUNK - 1, #back)))
-  end
+  each_pair('ZADD', fair .. ':jobs', back)
   if redis.call('EXISTS', parked) == 0 then redis.call('HDEL', fair .. ':held', k) end
   return #got / 2
 end
 
 -- Set or delete fields of hash `key`: pairs `set` (field, value, ...), fields `del`.
 local function hash_write(key, set, del)
-  for i = 1, #set, 2 * CHUNK do
-    redis.call('HSET', key, unpack(set, i, math.min(i + 2 * CHUNK - 1, #set)))
-  end
+  each_pair('HSET', key, set)
   each_chunk('HDEL', key, del)
-end
-
--- Jobs `ids` of a topic with fairness go back to wait after they started (released, or their
--- lease expired): marked in `<fair>:front` so that, tagged again, each goes before its key's
--- other jobs and a key served one at a time keeps its order (fair.lua: fair_tag).
-local function fair_front(fair, ids)
-  if #ids == 0 or redis.call('HEXISTS', fair, 'on') == 0 then return end
-  local marks = {}
-  for _, id in ipairs(ids) do
-    marks[#marks + 1] = id
-    marks[#marks + 1] = '1'
-  end
-  hash_write(fair .. ':front', marks, {})
 end
 
 -- Jobs `ids` left their leases (ack, retry, bury, release, lease expiry, sleep, cancel): each

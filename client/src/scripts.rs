@@ -140,8 +140,18 @@ script!(
         outbox_due, fair
     ]
 );
-script!(REQUEUE, "requeue.lua", [lease, pending, error, job, fair]);
-script!(RELEASE, "release.lua", [lease, pending, attempt, job, fair]);
+script!(
+    REQUEUE,
+    "requeue.lua",
+    [lease, pending, error, job, fair],
+    fair
+);
+script!(
+    RELEASE,
+    "release.lua",
+    [lease, pending, attempt, job, fair],
+    fair
+);
 script!(OUTBOX_TAKE, "outbox_take.lua", [outbox, outbox_due]);
 script!(OUTBOX_CLEAR, "outbox_clear.lua", [outbox, outbox_due]);
 script!(

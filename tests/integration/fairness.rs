@@ -267,10 +267,12 @@ async fn a_key_rate_holds_across_two_runners() {
     for (key, mut starts) in starts_by_key(&events) {
         starts.sort_by_key(|(_, at)| *at);
         // claims are spaced 100 ms (GCRA); a start follows its claim by a
-        // few ms, so single gaps jitter, and the whole span cannot shrink
+        // few ms (tens on a loaded machine), so single gaps jitter, but two
+        // starts of a burst would be a few ms apart, and the whole span
+        // cannot shrink
         for w in starts.windows(2) {
             assert!(
-                w[1].1 >= w[0].1 + 80,
+                w[1].1 >= w[0].1 + 40,
                 "key {key}: starts {} ms apart",
                 w[1].1 - w[0].1
             );

@@ -309,3 +309,52 @@ fn ten_a_second(n: usize) -> (Fairness, Vec<NewJob>) {
         .collect();
     (limited, jobs)
 }
+
+/// A job given back after it started is marked to go first when tagged
+/// again; cancelled before that, it leaves no mark behind.
+#[tokio::test]
+async fn a_job_given_back_then_cancelled_leaves_no_mark() {
+    let (redis, q, k) = open().await;
+    let serial = Fairness {
+        key_concurrency: 1,
+        ..JOBS
+    };
+    q.enqueue(&k, &[keyed("x", "acme", 1_000)], 1_000)
+        .await
+        .unwrap();
+    let x = claim(&q, &k, 1_000, 10, &serial).await;
+    q.pipeline()
+        .release(
+            &k,
+            &[Held {
+                id: "x".into(),
+                attempt: x[0].attempt,
+            }],
+            1_000,
+        )
+        .await
+        .unwrap();
+    let mut conn = ::redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let front = format!("{}:front", k.fair);
+    let marked: bool = ::redis::cmd("HEXISTS")
+        .arg(&front)
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(marked, "released: marked to go first");
+    q.admin()
+        .cancel(&k, &["x".to_owned()], 1_001, None)
+        .await
+        .unwrap();
+    let left: u64 = ::redis::cmd("EXISTS")
+        .arg(&front)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the cancelled job's mark is gone");
+}

@@ -174,7 +174,7 @@ async fn queued_jobs_cancel_replace_and_go_back_when_fairness_is_off() {
         .map(|i| keyed(&format!("j{i}"), "a", 1_000 + i))
         .collect();
     q.enqueue(&k, &jobs, 0).await.unwrap();
-    // one claim moves every due job into its key's queue
+    // one claim tags every due job
     assert_eq!(claim(&q, &k, 2_000, 1, &JOBS).await[0].id, "j0");
     let cancelled = q
         .admin()

@@ -6,6 +6,7 @@ import asyncio
 import functools
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Union
 
+from . import _wire
 from ._client import Client
 from ._wire import Batch, DeadPage, Duration, End, Enqueued, Event, Job, Payload
 
@@ -24,24 +25,13 @@ class AsyncClient:
     async def enqueue(self, topic: str, payload: Payload, **options: Any) -> Enqueued:
         """As `Client.enqueue`. The trace context is read here, in the
         caller's context, not in the worker thread."""
-        from . import _wire
-
-        headers = _wire.trace_headers()
-        job = Job(payload, **options)
-        call = functools.partial(self.sync._request, "POST", f"{self.sync._topic(topic)}/jobs",
-                                 _wire.job_body(job), headers=headers)
-        _, answer = await asyncio.get_running_loop().run_in_executor(None, call)
-        return _wire.enqueued(answer)
+        body = _wire.job_body(Job(payload, **options))
+        return _wire.enqueued(await self._run("_post_jobs", topic, body, _wire.trace_headers()))
 
     async def enqueue_many(self, topic: str, jobs: Iterable[Union[Job, Mapping[str, Any]]]) -> Batch:
         """As `Client.enqueue_many`."""
-        from . import _wire
-
-        headers = _wire.trace_headers()
         body = [_wire.job_body(_wire.as_job(j)) for j in jobs]
-        call = functools.partial(self.sync._request, "POST", f"{self.sync._topic(topic)}/jobs", body, headers=headers)
-        _, answer = await asyncio.get_running_loop().run_in_executor(None, call)
-        return _wire.batch(answer)
+        return _wire.batch(await self._run("_post_jobs", topic, body, _wire.trace_headers()))
 
     async def get_job(self, topic: str, id: str) -> Dict[str, Any]:
         return await self._run("get_job", topic, id)

@@ -103,16 +103,18 @@ class Client:
         with it when opentelemetry is installed.
         """
         job = Job(payload, id, delay, at, due_at_ms, max_attempts, unique_for, replace, version, account, key)
-        _, answer = self._request("POST", f"{self._topic(topic)}/jobs", _wire.job_body(job), headers=_wire.trace_headers())
-        return _wire.enqueued(answer)
+        return _wire.enqueued(self._post_jobs(topic, _wire.job_body(job), _wire.trace_headers()))
 
     def enqueue_many(self, topic: str, jobs: Iterable[Union[Job, Mapping[str, Any]]]) -> Batch:
         """Enqueue up to 10,000 jobs (each a `Job` or a dict of its fields) in
         one call: all are checked first, and one bad job refuses them all
         with its index in the field (`[3].delay`)."""
         body = [_wire.job_body(_wire.as_job(j)) for j in jobs]
-        _, answer = self._request("POST", f"{self._topic(topic)}/jobs", body, headers=_wire.trace_headers())
-        return _wire.batch(answer)
+        return _wire.batch(self._post_jobs(topic, body, _wire.trace_headers()))
+
+    def _post_jobs(self, topic: str, body: Any, headers: Mapping[str, str]) -> Any:
+        """POST a job or jobs to `topic` with these (trace) headers: the answer."""
+        return self._request("POST", f"{self._topic(topic)}/jobs", body, headers=headers)[1]
 
     # -- following a job ------------------------------------------------------
 
