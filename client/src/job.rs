@@ -168,6 +168,7 @@ pub struct Claimed {
 
 /// Counts for one topic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TopicStats {
     /// Pending, due later.
     pub scheduled: u64,
@@ -185,6 +186,7 @@ pub struct TopicStats {
 
 /// A dead-lettered job's record of why, stored as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeadInfo {
     /// Why the job was given up.
     pub reason: String,
@@ -202,6 +204,7 @@ pub struct DeadInfo {
 
 /// What one attempt used, as the runner measured it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     /// From the start of instantiation to the handler's answer (or its stop), µs.
     pub wall_us: u64,
@@ -234,6 +237,7 @@ impl Usage {
 /// One finished attempt of a job that did not ack, with what it used: kept
 /// with the job's last failure while it lives, and with its dead letter.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttemptCost {
     /// Which attempt (1 for the first).
     pub attempt: u32,
@@ -259,6 +263,7 @@ pub fn with_attempt(mut earlier: Vec<AttemptCost>, this: AttemptCost) -> Vec<Att
 
 /// How an attempt failed, kept (as JSON) until the job's next attempt ends.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Failure {
     /// What went wrong.
     pub error: String,

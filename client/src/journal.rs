@@ -144,33 +144,11 @@ impl Journal {
         let effects: usize = self.effects.values().flatten().map(Entry::size).sum();
         steps + signals + effects
     }
-
-    /// As `inspect --json` and the API show it: steps in the order they
-    /// completed, with their sizes (not their values), the signals' names
-    /// and sizes, the wake times.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut steps: Vec<(&String, &Step)> = self.steps.iter().collect();
-        steps.sort_by_key(|(name, s)| (s.at_ms, s.attempt, *name));
-        serde_json::json!({
-            "version": self.version,
-            "steps": steps.iter().map(|(name, s)| serde_json::json!({
-                "name": name,
-                "bytes": s.value.len(),
-                "attempt": s.attempt,
-                "completed_at_ms": s.at_ms,
-            })).collect::<Vec<_>>(),
-            "timers": self.timers,
-            "signals": self.signals.iter().map(|(name, p)| serde_json::json!({
-                "name": name,
-                "bytes": p.len(),
-            })).collect::<Vec<_>>(),
-            "effects": effects::to_json(&self.effects),
-        })
-    }
 }
 
 /// What a suspended job waits for, kept in the topic's suspended hash.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Suspension {
     /// The journal field holding its wake time (`t:<name>`).
     pub timer: String,

@@ -79,6 +79,7 @@ pub mod rollout;
 mod runners;
 mod scripts;
 mod sentinel;
+mod shown;
 mod tenants;
 pub mod trace;
 mod usage;
@@ -113,6 +114,10 @@ pub use rollout::{
 };
 pub use runners::{MissingVersion, RunnerInfo, Runners, TopicMeter};
 pub use sentinel::Sentinel;
+pub use shown::{
+    BatchCounts, DependencyJson, DependentJson, EndJson, FlowPlace, JobJson, JournalJson, LiveJson,
+    SignalJson, StepJson,
+};
 pub use tenants::{Fairness, KeyStats, KeysStats, MAX_WEIGHT, Share, Tenants};
 pub use trace::TraceContext;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};

@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use base64::Engine;
 use redis::Value;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +21,7 @@ use super::{CorruptRecord, Pipeline, Queue, QueueError, TopicKeys, clock::millis
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum EndState {
     /// Its handler acked.
     Acked,
@@ -107,41 +107,11 @@ impl JobEnd {
             at_ms: header.at,
         })
     }
-
-    /// The end as the API and `hourglass wait --json` show it: `state`,
-    /// `result` (the JSON the handler returned; `result_base64` for bytes
-    /// that are not JSON), `reason`, `version`, `attempts`, `ended_at_ms`.
-    pub fn to_json(&self, id: &str) -> serde_json::Value {
-        let mut out = serde_json::json!({
-            "id": id,
-            "state": self.state.as_str(),
-            "attempts": self.attempts,
-            "ended_at_ms": self.at_ms,
-        });
-        let map = out.as_object_mut().expect("an object");
-        if let Some(result) = &self.result {
-            match serde_json::from_slice::<serde_json::Value>(result) {
-                Ok(value) => map.insert("result".into(), value),
-                Err(_) => map.insert(
-                    "result_base64".into(),
-                    base64::engine::general_purpose::STANDARD
-                        .encode(result)
-                        .into(),
-                ),
-            };
-        }
-        if let Some(reason) = &self.reason {
-            map.insert("reason".into(), reason.clone().into());
-        }
-        if let Some(version) = &self.version {
-            map.insert("version".into(), version.clone().into());
-        }
-        out
-    }
 }
 
 /// A running job's progress report, as stored and published (JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Progress {
     /// The attempt that reported it.
     pub attempt: u32,

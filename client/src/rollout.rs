@@ -17,6 +17,7 @@ use super::{Queue, QueueError, TopicKeys, scripts};
 
 /// Attempts of one version, and how many of them failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Tally {
     /// Attempts that ended (acked, retried, failed, crashed).
     pub attempts: u64,
@@ -55,6 +56,7 @@ fn ratio(part: u64, whole: u64) -> f64 {
 
 /// A canary being rolled out.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Canary {
     /// Its version.
     pub version: String,
@@ -72,6 +74,7 @@ pub struct Canary {
 
 /// The last decision about a canary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Verdict {
     /// `promoted`, `rolled_back`, `aborted` or `superseded`.
     pub result: String,
@@ -87,6 +90,7 @@ pub struct Verdict {
 
 /// A topic pinned to one version.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Pin {
     /// The version served.
     pub version: String,
@@ -98,6 +102,7 @@ pub struct Pin {
 
 /// Which version a topic serves, as stored in its slot.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rollout {
     /// The version that serves (all attempts but the canary's share).
     pub stable: Option<String>,
@@ -119,6 +124,7 @@ pub struct Rollout {
 /// What a kept version is to its topic now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Role {
     /// Serves every attempt the canary does not get.
     Stable,
@@ -134,6 +140,7 @@ pub enum Role {
 
 /// One kept version of a topic's handler.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionInfo {
     /// The content hash.
     pub version: String,

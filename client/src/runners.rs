@@ -12,6 +12,7 @@ use super::{Queue, QueueError, TopicKeys, scripts};
 
 /// What a runner reports about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunnerInfo {
     /// `host-pid-random`, unique per process.
     pub id: String,
@@ -43,6 +44,7 @@ pub struct RunnerInfo {
 /// A handler version a runner is told to serve for a topic and lacks (its
 /// handler folder never held that file, and it keeps no copy).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MissingVersion {
     /// The topic.
     pub topic: String,
@@ -55,6 +57,7 @@ pub struct MissingVersion {
 
 /// One runner's work for one topic since it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TopicMeter {
     /// Attempts acked.
     pub done: u64,

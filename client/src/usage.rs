@@ -19,6 +19,7 @@ pub const HOUR_MS: u64 = 3_600_000;
 
 /// What the attempts of one account's jobs used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountUsage {
     /// Attempts that ran (a handler was called).
     pub attempts: u64,

@@ -19,6 +19,8 @@
 //! for nothing, its callbacks for all of them (and, while it is open, for
 //! its seal).
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -281,40 +283,78 @@ pub fn state(job: &FlowJobView) -> &str {
     }
 }
 
+/// A flow as the API and `flow show --json` give it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct FlowJson<'a> {
+    id: &'a str,
+    created_at_ms: u64,
+    /// When its last job ended, if all have.
+    done_at_ms: Option<u64>,
+    cancelled_at_ms: Option<u64>,
+    /// For a batch: `open` or `sealed`.
+    batch: Option<&'a str>,
+    /// Its jobs per state (`waiting`, `enqueued`, `acked`, `dead`, `cancelled`).
+    counts: BTreeMap<&'a str, usize>,
+    jobs: Vec<FlowJobJson<'a>>,
+}
+
+/// One job of a flow.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct FlowJobJson<'a> {
+    name: &'a str,
+    topic: &'a str,
+    id: &'a str,
+    /// `waiting` (for its dependencies), `enqueued`, or how it ended
+    state: &'a str,
+    /// The jobs it waits for.
+    after: Vec<AfterJson<'a>>,
+    /// For a batch's callback: `on_complete` or `on_success`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    callback: Option<&'static str>,
+}
+
+/// A job a flow job waits for.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct AfterJson<'a> {
+    name: &'a str,
+    policy: Policy,
+}
+
 /// The flow as the API and `flow show --json` give it.
-pub fn to_json(flow: &FlowView) -> serde_json::Value {
-    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-    let jobs: Vec<serde_json::Value> = flow
+pub fn to_json(flow: &FlowView) -> FlowJson<'_> {
+    let mut counts = BTreeMap::new();
+    let jobs = flow
         .jobs
         .iter()
         .map(|j| {
             *counts.entry(state(j)).or_default() += 1;
-            let after: Vec<serde_json::Value> = j
+            let after = j
                 .after
                 .iter()
-                .map(|&(i, policy)| {
-                    serde_json::json!({"name": flow.jobs[i as usize].name, "policy": policy})
+                .map(|&(i, policy)| AfterJson {
+                    name: &flow.jobs[i as usize].name,
+                    policy,
                 })
                 .collect();
-            let mut job = serde_json::json!({
-                "name": j.name, "topic": j.topic, "id": j.id,
-                "state": state(j), "after": after,
-            });
-            if let Some(kind) = j.callback {
-                job["callback"] = kind.name().into();
+            FlowJobJson {
+                name: &j.name,
+                topic: &j.topic,
+                id: &j.id,
+                state: state(j),
+                after,
+                callback: j.callback.map(|kind| kind.name()),
             }
-            job
         })
         .collect();
-    serde_json::json!({
-        "id": flow.id,
-        "created_at_ms": flow.created_ms,
-        "done_at_ms": flow.done_ms,
-        "cancelled_at_ms": flow.cancelled_ms,
-        "batch": flow.batch,
-        "counts": counts,
-        "jobs": jobs,
-    })
+    FlowJson {
+        id: &flow.id,
+        created_at_ms: flow.created_ms,
+        done_at_ms: flow.done_ms,
+        cancelled_at_ms: flow.cancelled_ms,
+        batch: flow.batch.as_deref(),
+        counts,
+        jobs,
+    }
 }
 
 /// A new flow id: `f-` and 16 hex digits of randomness.

@@ -51,6 +51,7 @@ pub struct Dep {
 /// What a dependency's dead-lettering does to the job that depends on it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Policy {
     /// The dependent is dead-lettered without running, its reason naming
     /// the dependency.

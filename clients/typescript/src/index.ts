@@ -65,12 +65,48 @@ export interface JobEvent {
   end?: End;
 }
 
+/** One dead letter: why it was given up, after how many attempts, on which handler. */
+export interface DeadLetter {
+  id: string;
+  reason: string;
+  attempts: number;
+  failed_at_ms: number;
+  /** The content hash of the handler that ran the last attempt. */
+  handler?: string;
+  /** What each attempt used (the most recent 25). */
+  costs?: Array<Record<string, unknown>>;
+}
+
 /** A page of dead letters, newest first. */
 export interface DeadPage {
+  topic: string;
   total: number;
   offset: number;
   limit: number;
-  letters: Array<Record<string, unknown>>;
+  letters: DeadLetter[];
+}
+
+/**
+ * One job as `hourglass inspect --json` shows it (`LiveJson` in docs/openapi.json), or,
+ * once it has left the pipeline, its kept end (`EndJson`: state "acked", "dead" or "cancelled").
+ */
+export interface JobInfo {
+  topic: string;
+  id: string;
+  state: 'scheduled' | 'ready' | 'running' | 'dead' | 'acked' | 'cancelled';
+  attempts: number;
+  /** Due at, leased until, or dead since (ms); live jobs only. */
+  at_ms?: number;
+  max_attempts?: number | null;
+  /** The payload as text, when it is UTF-8. */
+  payload?: string | null;
+  key?: string | null;
+  version?: string | null;
+  last_failure?: { error: string; at: number; handler?: string } | null;
+  progress?: { attempt: number; percent?: number; detail?: unknown; at_ms: number } | null;
+  /** When an ended job ended (ms). */
+  ended_at_ms?: number;
+  [field: string]: unknown;
 }
 
 /** A request the API refused: `status` (0: no server), its message, the field at fault. */
@@ -260,7 +296,7 @@ export class Client {
   }
 
   /** Everything about one job (as `hourglass inspect --json`); `NotFound` if unknown. */
-  async getJob(topic: string, id: string): Promise<Record<string, any>> {
+  async getJob(topic: string, id: string): Promise<JobInfo> {
     return (await this.call('GET', this.job(topic, id)))[1];
   }
 

@@ -42,7 +42,11 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         let view = queue
             .job_json(&keys, &args.topic, &args.id, topic_max, now)
             .await?;
-        println!("{}", view.ok_or_else(unknown)?);
+        let view = view.ok_or_else(unknown)?;
+        println!(
+            "{}",
+            serde_json::to_string(&view).expect("a job view serializes")
+        );
         return Ok(());
     }
     match queue.inspect(&keys, &args.id, now).await? {

@@ -152,15 +152,35 @@ pub struct RolloutPolicy {
 
 impl RolloutPolicy {
     /// As the API and `hourglass rollout --json` show it, defaults filled in.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "canary": self.canary,
-            "window_ms": self.window.as_millis() as u64,
-            "min_attempts": self.min_attempts,
-            "max_failure_rate": self.max_failure_rate,
-            "margin": self.margin,
-        })
+    pub fn shown(&self) -> PolicyJson {
+        PolicyJson {
+            canary: self.canary,
+            window_ms: self.window.as_millis() as u64,
+            min_attempts: self.min_attempts,
+            max_failure_rate: self.max_failure_rate,
+            margin: self.margin,
+        }
     }
+
+    /// [`RolloutPolicy::shown`] as a JSON value.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.shown()).expect("a policy serializes")
+    }
+}
+
+/// A topic's rollout policy as shown, defaults filled in.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct PolicyJson {
+    /// The canary's share of attempts (0..1).
+    pub canary: f64,
+    /// How long the canary serves before it can be promoted (ms).
+    pub window_ms: u64,
+    /// Attempts the canary needs before any verdict by failure rate.
+    pub min_attempts: u32,
+    /// A canary failing more often than this is rolled back.
+    pub max_failure_rate: f64,
+    /// How much worse than the stable version a canary may fail and still be promoted.
+    pub margin: f64,
 }
 
 /// `rate = { limit, per, burst }`: at most `limit` starts per `per` on

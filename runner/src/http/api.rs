@@ -8,12 +8,14 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::answers::{
+    AccountHour, AccountTotal, DeadLetterView, ReloadList, ReloadView, RunnerList, StatsMap,
+    UsageView,
+};
 use super::views::{DeadPage, TopicList, TopicView};
 use super::{ApiError, AppState, topic_named};
 use crate::clock::now_ms;
-use crate::redis::check_id;
-
-type Answer = Result<Json<Value>, ApiError>;
+use crate::redis::{JobJson, check_id};
 
 /// `GET /api/topics`: every topic with its counts.
 #[utoipa::path(
@@ -82,14 +84,17 @@ pub(super) async fn topic(
         ("id" = String, Path, description = "the job's id"),
     ),
     responses(
-        (status = 200, description = "the job, or its kept end", body = serde_json::Value),
+        (status = 200, description = "the job, or its kept end", body = crate::redis::JobJson),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn job(State(app): AppState, Path((name, id)): Path<(String, String)>) -> Answer {
+pub(super) async fn job(
+    State(app): AppState,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Json<JobJson>, ApiError> {
     let topic = topic_named(&app.ops.serving(), &name)?;
     check_id(&id).map_err(|why| ApiError::field(StatusCode::BAD_REQUEST, "id", why))?;
     let q = &app.ops.queue;
@@ -162,13 +167,9 @@ pub(super) async fn dead(
     let keys = q.keys(&name);
     let total = q.stats(&keys, now_ms()).await?.dead;
     let letters = q.dead().list(&keys, page.offset, page.limit).await?;
-    let letters: Vec<Value> = letters
+    let letters = letters
         .into_iter()
-        .map(|(id, info)| {
-            let mut v = serde_json::to_value(info).expect("dead info serializes");
-            v["id"] = id.into();
-            v
-        })
+        .map(|(id, info)| DeadLetterView { id, info })
         .collect();
     Ok(Json(DeadPage {
         topic: name,
@@ -186,19 +187,14 @@ pub(super) async fn dead(
     operation_id = "stats",
     tag = "operate",
     responses(
-        (status = 200, description = "counts per topic", body = serde_json::Value),
+        (status = 200, description = "counts per topic, by name", body = std::collections::BTreeMap<String, crate::redis::TopicStats>),
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn stats(State(app): AppState) -> Answer {
+pub(super) async fn stats(State(app): AppState) -> Result<Json<StatsMap>, ApiError> {
     let o = app.ops.overview().await?;
-    let map: serde_json::Map<String, Value> = o
-        .topics
-        .into_iter()
-        .map(|(n, s)| (n, serde_json::to_value(s).expect("stats serialize")))
-        .collect();
-    Ok(Json(Value::Object(map)))
+    Ok(Json(o.topics.into_iter().collect()))
 }
 
 /// `GET /api/runners`: the runners alive now.
@@ -208,14 +204,14 @@ pub(super) async fn stats(State(app): AppState) -> Answer {
     operation_id = "list_runners",
     tag = "operate",
     responses(
-        (status = 200, description = "the live runners", body = serde_json::Value),
+        (status = 200, description = "the live runners", body = RunnerList),
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn runners(State(app): AppState) -> Answer {
+pub(super) async fn runners(State(app): AppState) -> Result<Json<RunnerList>, ApiError> {
     let runners = app.ops.queue.runners().list(now_ms()).await?;
-    Ok(Json(json!({ "runners": runners })))
+    Ok(Json(RunnerList { runners }))
 }
 
 /// `GET /api/reloads`: this runner's recent reloads, newest first.
@@ -225,13 +221,13 @@ pub(super) async fn runners(State(app): AppState) -> Answer {
     operation_id = "list_reloads",
     tag = "operate",
     responses(
-        (status = 200, description = "this runner's recent reloads", body = serde_json::Value),
+        (status = 200, description = "this runner's recent reloads", body = ReloadList),
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn reloads(State(app): AppState) -> Answer {
+pub(super) async fn reloads(State(app): AppState) -> Json<ReloadList> {
     let records = app.ops.reloads.as_ref().map(|f| f()).unwrap_or_default();
-    let list: Vec<Value> = records
+    let reloads = records
         .into_iter()
         .map(|r| {
             use crate::reload::Notice;
@@ -242,15 +238,15 @@ pub(super) async fn reloads(State(app): AppState) -> Answer {
                 Notice::ConfigApplied => ("config_applied", None, None),
                 Notice::ConfigRejected { error } => ("config_rejected", None, Some(error)),
             };
-            json!({
-                "at_ms": r.at_ms,
-                "result": kind,
-                "path": path.map(|p| p.display().to_string()),
-                "detail": detail,
-            })
+            ReloadView {
+                at_ms: r.at_ms,
+                result: kind,
+                path: path.map(|p| p.display().to_string()),
+                detail,
+            }
         })
         .collect();
-    Ok(Json(json!({ "reloads": list })))
+    Json(ReloadList { reloads })
 }
 
 /// `GET /healthz`: the process answers.
@@ -316,7 +312,7 @@ fn day() -> String {
         ("account" = Option<String>, Query, description = "only this account"),
     ),
     responses(
-        (status = 200, description = "usage per account and per hour", body = serde_json::Value),
+        (status = 200, description = "usage per account and per hour", body = UsageView),
         super::openapi::BadInput,
         super::openapi::Unavailable,
         super::openapi::NoToken,
@@ -325,7 +321,7 @@ fn day() -> String {
 pub(super) async fn usage(
     State(app): AppState,
     query: Result<Query<UsageQuery>, QueryRejection>,
-) -> Answer {
+) -> Result<Json<UsageView>, ApiError> {
     let Query(query) = query?;
     let bad = |field: &str, why: String| ApiError::field(StatusCode::BAD_REQUEST, field, why);
     let since =
@@ -346,22 +342,24 @@ pub(super) async fn usage(
             query.account.as_deref(),
         )
         .await?;
-    let mut hours = Vec::new();
-    for ((hour, account), u) in &usage {
-        let mut v = serde_json::to_value(u).expect("usage serializes");
-        v["account"] = account.as_str().into();
-        v["hour_ms"] = (*hour).into();
-        hours.push(v);
-    }
-    let accounts: Vec<Value> = crate::redis::totals(&usage)
+    let accounts = crate::redis::totals(&usage)
         .into_iter()
-        .map(|(account, u)| {
-            let mut v = serde_json::to_value(u).expect("usage serializes");
-            v["account"] = account.into();
-            v
+        .map(|(account, usage)| AccountTotal {
+            account: account.to_owned(),
+            usage,
         })
         .collect();
-    Ok(Json(
-        json!({ "since": query.since, "accounts": accounts, "hours": hours }),
-    ))
+    let hours = usage
+        .into_iter()
+        .map(|((hour_ms, account), usage)| AccountHour {
+            account,
+            hour_ms,
+            usage,
+        })
+        .collect();
+    Ok(Json(UsageView {
+        since: query.since,
+        accounts,
+        hours,
+    }))
 }

@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,8 +19,6 @@ use crate::job_options::JobOptions;
 use crate::redis::{Cancelled, Enqueued, NewJob, TopicKeys, TraceContext, VersionInfo, check_id};
 use crate::telemetry::spans;
 use axum::http::HeaderMap;
-
-pub(super) type Answer = Result<(StatusCode, Json<Value>), ApiError>;
 
 /// Most jobs one bulk call takes.
 pub const MAX_BULK: usize = 10_000;
@@ -135,10 +134,6 @@ fn status(e: &Enqueued) -> EnqueuedOne {
     }
 }
 
-fn to_json(answer: impl serde::Serialize) -> Value {
-    serde_json::to_value(answer).expect("an answer serializes")
-}
-
 /// What an enqueue takes: one job, or an array of up to 10,000 (the
 /// description's only; the handler reads the body itself).
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -166,7 +161,7 @@ enum JobOrJobs {
     responses(
         (status = 201, description = "new (one job)", body = super::views::EnqueuedOne),
         (status = 200, description = "a duplicate or a replace (one job), the answers of many, or with `wait` its end", body = super::openapi::EnqueuedAny),
-        (status = 202, description = "`wait` ran out while the job lives", body = serde_json::Value),
+        (status = 202, description = "`wait` ran out while the job lives", body = super::answers::StillLive),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
@@ -179,7 +174,7 @@ pub(super) async fn enqueue(
     query: Result<Query<WaitQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
-) -> Answer {
+) -> Result<Response, ApiError> {
     // a query that does not parse answers as any bad input: JSON naming it
     let Query(query) = query?;
     let serving = app.ops.serving();
@@ -281,18 +276,17 @@ pub(super) async fn enqueue(
         };
         let answer = status(&answers[0]);
         if let Some(time) = wait {
-            let enqueued = ("status", Value::from(answer.status));
-            let id = answers[0].id();
-            return answer_when_ended(&app.ops.waiters, &keys, id, time, Some(enqueued)).await;
+            let (id, status) = (answers[0].id(), Some(answer.status));
+            return answer_when_ended(&app.ops.waiters, &keys, id, time, status).await;
         }
-        return Ok((code, Json(to_json(answer))));
+        return Ok((code, Json(answer)).into_response());
     }
     let many = EnqueuedMany {
         new,
         duplicate: answers.len() - new,
         jobs: answers.iter().map(status).collect(),
     };
-    Ok((StatusCode::OK, Json(to_json(many))))
+    Ok((StatusCode::OK, Json(many)).into_response())
 }
 
 /// The W3C trace context of a request's `traceparent` / `tracestate`

@@ -7,9 +7,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::change::{Answer, check_kept, checked, parse};
+use super::answers::{Purged, PurgedOne, Requeued, RequeuedOne};
+use super::change::{check_kept, checked, parse};
 use super::{ApiError, AppState, WHO};
 use crate::clock::now_ms;
 use crate::redis::{DEAD_BATCH, Queue, QueueError, TopicKeys, check_version};
@@ -25,11 +26,11 @@ enum Verb<'a> {
 }
 
 impl Verb<'_> {
-    /// The answer's word for what was done.
-    fn done(self) -> &'static str {
+    /// The version a retry runs them on, if it names one.
+    fn version(self) -> Option<String> {
         match self {
-            Verb::Retry(..) => "requeued",
-            Verb::Purge => "purged",
+            Verb::Retry(version, _) => version.map(str::to_owned),
+            Verb::Purge => None,
         }
     }
 }
@@ -106,16 +107,6 @@ async fn retry_version(
     Ok((Some(version), asked.reset_journal))
 }
 
-/// What a change of dead letters answers: `{verb: what}`, with the version
-/// they were requeued on.
-fn dead_answer(verb: Verb<'_>, what: Value) -> Value {
-    let mut answer = json!({ verb.done(): what });
-    if let Verb::Retry(Some(version), _) = verb {
-        answer["version"] = version.into();
-    }
-    answer
-}
-
 /// Log a replay on a chosen version: it changes what runs those jobs.
 fn log_replay(topic: &str, verb: Verb<'_>, requeued: usize) {
     if let Verb::Retry(Some(version), _) = verb {
@@ -135,7 +126,7 @@ async fn dead_one(
     keys: &TopicKeys,
     id: String,
     verb: Verb<'_>,
-) -> Answer {
+) -> Result<(), ApiError> {
     let hit = dead_apply(&app.ops.queue, keys, std::slice::from_ref(&id), verb).await?;
     if hit.is_empty() {
         return Err(ApiError::new(
@@ -144,15 +135,19 @@ async fn dead_one(
         ));
     }
     log_replay(name, verb, hit.len());
-    let mut answer = dead_answer(verb, true.into());
-    answer["id"] = id.into();
-    Ok((StatusCode::OK, Json(answer)))
+    Ok(())
 }
 
-async fn dead_all(app: &super::App, name: &str, keys: &TopicKeys, verb: Verb<'_>) -> Answer {
+/// Apply `verb` to every dead letter of the topic: how many it changed.
+async fn dead_all(
+    app: &super::App,
+    name: &str,
+    keys: &TopicKeys,
+    verb: Verb<'_>,
+) -> Result<usize, ApiError> {
     let done = dead_apply(&app.ops.queue, keys, &[], verb).await?;
     log_replay(name, verb, done.len());
-    Ok((StatusCode::OK, Json(dead_answer(verb, done.len().into()))))
+    Ok(done.len())
 }
 
 /// `POST /api/topics/{topic}/dead/{id}/retry`: run a dead letter again, due
@@ -169,7 +164,7 @@ async fn dead_all(app: &super::App, name: &str, keys: &TopicKeys, verb: Verb<'_>
     ),
     request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop its journal"),
     responses(
-        (status = 200, description = "runs again", body = super::openapi::RequeuedOne),
+        (status = 200, description = "runs again", body = RequeuedOne),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
@@ -180,17 +175,16 @@ pub(super) async fn retry(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
     body: Bytes,
-) -> Answer {
+) -> Result<Json<RequeuedOne>, ApiError> {
     let keys = checked(&app, &name, Some(&id))?;
     let (version, reset) = retry_version(&app.ops.queue, &name, &body).await?;
-    dead_one(
-        &app,
-        &name,
-        &keys,
+    let verb = Verb::Retry(version.as_deref(), reset);
+    dead_one(&app, &name, &keys, id.clone(), verb).await?;
+    Ok(Json(RequeuedOne {
         id,
-        Verb::Retry(version.as_deref(), reset),
-    )
-    .await
+        requeued: true,
+        version: verb.version(),
+    }))
 }
 
 /// `DELETE /api/topics/{topic}/dead/{id}`: delete a dead letter for good.
@@ -204,7 +198,7 @@ pub(super) async fn retry(
         ("id" = String, Path, description = "the job's id"),
     ),
     responses(
-        (status = 200, description = "purged", body = super::openapi::PurgedOne),
+        (status = 200, description = "purged", body = PurgedOne),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
@@ -214,9 +208,10 @@ pub(super) async fn retry(
 pub(super) async fn purge(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
-) -> Answer {
+) -> Result<Json<PurgedOne>, ApiError> {
     let keys = checked(&app, &name, Some(&id))?;
-    dead_one(&app, &name, &keys, id, Verb::Purge).await
+    dead_one(&app, &name, &keys, id.clone(), Verb::Purge).await?;
+    Ok(Json(PurgedOne { id, purged: true }))
 }
 
 /// `POST /api/topics/{topic}/dead/retry`: run every dead letter again; on a
@@ -231,7 +226,7 @@ pub(super) async fn purge(
     ),
     request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop journals"),
     responses(
-        (status = 200, description = "how many run again", body = super::openapi::Requeued),
+        (status = 200, description = "how many run again", body = Requeued),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
@@ -242,10 +237,15 @@ pub(super) async fn retry_all(
     State(app): AppState,
     Path(name): Path<String>,
     body: Bytes,
-) -> Answer {
+) -> Result<Json<Requeued>, ApiError> {
     let keys = checked(&app, &name, None)?;
     let (version, reset) = retry_version(&app.ops.queue, &name, &body).await?;
-    dead_all(&app, &name, &keys, Verb::Retry(version.as_deref(), reset)).await
+    let verb = Verb::Retry(version.as_deref(), reset);
+    let requeued = dead_all(&app, &name, &keys, verb).await?;
+    Ok(Json(Requeued {
+        requeued,
+        version: verb.version(),
+    }))
 }
 
 /// `DELETE /api/topics/{topic}/dead`: delete every dead letter.
@@ -258,13 +258,17 @@ pub(super) async fn retry_all(
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "how many were purged", body = super::openapi::Purged),
+        (status = 200, description = "how many were purged", body = Purged),
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn purge_all(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn purge_all(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Purged>, ApiError> {
     let keys = checked(&app, &name, None)?;
-    dead_all(&app, &name, &keys, Verb::Purge).await
+    let purged = dead_all(&app, &name, &keys, Verb::Purge).await?;
+    Ok(Json(Purged { purged }))
 }

@@ -7,9 +7,9 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::change::Answer;
 use super::views::{BatchAdded, BatchSealed, FlowCancelled, FlowCreated};
 use super::{ApiError, AppState};
 use crate::clock::now_ms;
@@ -188,17 +188,20 @@ fn no_such_flow(id: &str) -> ApiError {
         ("id" = String, Path, description = "the flow's id"),
     ),
     responses(
-        (status = 200, description = "the flow and its jobs", body = serde_json::Value),
+        (status = 200, description = "the flow and its jobs", body = crate::flow_file::FlowJson),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn show(State(app): AppState, Path(id): Path<String>) -> Answer {
+pub(super) async fn show(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     check_flow_id(&id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     match app.ops.queue.flows().show(&id).await? {
-        Some(flow) => Ok((StatusCode::OK, Json(flow_file::to_json(&flow)))),
+        Some(flow) => Ok(Json(flow_file::to_json(&flow)).into_response()),
         None => Err(no_such_flow(&id)),
     }
 }

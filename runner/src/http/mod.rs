@@ -9,6 +9,7 @@
 //! the metrics scrape in `scrape.rs`, the embedded page in `dashboard.rs`.
 //! Authentication (`auth`) runs before all of them.
 
+mod answers;
 mod api;
 mod change;
 mod dashboard;

@@ -57,54 +57,16 @@ pub(super) struct ErrorBody {
     field: Option<String>,
 }
 
-/// One job's answer (a duplicate), many jobs' answers, or (with `wait`)
-/// the job's end.
+/// One job's answer (a duplicate or a replace), many jobs' answers, or
+/// (with `wait`) the job's end: the description's union of what
+/// `enqueue` answers with 200.
 #[derive(ToSchema, serde::Serialize)]
 #[serde(untagged)]
 #[allow(dead_code)]
 pub(super) enum EnqueuedAny {
     One(super::views::EnqueuedOne),
     Many(super::views::EnqueuedMany),
-    Ended(Ended),
-}
-
-/// How a job ended, as its topic keeps it (`results`).
-#[derive(ToSchema, serde::Serialize)]
-#[allow(dead_code)]
-pub(super) struct Ended {
-    id: String,
-    /// `acked`, `dead` or `cancelled`
-    state: String,
-}
-
-/// How many dead letters were purged.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct Purged {
-    purged: u64,
-}
-
-/// One dead letter purged.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct PurgedOne {
-    purged: bool,
-}
-
-/// How many dead letters run again (and on which version).
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct Requeued {
-    requeued: u64,
-    version: Option<String>,
-}
-
-/// One dead letter runs again.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(super) struct RequeuedOne {
-    requeued: bool,
-    version: Option<String>,
+    Ended(super::answers::EndedNow),
 }
 
 /// 400: bad input; `field` names it.

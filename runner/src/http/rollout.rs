@@ -9,15 +9,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::answers::{Judged, Pinned, RolloutView, Versions};
 use super::change::{checked, parse};
 use super::{ApiError, AppState, WHO, topic_named};
 use crate::clock::now_ms;
 use crate::config::RolloutPolicy;
 use crate::redis::{Change, QueueError, check_version};
-
-type Answer = Result<Json<Value>, ApiError>;
 
 /// `GET /api/topics/{topic}/versions`: the kept handler versions, newest
 /// first, with their roles and totals; as `hourglass versions TOPIC --json`.
@@ -30,19 +29,24 @@ type Answer = Result<Json<Value>, ApiError>;
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "the kept versions, newest first, and the rollout", body = serde_json::Value),
+        (status = 200, description = "the kept versions, newest first, and the rollout", body = Versions),
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn versions(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Versions>, ApiError> {
     topic_named(&app.ops.serving(), &name)?;
     let q = &app.ops.queue;
     let (rollout, versions) = q.rollouts().versions(&q.keys(&name)).await?;
-    Ok(Json(
-        json!({ "topic": name, "versions": versions, "rollout": rollout }),
-    ))
+    Ok(Json(Versions {
+        topic: name,
+        versions,
+        rollout,
+    }))
 }
 
 /// `GET /api/topics/{topic}/rollout`: the stable version, the canary with its
@@ -57,21 +61,24 @@ pub(super) async fn versions(State(app): AppState, Path(name): Path<String>) -> 
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "the rollout and the policy", body = serde_json::Value),
+        (status = 200, description = "the rollout and the policy", body = RolloutView),
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn rollout(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn rollout(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<RolloutView>, ApiError> {
     let policy = topic_named(&app.ops.serving(), &name)?.and_then(|t| t.rollout);
     let q = &app.ops.queue;
     let rollout = q.rollouts().get(&q.keys(&name)).await?;
-    Ok(Json(json!({
-        "topic": name,
-        "rollout": rollout,
-        "policy": policy.as_ref().map(RolloutPolicy::to_json),
-    })))
+    Ok(Json(RolloutView {
+        topic: name,
+        rollout,
+        policy: policy.as_ref().map(RolloutPolicy::shown),
+    }))
 }
 
 /// A refused rollout change (no canary, not pinned, a version the topic does
@@ -87,7 +94,12 @@ fn conflict(e: QueueError, field: Option<&str>) -> ApiError {
 }
 
 /// Judge the canary running now by hand: `change` is promote or abort.
-async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> Answer {
+async fn verdict(
+    app: &super::App,
+    name: &str,
+    change: Change,
+    result: &'static str,
+) -> Result<Json<Judged>, ApiError> {
     let keys = checked(app, name, None)?;
     let q = &app.ops.queue;
     let before = q.rollouts().get(&keys).await?;
@@ -114,9 +126,12 @@ async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> 
         who = WHO,
         "canary {canary} {reason}"
     );
-    Ok(Json(
-        json!({ "topic": name, "result": result, "version": canary, "stable": stable }),
-    ))
+    Ok(Json(Judged {
+        topic: name.to_owned(),
+        result,
+        version: canary,
+        stable,
+    }))
 }
 
 /// `POST /api/topics/{topic}/rollout/promote`: make the canary the stable
@@ -130,14 +145,17 @@ async fn verdict(app: &super::App, name: &str, change: Change, result: &str) -> 
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "promoted", body = serde_json::Value),
+        (status = 200, description = "promoted", body = Judged),
         super::openapi::NotFound,
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn promote(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn promote(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Judged>, ApiError> {
     verdict(&app, &name, Change::Promote, "promoted").await
 }
 
@@ -152,14 +170,17 @@ pub(super) async fn promote(State(app): AppState, Path(name): Path<String>) -> A
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "aborted", body = serde_json::Value),
+        (status = 200, description = "aborted", body = Judged),
         super::openapi::NotFound,
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn abort(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn abort(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Judged>, ApiError> {
     verdict(&app, &name, Change::Abort, "aborted").await
 }
 
@@ -183,7 +204,7 @@ struct PinIn {
     ),
     request_body(content = PinIn),
     responses(
-        (status = 200, description = "pinned", body = serde_json::Value),
+        (status = 200, description = "pinned", body = Pinned),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Conflict,
@@ -191,7 +212,11 @@ struct PinIn {
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: Bytes) -> Answer {
+pub(super) async fn pin(
+    State(app): AppState,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<Pinned>, ApiError> {
     let keys = checked(&app, &name, None)?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
@@ -217,7 +242,10 @@ pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: By
         who = WHO,
         "pinned by hand to version {version}"
     );
-    Ok(Json(json!({ "topic": name, "pinned": version })))
+    Ok(Json(Pinned {
+        topic: name,
+        pinned: Some(version),
+    }))
 }
 
 /// `DELETE /api/topics/{topic}/pin`: the handler file and the rollout decide
@@ -231,14 +259,17 @@ pub(super) async fn pin(State(app): AppState, Path(name): Path<String>, body: By
         ("topic" = String, Path, description = "the topic's name", example = "echo"),
     ),
     responses(
-        (status = 200, description = "unpinned", body = serde_json::Value),
+        (status = 200, description = "unpinned: `pinned` is null", body = Pinned),
         super::openapi::NotFound,
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
     ),
 )]
-pub(super) async fn unpin(State(app): AppState, Path(name): Path<String>) -> Answer {
+pub(super) async fn unpin(
+    State(app): AppState,
+    Path(name): Path<String>,
+) -> Result<Json<Pinned>, ApiError> {
     let keys = checked(&app, &name, None)?;
     app.ops
         .queue
@@ -254,5 +285,8 @@ pub(super) async fn unpin(State(app): AppState, Path(name): Path<String>) -> Ans
         .await
         .map_err(|e| conflict(e, None))?;
     tracing::info!(topic = name, who = WHO, "unpinned by hand");
-    Ok(Json(json!({ "topic": name, "pinned": null })))
+    Ok(Json(Pinned {
+        topic: name,
+        pinned: None,
+    }))
 }

@@ -132,9 +132,7 @@ pub(super) struct DeadPage {
     pub(super) total: u64,
     pub(super) offset: usize,
     pub(super) limit: usize,
-    /// Each: `id`, `reason`, `attempts`, `failed_at_ms`, `handler`, `costs`.
-    #[schema(value_type = Vec<Object>)]
-    pub(super) letters: Vec<serde_json::Value>,
+    pub(super) letters: Vec<super::answers::DeadLetterView>,
 }
 
 /// A cancelled job: where it was.

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::answers::{EndedNow, StillLive};
 use super::{ApiError, AppState, topic_named};
 use crate::config::parse_duration;
 use crate::redis::{JobEvent, Standing, TopicKeys, Waited, Waiters, check_id};
@@ -67,26 +68,32 @@ pub(super) fn keeping(app: &super::App, name: &str, id: &str) -> Result<TopicKey
 }
 
 /// Wait up to `time` for job `id`: 200 with its end, 202 with its id if it
-/// is still live, 404 if there is no such job.
+/// is still live, 404 if there is no such job. `status` is how its enqueue
+/// went, when this follows one.
 pub(super) async fn answer_when_ended(
     waiters: &Waiters,
     keys: &TopicKeys,
     id: &str,
     time: Duration,
-    extra: Option<(&str, Value)>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let mut body = match waiters.wait_for(keys, id, time).await? {
-        Waited::Ended(end) => (StatusCode::OK, end.to_json(id)),
-        Waited::TimedOut => (
-            StatusCode::ACCEPTED,
-            json!({ "id": id, "state": "live", "waited_ms": time.as_millis() as u64 }),
-        ),
+    status: Option<&'static str>,
+) -> Result<Response, ApiError> {
+    Ok(match waiters.wait_for(keys, id, time).await? {
+        Waited::Ended(end) => {
+            let end = end.shown(id);
+            (StatusCode::OK, Json(EndedNow { end, status })).into_response()
+        }
+        Waited::TimedOut => {
+            let live = StillLive {
+                id: id.to_owned(),
+                state: "live",
+                waited_ms: Some(time.as_millis() as u64),
+                progress: None,
+                status,
+            };
+            (StatusCode::ACCEPTED, Json(live)).into_response()
+        }
         Waited::Unknown => return Err(no_such_job(&keys.topic, id)),
-    };
-    if let (Some((k, v)), Some(map)) = (extra, body.1.as_object_mut()) {
-        map.insert(k.to_owned(), v);
-    }
-    Ok((body.0, Json(body.1)))
+    })
 }
 
 fn no_such_job(topic: &str, id: &str) -> ApiError {
@@ -111,8 +118,8 @@ fn no_such_job(topic: &str, id: &str) -> ApiError {
         ("wait" = Option<String>, Query, description = "wait up to this long for the end (\"30s\", at most 5m)"),
     ),
     responses(
-        (status = 200, description = "its kept end", body = serde_json::Value),
-        (status = 202, description = "it still lives (with its progress)", body = serde_json::Value),
+        (status = 200, description = "its kept end", body = EndedNow),
+        (status = 202, description = "it still lives (with its progress)", body = StillLive),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
@@ -123,7 +130,7 @@ pub(super) async fn result(
     State(app): AppState,
     Path((name, id)): Path<(String, String)>,
     query: Result<Query<WaitQuery>, QueryRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     // a query that does not parse answers as any bad input: JSON naming it
     let Query(query) = query?;
     let keys = keeping(&app, &name, &id)?;
@@ -131,15 +138,20 @@ pub(super) async fn result(
         return answer_when_ended(&app.ops.waiters, &keys, &id, time, None).await;
     }
     match app.ops.queue.standing(&keys, &id).await? {
-        Standing::Ended(end) => Ok((StatusCode::OK, Json(end.to_json(&id)))),
-        Standing::Live { running, progress } => Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({
-                "id": id,
-                "state": if running { "running" } else { "waiting" },
-                "progress": progress,
-            })),
-        )),
+        Standing::Ended(end) => {
+            let end = end.shown(&id);
+            Ok((StatusCode::OK, Json(EndedNow { end, status: None })).into_response())
+        }
+        Standing::Live { running, progress } => {
+            let live = StillLive {
+                id,
+                state: if running { "running" } else { "waiting" },
+                waited_ms: None,
+                progress,
+                status: None,
+            };
+            Ok((StatusCode::ACCEPTED, Json(live)).into_response())
+        }
         Standing::Unknown => Err(no_such_job(&name, &id)),
     }
 }
@@ -158,7 +170,7 @@ pub(super) async fn result(
         ("id" = String, Path, description = "the job's id"),
     ),
     responses(
-        (status = 200, description = "Server-Sent Events until it ends: `progress`, `attempt`, `end`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-Sent Events until it ends: `progress`, `attempt`, `end`", content_type = "text/event-stream", body = super::answers::JobEventSse),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,
