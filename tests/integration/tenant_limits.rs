@@ -394,14 +394,18 @@ async fn rate_times_past_are_pruned_and_times_ahead_kept() {
     };
     assert!(len(conn.clone()).await > 900, "times ahead are kept");
     // later: z starts once (its time is then ahead), and claims prune the rest
-    q.enqueue(&k, &[keyed("z0", "z", 2_000), keyed("z1", "z", 2_000)], 2_000)
-        .await
-        .unwrap();
+    q.enqueue(
+        &k,
+        &[keyed("z0", "z", 2_000), keyed("z1", "z", 2_000)],
+        2_000,
+    )
+    .await
+    .unwrap();
     assert_eq!(ids(&claim(&q, &k, 2_000, 10, &limited).await), ["z0"]);
     let mut claims = 0;
     while len(conn.clone()).await > 1 {
         claims += 1;
-        assert!(claims <= 40, "1,000 past times pruned within 40 claims");
+        assert!(claims <= 100, "1,000 past times pruned within 100 claims");
         assert!(
             claim(&q, &k, 2_050, 10, &limited).await.is_empty(),
             "z's rate still holds z1"

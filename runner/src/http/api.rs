@@ -142,7 +142,12 @@ const MAX_PAGE: usize = 500;
         ("limit" = Option<usize>, Query, description = "at most this many, 1 to 500 (50)"),
     ),
     responses(
-        (status = 200, description = "a page of dead letters with `total`", body = super::views::DeadPage),
+        (status = 200, description = "a page of dead letters with `total`", body = super::views::DeadPage,
+            links(
+                ("retry_dead_one" = (operation_id = "retry_dead_one", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/letters/0/id")))),
+                ("purge_dead_one" = (operation_id = "purge_dead_one", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/letters/0/id")))),
+            ),
+        ),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::Unavailable,

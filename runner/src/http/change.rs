@@ -159,7 +159,16 @@ enum JobOrJobs {
     ),
     request_body(content = JobOrJobs, description = "one job (an object) or up to 10,000 (an array)"),
     responses(
-        (status = 201, description = "new (one job)", body = super::views::EnqueuedOne),
+        (status = 201, description = "new (one job)", body = super::views::EnqueuedOne,
+            links(
+                ("get_job" = (operation_id = "get_job", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/id")))),
+                ("get_result" = (operation_id = "get_result", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/id")))),
+                ("job_events" = (operation_id = "job_events", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/id")))),
+                ("cancel_job" = (operation_id = "cancel_job", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/id")))),
+                ("wake_job" = (operation_id = "wake_job", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/id")))),
+                ("send_signal" = (operation_id = "send_signal", parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/id"), ("name" = "go")))),
+            ),
+        ),
         (status = 200, description = "a duplicate or a replace (one job), the answers of many, or with `wait` its end", body = super::openapi::EnqueuedAny),
         (status = 202, description = "`wait` ran out while the job lives", body = super::answers::StillLive),
         super::openapi::BadInput,

@@ -27,7 +27,14 @@ use crate::redis::flow::check_flow_id;
     tag = "flows",
     request_body(content = serde_json::Value, description = "the flow as `hourglass flow enqueue` reads it"),
     responses(
-        (status = 201, description = "created", body = super::views::FlowCreated),
+        (status = 201, description = "created", body = super::views::FlowCreated,
+            links(
+                ("get_flow" = (operation_id = "get_flow", parameters(("id" = "$response.body#/id")))),
+                ("cancel_flow" = (operation_id = "cancel_flow", parameters(("id" = "$response.body#/id")))),
+                ("add_to_batch" = (operation_id = "add_to_batch", parameters(("id" = "$response.body#/id")))),
+                ("seal_batch" = (operation_id = "seal_batch", parameters(("id" = "$response.body#/id")))),
+            ),
+        ),
         super::openapi::BadInput,
         super::openapi::Conflict,
         super::openapi::Unavailable,
