@@ -221,6 +221,22 @@ if taken > 0 then
   end
 end
 
+-- a key's rate time at or before now says what no time says (it may start): such times are
+-- pruned, 32 looked at per claim, so `:tat` holds the keys started lately, not every key ever
+-- seen (the scan's cursor: 'tat_at' in the fair hash). Kept a hash table for good: emptied
+-- by the prune and rebuilt small by the next claim, it cost a limit half as much again.
+if key_iv > 0 then
+  keep_hashed(tat_key)
+  local r = redis.call('HSCAN', tat_key, redis.call('HGET', fair, 'tat_at') or '0', 'COUNT', 32)
+  local stale, got = {}, r[2]
+  for i = 1, #got, 2 do
+    local t = tonumber(got[i + 1])
+    if t and t <= now then stale[#stale + 1] = got[i] end
+  end
+  each_chunk('HDEL', tat_key, stale)
+  redis.call('HSET', fair, 'tat_at', r[1])
+end
+
 -- when to claim next: now while jobs are queued, else the earliest due job or rate-held key
 local head = nil
 if redis.call('EXISTS', jobs) == 1 then

@@ -337,9 +337,8 @@ end
 -- last claim was told: 'mode' (the share, with '+limits' when a key has a limit), 'cap' (jobs
 -- at once per key, 0: any), 'iv' and 'tau' (a key's rate: ms between starts, burst), 'wake'
 -- and 'topic' (to wake runners); `<fair>:running`: key -> its jobs running, with a cap;
--- `<fair>:tat`: key -> the time (ms) its rate allows its next start from (a field per key
--- started: not pruned; pruning by a scan in the claim, 32 fields a call, cost a limit half as
--- much again in the bench's every-job-its-own-key case).
+-- `<fair>:tat`: key -> the time (ms) its rate allows its next start from, pruned once past
+-- (claim_fair.lua, its scan's cursor 'tat_at'; kept a hash table: keep_hashed).
 -- What tags, picks and moves jobs per key is in fair.lua; here, what every script that ends a
 -- lease needs.
 

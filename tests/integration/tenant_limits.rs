@@ -358,3 +358,65 @@ async fn a_job_given_back_then_cancelled_leaves_no_mark() {
         .unwrap();
     assert_eq!(left, 0, "the cancelled job's mark is gone");
 }
+
+/// A key's rate time, once past, is pruned: `:tat` holds the keys started
+/// lately, not every key ever seen; a key whose time is still ahead stays
+/// held.
+#[tokio::test]
+async fn rate_times_past_are_pruned_and_times_ahead_kept() {
+    let (redis, q, k) = open().await;
+    let (limited, _) = ten_a_second(0);
+    let many: Vec<NewJob> = (0..1_000)
+        .map(|i| keyed(&format!("j{i}"), &format!("tenant-{i}"), 1_000))
+        .collect();
+    q.enqueue(&k, &many, 1_000).await.unwrap();
+    let mut started = 0;
+    while started < 1_000 {
+        let got = claim(&q, &k, 1_000, 256, &limited).await;
+        assert!(!got.is_empty(), "each key starts once at 1,000");
+        started += got.len();
+    }
+    let mut conn = ::redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let tat = format!("{}:tat", k.fair);
+    let len = |mut conn: ::redis::aio::MultiplexedConnection| {
+        let tat = tat.clone();
+        async move {
+            ::redis::cmd("HLEN")
+                .arg(&tat)
+                .query_async::<u64>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(len(conn.clone()).await > 900, "times ahead are kept");
+    // later: z starts once (its time is then ahead), and claims prune the rest
+    q.enqueue(
+        &k,
+        &[keyed("z0", "z", 2_000), keyed("z1", "z", 2_000)],
+        2_000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&claim(&q, &k, 2_000, 10, &limited).await), ["z0"]);
+    let mut claims = 0;
+    while len(conn.clone()).await > 2 {
+        claims += 1;
+        assert!(claims <= 100, "1,000 past times pruned within 100 claims");
+        assert!(
+            claim(&q, &k, 2_050, 10, &limited).await.is_empty(),
+            "z's rate still holds z1"
+        );
+    }
+    let kept: Option<String> = ::redis::cmd("HGET")
+        .arg(&tat)
+        .arg("z")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(kept.is_some(), "z's time ahead stays");
+    assert_eq!(ids(&claim(&q, &k, 2_100, 10, &limited).await), ["z1"]);
+}
