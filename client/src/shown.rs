@@ -344,7 +344,7 @@ impl JobView {
                 .and_then(|r| r.canary.as_ref())
                 .map(|c| c.version.clone()),
             pinned_version: record.and_then(|r| r.version.clone()),
-            payload: record.and_then(|r| String::from_utf8(r.payload.clone()).ok()),
+            payload: record.and_then(|r| std::str::from_utf8(&r.payload).ok().map(str::to_owned)),
             dead: match &v.state {
                 JobState::Dead(info) => Some(info.clone()),
                 _ => None,

@@ -49,7 +49,7 @@ pub(super) async fn topics(State(app): AppState) -> Result<Json<TopicList>, ApiE
     operation_id = "get_topic",
     tag = "topics",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "the topic", body = super::views::TopicView),
@@ -80,8 +80,7 @@ pub(super) async fn topic(
     operation_id = "get_job",
     tag = "jobs",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
     ),
     responses(
         (status = 200, description = "the job, or its kept end", body = crate::redis::JobJson),
@@ -137,7 +136,7 @@ const MAX_PAGE: usize = 500;
     operation_id = "list_dead",
     tag = "dead letters",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
         ("offset" = Option<usize>, Query, description = "skip this many, newest first"),
         ("limit" = Option<usize>, Query, description = "at most this many, 1 to 500 (50)"),
     ),

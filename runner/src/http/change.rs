@@ -154,7 +154,7 @@ enum JobOrJobs {
     operation_id = "enqueue",
     tag = "jobs",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
         ("wait" = Option<String>, Query, description = "one job, a topic with `results`: answer with its end once it ends, up to this long (\"30s\")"),
     ),
     request_body(content = JobOrJobs, description = "one job (an object) or up to 10,000 (an array)"),
@@ -351,8 +351,7 @@ pub(super) fn checked(
     operation_id = "cancel_job",
     tag = "jobs",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
     ),
     responses(
         (status = 200, description = "cancelled", body = super::views::JobCancelled),
@@ -411,7 +410,7 @@ async fn set_paused(app: &super::App, name: &str, paused: bool) -> Result<Json<P
     operation_id = "pause_topic",
     tag = "topics",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "paused", body = super::views::Paused),
@@ -434,7 +433,7 @@ pub(super) async fn pause(
     operation_id = "resume_topic",
     tag = "topics",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "resumed", body = super::views::Paused),

@@ -159,8 +159,7 @@ async fn dead_all(
     operation_id = "retry_dead_one",
     tag = "dead letters",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
     ),
     request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop its journal"),
     responses(
@@ -194,8 +193,7 @@ pub(super) async fn retry(
     operation_id = "purge_dead_one",
     tag = "dead letters",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
     ),
     responses(
         (status = 200, description = "purged", body = PurgedOne),
@@ -222,7 +220,7 @@ pub(super) async fn purge(
     operation_id = "retry_dead",
     tag = "dead letters",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     request_body(content = Option<RetryIn>, description = "optional: replay on a kept version, or drop journals"),
     responses(
@@ -255,7 +253,7 @@ pub(super) async fn retry_all(
     operation_id = "purge_dead",
     tag = "dead letters",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "how many were purged", body = Purged),

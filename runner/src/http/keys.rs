@@ -49,7 +49,7 @@ fn fair_topic(app: &super::App, name: &str, key: Option<&str>) -> Result<TopicKe
     operation_id = "list_keys",
     tag = "tenants",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
         ("top" = Option<usize>, Query, description = "how many keys of each top list, 1 to 1000 (10)"),
     ),
     responses(
@@ -101,7 +101,7 @@ async fn set_paused(
     operation_id = "pause_key",
     tag = "tenants",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
         ("key" = String, Path, description = "the tenant key"),
     ),
     responses(
@@ -127,7 +127,7 @@ pub(super) async fn pause(
     operation_id = "resume_key",
     tag = "tenants",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
         ("key" = String, Path, description = "the tenant key"),
     ),
     responses(
@@ -160,7 +160,7 @@ struct WeightIn {
     operation_id = "weigh_key",
     tag = "tenants",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
         ("key" = String, Path, description = "the tenant key"),
     ),
     request_body(content = WeightIn),

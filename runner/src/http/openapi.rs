@@ -6,7 +6,7 @@
 //! committed as `docs/openapi.json`, which a test keeps equal.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
+use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
 
 /// The description's frame: what no handler says.
 #[derive(OpenApi)]
@@ -98,3 +98,25 @@ pub(super) struct Conflict(ErrorBody);
 #[response(status = 503)]
 #[allow(dead_code)]
 pub(super) struct Unavailable(ErrorBody);
+
+/// The path of a topic's routes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub(super) struct TopicPath {
+    /// the topic's name
+    #[param(example = "echo")]
+    topic: String,
+}
+
+/// The path of one job's routes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub(super) struct JobPath {
+    /// the topic's name
+    #[param(example = "echo")]
+    topic: String,
+    /// the job's id
+    id: String,
+}

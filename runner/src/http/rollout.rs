@@ -26,7 +26,7 @@ use crate::redis::{Change, QueueError, check_version};
     operation_id = "list_versions",
     tag = "rollouts",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "the kept versions, newest first, and the rollout", body = Versions),
@@ -58,7 +58,7 @@ pub(super) async fn versions(
     operation_id = "get_rollout",
     tag = "rollouts",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "the rollout and the policy", body = RolloutView),
@@ -142,7 +142,7 @@ async fn verdict(
     operation_id = "promote_canary",
     tag = "rollouts",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "promoted", body = Judged),
@@ -167,7 +167,7 @@ pub(super) async fn promote(
     operation_id = "abort_canary",
     tag = "rollouts",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "aborted", body = Judged),
@@ -200,7 +200,7 @@ struct PinIn {
     operation_id = "pin_version",
     tag = "rollouts",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     request_body(content = PinIn),
     responses(
@@ -256,7 +256,7 @@ pub(super) async fn pin(
     operation_id = "unpin_version",
     tag = "rollouts",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
+        super::openapi::TopicPath,
     ),
     responses(
         (status = 200, description = "unpinned: `pinned` is null", body = Pinned),

@@ -22,8 +22,7 @@ use crate::redis::{Signalled, Woken};
     operation_id = "send_signal",
     tag = "durable",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
         ("name" = String, Path, description = "the signal's name"),
     ),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "its payload, at most 64 KiB"),
@@ -75,8 +74,7 @@ pub(super) async fn signal(
     operation_id = "wake_job",
     tag = "durable",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
     ),
     responses(
         (status = 200, description = "woken", body = super::views::JobWoken),

@@ -113,8 +113,7 @@ fn no_such_job(topic: &str, id: &str) -> ApiError {
     operation_id = "get_result",
     tag = "jobs",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
         ("wait" = Option<String>, Query, description = "wait up to this long for the end (\"30s\", at most 5m)"),
     ),
     responses(
@@ -166,8 +165,7 @@ pub(super) async fn result(
     operation_id = "job_events",
     tag = "jobs",
     params(
-        ("topic" = String, Path, description = "the topic's name", example = "echo"),
-        ("id" = String, Path, description = "the job's id"),
+        super::openapi::JobPath,
     ),
     responses(
         (status = 200, description = "Server-Sent Events until it ends: `progress`, `attempt`, `end`", content_type = "text/event-stream", body = super::answers::JobEventSse),
