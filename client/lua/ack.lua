@@ -6,7 +6,8 @@
 -- KEYS[1]: lease zset   KEYS[2]: job hash   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- KEYS[5]: outbox hash   KEYS[6]: outbox_due zset   KEYS[7]: account hash   KEYS[8]: progress hash
 -- KEYS[9]: journal hash (step.lua)   KEYS[10]: fair hash (prelude.lua: tenant keys)
--- KEYS[10 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[11]: expire zset (prelude.lua: expired_take)   KEYS[12]: priority hash (prelude.lua: index_add)
+-- KEYS[12 + j]: the result key of job j (only when the topic keeps results)
 -- (A leased job is not on the time index: neither script touches it.)
 -- ARGV[1]: sweep time (ms) of follow-ups parked now
 -- ARGV[2]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[3]: the topic's events channel
@@ -26,7 +27,7 @@ for j, id in ipairs(ids) do
       redis.call('ZADD', KEYS[6], ARGV[1], token)
     end
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[10 + j], ARGV[i + 3], ARGV[2], ARGV[3], id)
+      ended(KEYS[12 + j], ARGV[i + 3], ARGV[2], ARGV[3], id)
     end
   else
     refuse(stale, id, current[j])
@@ -40,5 +41,7 @@ each_chunk('HDEL', KEYS[3], done)
 hdel_if(KEYS[4], done)
 hdel_if(KEYS[7], done)
 hdel_if(KEYS[8], done)
+if #done > 0 and redis.call('EXISTS', KEYS[11]) == 1 then each_chunk('ZREM', KEYS[11], done) end
+hdel_if(KEYS[12], done)
 forget_journals(KEYS[9], done)
 return stale

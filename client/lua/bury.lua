@@ -5,28 +5,37 @@
 -- KEYS[9]: journal hash (step.lua: a dead letter keeps its journal for a replay)
 -- KEYS[10]: outbox hash   KEYS[11]: outbox_due zset (a flow job's notice, as ack.lua parks)
 -- KEYS[12]: fair hash (prelude.lua: tenant keys; a dead letter keeps its key)
--- KEYS[12 + j]: the result key of job j (only when the topic keeps results; a leased job
+-- KEYS[13]: expire zset (prelude.lua: expired_take)   KEYS[14]: priority hash (prelude.lua:
+-- index_add; a dead letter keeps its priority)   KEYS[15]: the topic's count of expired jobs
+-- KEYS[15 + j]: the result key of job j (only when the topic keeps results; a leased job
 -- is not on the time index)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
 -- ARGV[6]: sweep time (ms) of what is parked now
--- ARGV[7..]: quintuples of id, attempt, info JSON (reason, attempts, last error), encoded end
--- ('' for none), outbox entry ('' for none)
+-- ARGV[7..]: sextuples of id, attempt, info JSON (reason, attempts, last error), encoded end
+-- ('' for none), outbox entry ('' for none), and how: '' (dead-lettered), 'x' (expired:
+-- dead-lettered and counted) or 'd' (expired and dropped: counted, nothing kept)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
-local stale, buried = {}, {}
-for i = 7, #ARGV, 5 do
+local stale, buried, dropped, expired = {}, {}, {}, 0
+for i = 7, #ARGV, 6 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
+    local how = ARGV[i + 5]
     redis.call('ZREM', KEYS[1], id)
     buried[#buried + 1] = id
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
-    redis.call('ZADD', KEYS[5], ARGV[1], id)
-    redis.call('HSET', KEYS[6], id, ARGV[i + 2])
+    if how == 'd' then
+      dropped[#dropped + 1] = id
+    else
+      redis.call('ZADD', KEYS[5], ARGV[1], id)
+      redis.call('HSET', KEYS[6], id, ARGV[i + 2])
+    end
+    if how ~= '' then expired = expired + 1 end
     redis.call('HDEL', KEYS[8], id)
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[12 + (i - 2) / 5], ARGV[i + 3], ARGV[4], ARGV[5], id)
+      ended(KEYS[15 + (i - 1) / 6], ARGV[i + 3], ARGV[4], ARGV[5], id)
     end
     if ARGV[i + 4] ~= '' then
       local token = ARGV[i + 1] .. ':' .. id -- redis::outbox_token
@@ -38,6 +47,8 @@ for i = 7, #ARGV, 5 do
   end
 end
 keys_released(KEYS[12], buried)
+if #buried > 0 and redis.call('EXISTS', KEYS[13]) == 1 then each_chunk('ZREM', KEYS[13], buried) end
+if expired > 0 then redis.call('INCRBY', KEYS[15], expired) end
 -- retention, at most 1000 removals of each kind per call so the script stays short
 local function drop(ids)
   for _, id in ipairs(ids) do
@@ -47,8 +58,10 @@ local function drop(ids)
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[12] .. ':of', id)
   end
+  hdel_if(KEYS[14], ids)
   forget_journals(KEYS[9], ids)
 end
+drop(dropped)
 drop(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000))
 local excess = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[2])
 if excess > 0 then

@@ -4,8 +4,8 @@
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- KEYS[9]: progress hash   KEYS[10]: layout 2's zset of waiting jobs
 -- KEYS[11]: journal hash (step.lua)   KEYS[12]: suspended hash (suspend.lua)
--- KEYS[13]: fair hash (prelude.lua: tenant keys)
--- KEYS[13 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[13]: fair hash (prelude.lua: tenant keys)   KEYS[14]: expire zset (prelude.lua: expired_take)
+-- KEYS[14 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[2]: the topic's events channel
 -- ARGV[3]: the encoded end of a cancelled job   ARGV[4..]: ids
 -- Returns: per id, where it was: 'pending', 'running', 'dead' or '' (no such job)
@@ -35,9 +35,11 @@ for i = 4, #ARGV do
     redis.call('HDEL', KEYS[9], id)
     redis.call('HDEL', KEYS[12], id)
     redis.call('HDEL', KEYS[13] .. ':of', id)
+    redis.call('ZREM', KEYS[14], id)
+    redis.call('HDEL', KEYS[1] .. ':priority', id) -- after unwait, which needed it
     forget_journals(KEYS[11], { id })
     if ARGV[1] ~= '0' then
-      ended(KEYS[13 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
+      ended(KEYS[14 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
     end
   end
   out[i - 3] = was

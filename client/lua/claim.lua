@@ -4,6 +4,7 @@
 -- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
 -- KEYS[8]: account hash   KEYS[9]: layout 2's zset of waiting jobs (absorbed while it has any)
 -- KEYS[10]: journal hash (step.lua)   KEYS[11]: suspended hash (suspend.lua)
+-- KEYS[12]: expire zset (prelude.lua: expired_take)
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
 -- ARGV[4]: the rate's interval between starts in ms (0: no rate limit)   ARGV[5]: burst (extra starts at once)
 -- ARGV[6] (optional): take jobs due by this ms, a little after now: the runner holds each until
@@ -12,7 +13,10 @@
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
 --            then per job: id, due ms, attempt (the lease's fencing token), record, last failure
---            or false, account or false, journal (HGETALL) or false }
+--            or false, account or false, journal (HGETALL) or false,
+--            then, when any of them has a deadline, one last entry: id, deadline ms, ... }
+-- Jobs whose deadline has passed come first, claimed whether due or not, and count against
+-- ARGV[3] but not against a rate (they do not start).
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
@@ -21,13 +25,17 @@ local most = tonumber(ARGV[3])
 local interval = tonumber(ARGV[4])
 local due_by = math.max(now, tonumber(ARGV[6] or ARGV[1]))
 if interval > 0 then due_by = now end
+local function remove(id, due) return index_remove(KEYS[1], id, due) end
+local expired, expired_dues, deadlines = expired_take(KEYS[12], KEYS[2], KEYS[3], remove, now, most)
+local n_expired = #expired
+most = most - n_expired
 local tau, tat = 0, now
 if interval > 0 then
   -- GCRA: a start is allowed while the theoretical arrival time is at most tau ahead of now
   tau = tonumber(ARGV[5]) * interval
   tat = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), now)
-  most = math.min(most, math.floor((now + tau - tat) / interval) + 1)
-  if most <= 0 then
+  most = math.max(0, math.min(most, math.floor((now + tau - tat) / interval) + 1))
+  if most <= 0 and n_expired == 0 then
     local head = head_due(KEYS[1])
     if head == nil then return { -1 } end
     return { string.format('%d', math.max(head, math.ceil(tat - tau))) }
@@ -36,6 +44,13 @@ end
 -- jobs a runner of layout 2 put back after `hourglass migrate` (a rolling upgrade)
 if redis.call('EXISTS', KEYS[9]) == 1 then absorb(KEYS[1], KEYS[9], KEYS[3], 1000) end
 local ids, scores = index_take(KEYS[1], due_by, most)
+if n_expired > 0 then
+  for j = 1, #ids do
+    expired[#expired + 1] = ids[j]
+    expired_dues[#expired_dues + 1] = scores[j]
+  end
+  ids, scores = expired, expired_dues
+end
 local out = { -1 }
 if #ids > 0 then
   local records = hmget_all(KEYS[3], ids)
@@ -74,7 +89,7 @@ if #ids > 0 then
 end
 local head = head_due(KEYS[1])
 if interval > 0 then
-  local started = (#out - 1) / 7
+  local started = (#out - 1) / 7 - n_expired
   if started > 0 then
     tat = tat + started * interval
     redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
@@ -84,4 +99,5 @@ if interval > 0 then
 end
 -- as a string: an integer reply means "none" (-1) or "paused" (-2)
 if head ~= nil then out[1] = string.format('%d', head) end
+if deadlines then deadlines_told(KEYS[12], out, 7) end
 return out

@@ -8,13 +8,14 @@
 -- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: paused flag   KEYS[7]: rate limiter (claim.lua)   KEYS[8]: account hash
 -- KEYS[9]: journal hash (step.lua)   KEYS[10]: suspended hash (suspend.lua)   KEYS[11]: fair hash
+-- KEYS[12]: expire zset (prelude.lua: expired_take; those jobs come first, keys' turns aside)
 -- ARGV[1]: now ms   ARGV[2]: lease deadline ms   ARGV[3]: most jobs to claim
 -- ARGV[4]: the topic's rate interval in ms (0: none)   ARGV[5]: its burst
 -- ARGV[6]: take jobs due by this ms (claim.lua; now under any rate)
 -- ARGV[7]: share: 'jobs' or 'cpu'   ARGV[8]: jobs at once per key (0: any)
 -- ARGV[9]: a key's rate interval in ms (0: none)   ARGV[10]: its burst
 -- ARGV[11]: wake channel   ARGV[12]: topic
--- Returns: as claim.lua, with each job's key as an eighth entry
+-- Returns: as claim.lua, with each job's key as an eighth entry (and the deadlines last)
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
@@ -37,6 +38,23 @@ redis.call('HSET', fair, 'mode', mode, 'cap', ARGV[8], 'iv', ARGV[9], 'tau', str
   'wake', ARGV[11], 'topic', ARGV[12], 'share', ARGV[7], 'on', '1')
 local jobs, len_key, wait = fair .. ':jobs', fair .. ':len', fair .. ':wait'
 local running_key, tat_key, win_key = fair .. ':running', fair .. ':tat', fair .. ':w'
+
+-- jobs past their deadline, wherever they wait: leased first, to be ended unrun; a capped key
+-- counts them running until they end (keys_released)
+local function remove(id, due) return unwait(KEYS[1], fair, id, due) end
+local expired, expired_dues, deadlines = expired_take(KEYS[12], KEYS[2], KEYS[3], remove, now, most)
+local out = { -1 }
+if #expired > 0 then
+  local of = hmget_all(fair .. ':of', expired)
+  for j = 1, #expired do of[j] = of[j] or '' end
+  fair_lease(KEYS, ARGV[2], expired, expired_dues, of, out)
+  if cap > 0 then
+    keep_hashed(running_key)
+    for j = 1, #expired do redis.call('HINCRBY', running_key, of[j], 1) end
+  end
+  most = most - #expired
+end
+local n_expired = (#out - 1) / 8
 
 -- the topic's own rate (GCRA, as claim.lua)
 local rate = topic_rate(KEYS[7], now, interval, tonumber(ARGV[5]))
@@ -177,7 +195,6 @@ for k in pairs(capped) do
   marks[#marks + 1] = '1'
 end
 hash_write(fair .. ':held', marks, {}) -- keys with jobs parked at a limit
-local out = { -1 }
 if taken > 0 then
   redis.call('HSET', fair, 'V', string.format('%d', V))
   redis.call('HINCRBY', fair, 'n', -taken)
@@ -246,6 +263,7 @@ else
   local first = key_iv > 0 and redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES') or {}
   if first[2] and (head == nil or tonumber(first[2]) < head) then head = tonumber(first[2]) end
 end
-head = rate.started(KEYS[7], (#out - 1) / 8, head)
+head = rate.started(KEYS[7], (#out - 1) / 8 - n_expired, head)
 if head ~= nil then out[1] = string.format('%d', head) end
+if deadlines then deadlines_told(KEYS[12], out, 8) end
 return out

@@ -1,6 +1,7 @@
 -- Delete dead letters and their payloads for good.
 -- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash   KEYS[4]: account hash
 -- KEYS[5]: journal hash (step.lua)   KEYS[6]: fair hash (prelude.lua: tenant keys)
+-- KEYS[7]: priority hash (prelude.lua: index_add)
 -- ARGV[1]: most jobs when no ids are given   ARGV[2..]: ids; none means the oldest ARGV[1]
 -- Returns: the ids deleted
 local ids = {}
@@ -16,6 +17,7 @@ for _, id in ipairs(ids) do
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
     redis.call('HDEL', KEYS[6] .. ':of', id)
+    redis.call('HDEL', KEYS[7], id)
     out[#out + 1] = id
   end
 end

@@ -7,16 +7,19 @@
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
 -- KEYS[10]: account hash   KEYS[11]: layout 2's zset of waiting jobs   KEYS[12]: journal hash (step.lua)
--- KEYS[13]: fair hash (prelude.lua: tenant keys)
--- KEYS[13 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
+-- KEYS[13]: fair hash (prelude.lua: tenant keys)   KEYS[14]: expire zset (id -> deadline ms)
+-- KEYS[14 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms (the producer's clock)
 -- ARGV[4..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
---            replace (1: replace the waiting job with this id), account ('' for none), key ('' for none)
+--            replace (1: replace the waiting job with this id), account ('' for none), key ('' for none),
+--            deadline ms ('' for none: not started by then, it expires; claim.lua), priority
+--            ('' or '0': the highest; 1..9, prelude.lua: index_add)
 -- Returns: flat array of id, status per job: 1 = enqueued, 0 = duplicate (already live or
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
 --          3 = not replaced: that job is running, 4 = not replaced: that job has a journal (a
 --          durable handler's steps ran on its payload)
-local STRIDE = 7
+local STRIDE = 9
+local levels = KEYS[1] .. ':priority'
 redis.call('SET', KEYS[9], LAYOUT, 'NX')
 local before = head_due(KEYS[1])
 local ids, blanks = {}, 0
@@ -77,7 +80,7 @@ for j, id in ipairs(ids) do
     end
   elseif seen[id] then
     status = 0
-  elseif unique_for > 0 and redis.call('EXISTS', KEYS[13 + j]) == 1 then
+  elseif unique_for > 0 and redis.call('EXISTS', KEYS[14 + j]) == 1 then
     status = 0
   elseif stored[j] then
     if redis.call('ZSCORE', KEYS[3], id) then
@@ -93,7 +96,7 @@ for j, id in ipairs(ids) do
   out[#out + 1] = status
   if status == 1 or status == 2 then
     if unique_for > 0 then
-      redis.call('SET', KEYS[13 + j], '1', 'PX', unique_for)
+      redis.call('SET', KEYS[14 + j], '1', 'PX', unique_for)
     end
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', KEYS[10], id, ARGV[i + 5])
@@ -104,6 +107,17 @@ for j, id in ipairs(ids) do
       redis.call('HSET', KEYS[13] .. ':of', id, ARGV[i + 6])
     elseif had then
       redis.call('HDEL', KEYS[13] .. ':of', id)
+    end
+    if ARGV[i + 7] ~= '' then
+      redis.call('ZADD', KEYS[14], ARGV[i + 7], id)
+    elseif had then
+      redis.call('ZREM', KEYS[14], id)
+    end
+    -- after unwait above, which found a replaced job at its old priority
+    if ARGV[i + 8] ~= '' and ARGV[i + 8] ~= '0' then
+      redis.call('HSET', levels, id, ARGV[i + 8])
+    elseif had then
+      redis.call('HDEL', levels, id)
     end
     -- a repeat of an id earlier in this call replaces that one: the last one counts
     if not seen[id] then adds[#adds + 1] = id end

@@ -126,7 +126,7 @@ end
 
 -- Add jobs to the index: ids[j] due at dues[j] (numbers). The batch is taken in order of
 -- due time, so jobs due in one bucket's range cost one lookup and one ZADD together.
-local function index_add(idx, ids, dues)
+local function index_put(idx, ids, dues)
   local sorted, ordered = {}, true
   for j = 1, #ids do
     sorted[j] = j
@@ -184,7 +184,7 @@ local function drop_if_empty(idx, name)
 end
 
 -- Remove job `id`, due at `due`, from the index: 1 if it was there, else 0.
-local function index_remove(idx, id, due)
+local function index_del(idx, id, due)
   local name = bucket_holding(idx, due)
   if name == nil then return 0 end
   local removed = redis.call('ZREM', bucket_key(idx, name), id)
@@ -192,9 +192,9 @@ local function index_remove(idx, id, due)
   return removed
 end
 
--- Take up to `most` jobs due by `now` off the index, earliest first: ids, due times (strings).
-local function index_take(idx, now, most)
-  local ids, dues = {}, {}
+-- Take up to `most` (in all) jobs due by `now` off one index, earliest first, appended to
+-- `ids` and `dues` (due times as strings).
+local function index_pop(idx, now, most, ids, dues)
   while #ids < most do
     local first = redis.call('ZRANGE', idx, 0, 0, 'WITHSCORES')
     if first[1] == nil or tonumber(first[2]) > now then break end
@@ -208,19 +208,92 @@ local function index_take(idx, now, most)
     if redis.call('EXISTS', key) == 1 then break end -- what is left is due later, or is not wanted now
     redis.call('ZREM', idx, first[1])
   end
-  return ids, dues
 end
 
 -- Runners sleep until their next known due time; when a job becomes due
 -- earlier than anything pending before it, they must hear of it.
 
--- The due time (number) of the first waiting job, or nil when none waits.
-local function head_due(idx)
+-- The due time (number) of the first job waiting on one index, or nil when none waits.
+local function index_head(idx)
   local first = redis.call('ZRANGE', idx, 0, 0)
   if first[1] == nil then return nil end
   local head = redis.call('ZRANGE', bucket_key(idx, first[1]), 0, 0, 'WITHSCORES')
   if head[2] then return tonumber(head[2]) end
   return nil
+end
+
+-- Priority within a topic (client/src/job.rs: PRIORITIES): a job of priority 0 (the highest,
+-- and every job's unless it asks) waits on the time index `idx` itself; one of priority p
+-- (1..9) on an index of its own, `idx:p<p>`, and the hash `idx:priority` says so (id -> p,
+-- only for such jobs while they live). A claim takes the due jobs of priority 0 first, then
+-- of 1, and so on: due order within a priority, never a job before it is due. A topic whose
+-- live jobs all have priority 0 has no `idx:priority` and pays one EXISTS per call below.
+local LOWEST = 9
+
+local function level_index(idx, p)
+  if p == 0 then return idx end
+  return idx .. ':p' .. p
+end
+
+-- The priority of each of `ids` (numbers, 0 for none), or nil when no live job has one.
+local function levels_of(idx, ids)
+  local key = idx .. ':priority'
+  if #ids == 0 or redis.call('EXISTS', key) == 0 then return nil end
+  local got = hmget_all(key, ids)
+  for j = 1, #ids do got[j] = tonumber(got[j] or '0') end
+  return got
+end
+
+-- Add jobs to the index: ids[j] due at dues[j] (numbers), each at its priority.
+local function index_add(idx, ids, dues)
+  local levels = levels_of(idx, ids)
+  if levels == nil then return index_put(idx, ids, dues) end
+  local by = {}
+  for j, id in ipairs(ids) do
+    local p = levels[j]
+    local b = by[p]
+    if not b then
+      b = { ids = {}, dues = {} }
+      by[p] = b
+    end
+    b.ids[#b.ids + 1] = id
+    b.dues[#b.dues + 1] = dues[j]
+  end
+  for p = 0, LOWEST do
+    if by[p] then index_put(level_index(idx, p), by[p].ids, by[p].dues) end
+  end
+end
+
+-- Remove job `id`, due at `due`, from the index of its priority: 1 if it was there, else 0.
+local function index_remove(idx, id, due)
+  local levels = levels_of(idx, { id })
+  return index_del(level_index(idx, levels and levels[1] or 0), id, due)
+end
+
+-- Take up to `most` jobs due by `now` off the index, the highest priority first, earliest
+-- first within one: ids, due times (strings).
+local function index_take(idx, now, most)
+  local ids, dues = {}, {}
+  index_pop(idx, now, most, ids, dues)
+  if #ids < most and redis.call('EXISTS', idx .. ':priority') == 1 then
+    for p = 1, LOWEST do
+      index_pop(level_index(idx, p), now, most, ids, dues)
+      if #ids >= most then break end
+    end
+  end
+  return ids, dues
+end
+
+-- The due time (number) of the first waiting job of any priority, or nil when none waits.
+local function head_due(idx)
+  local head = index_head(idx)
+  if redis.call('EXISTS', idx .. ':priority') == 1 then
+    for p = 1, LOWEST do
+      local h = index_head(level_index(idx, p))
+      if h and (head == nil or h < head) then head = h end
+    end
+  end
+  return head
 end
 
 -- A job's stored value (layout 3): a zero byte, the due time it last waited for (8 bytes,
@@ -301,6 +374,56 @@ local function absorb(idx, legacy, job, most)
   each_chunk('ZREM', legacy, ids)
   wait_again(idx, job, ids, dues)
   return redis.call('ZCARD', legacy)
+end
+
+-- Expiry: a job enqueued with a deadline (not started by then, it is not run) has it in the
+-- zset `expire` (id -> ms) until it ends (ack, bury, cancel). A claim first takes the waiting
+-- jobs whose deadline has passed, due or not, off wherever they wait (`remove(id, due)`: 1 if
+-- it was waiting) and leases them with the jobs it claims: the runner ends them unrun
+-- (runner/src/worker/decide.rs), so a paused runner or a backlog delays nobody's expiry past
+-- the next claim. One running past its deadline is left to its own end. Returns ids and due
+-- times (strings) of up to `most` of them, and whether the topic has deadlines at all.
+local function expired_take(expire, lease, job, remove, now, most)
+  local ids, dues = {}, {}
+  if redis.call('EXISTS', expire) == 0 then return ids, dues, false end
+  local past = redis.call('ZRANGEBYSCORE', expire, '-inf', now, 'LIMIT', 0, most + 64)
+  if #past == 0 then return ids, dues, true end
+  local values = hmget_all(job, past)
+  local gone = {}
+  for j, id in ipairs(past) do
+    if #ids >= most then break end
+    if not redis.call('ZSCORE', lease, id) then
+      local due = due_of(values[j])
+      if due and remove(id, due) == 1 then
+        ids[#ids + 1] = id
+        dues[#dues + 1] = string.format('%d', due)
+      else
+        gone[#gone + 1] = id -- neither waiting nor running: nothing left to expire
+      end
+    end
+  end
+  each_chunk('ZREM', expire, gone)
+  return ids, dues, true
+end
+
+-- The deadlines of the claimed jobs `out` (claim.lua's answer, `stride` entries a job) that
+-- have one, appended to `out` as one last entry (a flat list of id, deadline ms) when any has.
+local function deadlines_told(expire, out, stride)
+  local ids = {}
+  for o = 2, #out, stride do ids[#ids + 1] = out[o] end
+  if #ids == 0 then return end
+  local at, told = {}, {}
+  for i = 1, #ids, CHUNK do
+    local part = redis.call('ZMSCORE', expire, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
+    for j = 1, #part do at[i + j - 1] = part[j] end
+  end
+  for j, id in ipairs(ids) do
+    if at[j] then
+      told[#told + 1] = id
+      told[#told + 1] = at[j]
+    end
+  end
+  if #told > 0 then out[#out + 1] = told end
 end
 
 -- Delete the journals of jobs `ids` (acked, cancelled, dropped dead letters): `marks` is the

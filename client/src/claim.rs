@@ -91,6 +91,14 @@ impl Pipeline<'_> {
             Value::Int(_) => (None, false),
             v => (Some(number(v)?), false),
         };
+        // the deadlines, when a claimed job has one: one last entry
+        let (rest, deadlines) = match rest.len() % stride {
+            1 => {
+                let (last, jobs) = rest.split_last().expect("one entry at least");
+                (jobs, deadlines_of(last)?)
+            }
+            _ => (rest, Vec::new()),
+        };
         let mut jobs = Vec::with_capacity(rest.len() / stride);
         for job in rest.chunks(stride) {
             let (job, key) = match job {
@@ -112,7 +120,13 @@ impl Pipeline<'_> {
                     Value::Nil => None,
                     j => Some(Journal::from_reply(j).map_err(|e| e.to_string())),
                 },
+                expires_at_ms: None,
             });
+        }
+        for (id, at) in deadlines {
+            if let Some(job) = jobs.iter_mut().find(|j| j.id == id) {
+                job.expires_at_ms = Some(at);
+            }
         }
         if let Err(e) = confirmed {
             // leases no replica has could vanish in a failover while the jobs
@@ -136,4 +150,21 @@ impl Pipeline<'_> {
             paused,
         })
     }
+}
+
+/// The claim's last entry when claimed jobs have deadlines: id, deadline
+/// (ms), ... (`prelude.lua`: deadlines_told).
+fn deadlines_of(entry: &Value) -> Result<Vec<(String, u64)>, QueueError> {
+    let Value::Array(items) = entry else {
+        return Err(QueueError::Protocol(format!(
+            "claim answered {entry:?} for its deadlines"
+        )));
+    };
+    items
+        .chunks(2)
+        .map(|pair| match pair {
+            [id, at] => Ok((string(id)?, number(at)?)),
+            _ => Err(QueueError::Protocol("claim's deadlines cut short".into())),
+        })
+        .collect()
 }

@@ -44,6 +44,10 @@ pub struct JobView {
     pub suspension: Option<Suspension>,
     /// Its tenant key, if it has one.
     pub key: Option<String>,
+    /// Its priority among its topic's due jobs (0, the highest, to 9).
+    pub priority: u8,
+    /// Its own deadline (ms), if it was enqueued with one.
+    pub expires_at_ms: Option<u64>,
 }
 
 /// What a job takes from its topic when it names nothing itself: the
@@ -76,6 +80,8 @@ impl Queue {
             .hgetall(keys.journal_of(id))
             .hget(&keys.suspended, id)
             .hget(format!("{}:of", keys.fair), id)
+            .hget(&keys.priority, id)
+            .zscore(&keys.expire, id)
             .query_async(&mut self.conn.clone())
             .await?;
         let [
@@ -89,6 +95,8 @@ impl Queue {
             journal,
             suspension,
             key,
+            priority,
+            deadline,
         ] = &reply[..]
         else {
             return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
@@ -138,6 +146,8 @@ impl Queue {
             journal: Some(Journal::from_reply(journal)?).filter(|j| *j != Journal::default()),
             suspension: optional_string(suspension)?.and_then(|s| serde_json::from_str(&s).ok()),
             key: optional_string(key)?,
+            priority: score(priority)?.map_or(0, |p| u8::try_from(p).unwrap_or(u8::MAX)),
+            expires_at_ms: score(deadline)?,
         }))
     }
 }

@@ -89,6 +89,28 @@ pub struct NewJob {
     pub trace: Option<TraceContext>,
     /// The job's place in a flow (set by [`crate::Flows`], not by producers).
     pub flow: Option<FlowRef>,
+    /// Not started by this time (ms since the Unix epoch), it expires: it is
+    /// not run, and is dead-lettered (reason `expired`) or dropped as its
+    /// topic's `on_expire` says. Must be after `due_at_ms`. `None`: the
+    /// topic's `expire_after`, if it has one.
+    pub expires_at_ms: Option<u64>,
+    /// Among the topic's due jobs, a higher priority starts first: 0 (the
+    /// highest, and the default) to [`LOWEST_PRIORITY`].
+    pub priority: u8,
+}
+
+/// The lowest priority a job may have (0 is the highest).
+pub const LOWEST_PRIORITY: u8 = 9;
+
+/// What becomes of a job that expired (not started by its deadline).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnExpire {
+    /// Dead-lettered with reason `expired`: `hourglass dead` lists it.
+    #[default]
+    Dead,
+    /// Deleted: nothing is kept but its end (on a topic that keeps results)
+    /// and the count of expired jobs.
+    Drop,
 }
 
 /// What happened to one [`NewJob`].
@@ -142,6 +164,9 @@ pub struct ClaimedJob {
     /// Its journal, if it is a durable handler's job that has one (or why
     /// it could not be read).
     pub journal: Option<Result<super::Journal, String>>,
+    /// Its deadline (ms), if it was enqueued with one: a job claimed at or
+    /// past it (a claim takes those first, due or not) is not run.
+    pub expires_at_ms: Option<u64>,
 }
 
 impl ClaimedJob {
@@ -182,6 +207,8 @@ pub struct TopicStats {
     pub paused: bool,
     /// Of the scheduled: durable handlers' jobs that sleep or wait for a signal.
     pub suspended: u64,
+    /// Jobs that expired (not started by their deadline), ever.
+    pub expired: u64,
 }
 
 /// A dead-lettered job's record of why, stored as JSON.
@@ -340,6 +367,9 @@ pub struct Burial {
     pub end: Option<JobEnd>,
     /// For a job of a flow, its end as the flow is told it.
     pub notice: Option<Notice>,
+    /// It expired: counted as such, and dropped instead of dead-lettered
+    /// when its topic says so.
+    pub expired: Option<OnExpire>,
 }
 
 /// A claimed attempt given back without counting it.

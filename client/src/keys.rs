@@ -11,8 +11,18 @@ pub struct TopicKeys {
     /// The time index of the waiting jobs (scheduled, waiting to retry, or
     /// due now): a zset of buckets, bucket name → its lower bound (ms), each
     /// bucket `<pending>:<name>` a zset id → due time (ms); `<pending>:next`
-    /// names new buckets. See `lua/prelude.lua`.
+    /// names new buckets. A job of priority 1..9 waits on an index of its
+    /// own, `<pending>:p<priority>`, built the same way. See `lua/prelude.lua`.
     pub pending: String,
+    /// hash id → priority (1..9) of the live jobs that have one (0, the
+    /// highest, is every other job's): `<pending>:priority`, so the scripts
+    /// that hold the time index find it beside it.
+    pub priority: String,
+    /// zset id → deadline (ms) of the live jobs enqueued with one: not
+    /// started by then, a job expires (`lua/prelude.lua`: expired_take).
+    pub expire: String,
+    /// How many of the topic's jobs expired, ever (a counter).
+    pub expired: String,
     /// Layout 2's zset id → due time (ms) of the waiting jobs, emptied by
     /// `hourglass migrate` and by every claim (`lua/prelude.lua`: absorb).
     pub legacy_pending: String,
@@ -108,6 +118,9 @@ impl TopicKeys {
         TopicKeys {
             topic: topic.to_owned(),
             pending: key("due"),
+            priority: key("due:priority"),
+            expire: key("expire"),
+            expired: key("expired"),
             legacy_pending: key("pending"),
             lease: key("lease"),
             job: key("job"),
@@ -195,6 +208,9 @@ mod tests {
         let TopicKeys {
             topic: _,
             pending,
+            priority,
+            expire,
+            expired,
             legacy_pending,
             lease,
             job,
@@ -220,6 +236,9 @@ mod tests {
         } = &k;
         for key in [
             pending,
+            priority,
+            expire,
+            expired,
             legacy_pending,
             lease,
             job,
@@ -249,5 +268,7 @@ mod tests {
         ] {
             assert!(key.starts_with("ns:{orders}:"), "{key}");
         }
+        // the scripts that hold the time index find the priorities beside it
+        assert_eq!(*priority, format!("{pending}:priority"));
     }
 }

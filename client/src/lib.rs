@@ -98,8 +98,8 @@ pub use flow::{BatchSpec, BatchSummary, Dependency, FlowRef, FlowSpec, Flows, No
 pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
     AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,
-    KEPT_ATTEMPTS, NewJob, Refusal, Refused, Retrying, TopicStats, Usage, check_account, check_id,
-    check_key, with_attempt,
+    KEPT_ATTEMPTS, LOWEST_PRIORITY, NewJob, OnExpire, Refusal, Refused, Retrying, TopicStats,
+    Usage, check_account, check_id, check_key, with_attempt,
 };
 pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};

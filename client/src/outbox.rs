@@ -246,6 +246,8 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
                 parent_result,
                 trace,
                 flow,
+                expires_at_ms: None,
+                priority: 0,
             },
         });
     }

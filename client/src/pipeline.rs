@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::clock::millis;
 use super::{
-    Burial, DeadLetter, Done, Failure, Held, OUTBOX_SWEEP, Queue, QueueError, Refusal, Retrying,
-    TopicKeys, job, outbox, results, scripts,
+    Burial, DeadLetter, Done, Failure, Held, OUTBOX_SWEEP, OnExpire, Queue, QueueError, Refusal,
+    Retrying, TopicKeys, job, outbox, results, scripts,
 };
 
 /// The runner's side of the job path ([`Queue::pipeline`]).
@@ -112,6 +112,11 @@ impl Pipeline<'_> {
                 Some(n) => inv.arg(outbox::encode_entry(&[], std::slice::from_ref(n))),
                 None => inv.arg(""),
             };
+            inv.arg(match d.expired {
+                None => "",
+                Some(OnExpire::Dead) => "x",
+                Some(OnExpire::Drop) => "d",
+            });
         }
         job::refusals(self.q.invoke_durable(&inv).await?)
     }

@@ -12,9 +12,9 @@ use redis::Value;
 use super::connect::Conn;
 use super::reply::string;
 use super::{
-    Admin, DEFAULT_PAYLOAD, DeadLetters, Durability, Endpoint, Enqueued, Layouts, NewJob, Pipeline,
-    QueueError, Record, Rollouts, Runners, TopicKeys, TopicStats, Waited, Waiters, check_account,
-    check_id, check_key, record, scripts, wake_channel,
+    Admin, DEFAULT_PAYLOAD, DeadLetters, Durability, Endpoint, Enqueued, LOWEST_PRIORITY, Layouts,
+    NewJob, Pipeline, QueueError, Record, Rollouts, Runners, TopicKeys, TopicStats, Waited,
+    Waiters, check_account, check_id, check_key, record, scripts, wake_channel,
 };
 
 /// A connection to the pipeline of one namespace.
@@ -81,6 +81,22 @@ impl Queue {
             }
             if let Some(key) = &job.key {
                 check_key(key).map_err(|e| QueueError::Invalid(format!("{}: {e}", which())))?;
+            }
+            if job.priority > LOWEST_PRIORITY {
+                return Err(QueueError::Invalid(format!(
+                    "{}: priority {} is out of range: 0 (the highest) to {LOWEST_PRIORITY}",
+                    which(),
+                    job.priority
+                )));
+            }
+            if let Some(at) = job.expires_at_ms
+                && at <= job.due_at_ms
+            {
+                return Err(QueueError::Invalid(format!(
+                    "{}: it would expire (at {at} ms) before it is due (at {} ms)",
+                    which(),
+                    job.due_at_ms
+                )));
             }
             if job.payload.len() as u64 > self.max_payload {
                 return Err(QueueError::Invalid(format!(
@@ -162,7 +178,9 @@ impl Queue {
                     .arg(job.unique_for_ms)
                     .arg(if job.replace { "1" } else { "0" })
                     .arg(job.account.as_deref().unwrap_or(""))
-                    .arg(job.key.as_deref().unwrap_or(""));
+                    .arg(job.key.as_deref().unwrap_or(""))
+                    .arg(job.expires_at_ms.map(|t| t.to_string()).unwrap_or_default())
+                    .arg(job.priority);
             }
             let reply: Vec<Value> = self.invoke_durable(&inv).await?;
             for pair in reply.chunks(2) {
@@ -183,12 +201,20 @@ impl Queue {
 
     /// Counts for one topic at `now_ms`.
     pub async fn stats(&self, keys: &TopicKeys, now_ms: u64) -> Result<TopicStats, QueueError> {
-        let (ready, pending, running, dead, paused, suspended): (u64, u64, u64, u64, bool, u64) =
-            scripts::COUNTS
-                .on(keys)
-                .arg(now_ms)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+        #[allow(clippy::type_complexity)]
+        let (ready, pending, running, dead, paused, suspended, expired): (
+            u64,
+            u64,
+            u64,
+            u64,
+            bool,
+            u64,
+            u64,
+        ) = scripts::COUNTS
+            .on(keys)
+            .arg(now_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
         Ok(TopicStats {
             scheduled: pending - ready,
             ready,
@@ -196,6 +222,7 @@ impl Queue {
             dead,
             paused,
             suspended,
+            expired,
         })
     }
 

@@ -29,15 +29,19 @@ pub enum EndState {
     Dead,
     /// Cancelled by an operator.
     Cancelled,
+    /// Not started by its deadline and dropped (its topic's `on_expire =
+    /// "drop"`; one dead-lettered on expiry ends `dead`, reason `expired`).
+    Expired,
 }
 
 impl EndState {
-    /// As written in JSON and shown: `acked`, `dead`, `cancelled`.
+    /// As written in JSON and shown: `acked`, `dead`, `cancelled`, `expired`.
     pub fn as_str(self) -> &'static str {
         match self {
             EndState::Acked => "acked",
             EndState::Dead => "dead",
             EndState::Cancelled => "cancelled",
+            EndState::Expired => "expired",
         }
     }
 }

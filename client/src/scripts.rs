@@ -91,7 +91,8 @@ script!(
         account,
         legacy_pending,
         journal,
-        fair
+        fair,
+        expire
     ],
     fair
 );
@@ -109,14 +110,16 @@ script!(
         account,
         legacy_pending,
         journal,
-        suspended
+        suspended,
+        expire
     ]
 );
 script!(
     CLAIM_FAIR,
     "claim_fair.lua",
     [
-        pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair
+        pending, lease, job, attempt, error, paused, rate, account, journal, suspended, fair,
+        expire
     ],
     fair
 );
@@ -124,7 +127,8 @@ script!(
     ACK,
     "ack.lua",
     [
-        lease, job, attempt, error, outbox, outbox_due, account, progress, journal, fair
+        lease, job, attempt, error, outbox, outbox_due, account, progress, journal, fair, expire,
+        priority
     ]
 );
 script!(
@@ -137,7 +141,7 @@ script!(
     "bury.lua",
     [
         lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox,
-        outbox_due, fair
+        outbox_due, fair, expire, priority, expired
     ]
 );
 script!(
@@ -170,7 +174,8 @@ script!(
         legacy_pending,
         journal,
         suspended,
-        fair
+        fair,
+        expire
     ],
     fair
 );
@@ -182,7 +187,7 @@ script!(
 script!(
     DEAD_PURGE,
     "dead_purge.lua",
-    [dead, dead_info, job, account, journal, fair]
+    [dead, dead_info, job, account, journal, fair, priority]
 );
 script!(STEP, "step.lua", [attempt, journal], alone);
 script!(
@@ -214,7 +219,8 @@ script!(
         paused,
         legacy_pending,
         suspended,
-        fair
+        fair,
+        expired
     ]
 );
 script!(KEY_PAUSE, "key_pause.lua", [fair], fair);

@@ -74,6 +74,10 @@ pub struct LiveJson {
     pub suspended: Option<Suspension>,
     /// Its tenant key.
     pub key: Option<String>,
+    /// Its priority among its topic's due jobs: 0 (the highest) to 9.
+    pub priority: u8,
+    /// Its own deadline (ms): not started by then, it expires.
+    pub expires_at_ms: Option<u64>,
     /// Its place in its flow, for a flow's job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flow: Option<FlowPlace>,
@@ -356,6 +360,8 @@ impl JobView {
             journal: v.journal.as_ref().map(Journal::shown),
             suspended: v.suspension.clone(),
             key: v.key.clone(),
+            priority: v.priority,
+            expires_at_ms: v.expires_at_ms,
             flow: None,
         }
     }

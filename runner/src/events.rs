@@ -51,6 +51,14 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// Not started by its deadline: not run, and dead-lettered (reason
+    /// `expired: ...`) or, on a topic with `on_expire = "drop"`, deleted.
+    Expired {
+        /// Why (as the dead letter says).
+        reason: String,
+        /// Deleted rather than dead-lettered.
+        dropped: bool,
+    },
     /// Given back without counting the attempt (shutdown, no free instance).
     Released,
     /// A durable handler sleeps or waits for a signal: put back until

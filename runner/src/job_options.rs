@@ -7,7 +7,9 @@
 
 use crate::clock::millis;
 use crate::config::parse_duration;
-use crate::redis::{NewJob, TraceContext, check_account, check_id, check_key, check_version};
+use crate::redis::{
+    LOWEST_PRIORITY, NewJob, TraceContext, check_account, check_id, check_key, check_version,
+};
 
 /// A job's options as a producer wrote them.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +38,13 @@ pub struct JobOptions {
     pub traceparent: Option<String>,
     /// The producer's W3C `tracestate` (with `traceparent` only).
     pub tracestate: Option<String>,
+    /// Not started this long after the enqueue ("30s", "5m"), it expires.
+    pub expires_in: Option<String>,
+    /// Not started by this time (RFC 3339), it expires.
+    pub expires_at: Option<String>,
+    /// Among the topic's due jobs, a higher priority starts first: 0 (the
+    /// highest, the default) to 9.
+    pub priority: Option<i64>,
 }
 
 /// An option that cannot be used: which (`delay`, `unique_for`, ... as the
@@ -80,15 +89,7 @@ impl JobOptions {
             (Some(d), None, None) => {
                 now + millis(parse_duration(&d).map_err(|e| bad("delay", e.to_string()))?)
             }
-            (None, Some(at), None) => {
-                let t: jiff::Timestamp = at.parse().map_err(|e| {
-                    bad(
-                        "at",
-                        format!("{at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"),
-                    )
-                })?;
-                u64::try_from(t.as_millisecond()).map_err(|_| bad("at", "is before 1970".into()))?
-            }
+            (None, Some(at), None) => rfc3339("at", &at)?,
             (None, None, Some(ms)) => ms,
             _ => {
                 return Err(bad(
@@ -112,6 +113,49 @@ impl JobOptions {
             };
             return Err(bad(field, "needs the job's `id`".into()));
         }
+        let expires_at_ms = match (&self.expires_in, &self.expires_at) {
+            (None, None) => None,
+            (Some(d), None) => {
+                Some(now + millis(parse_duration(d).map_err(|e| bad("expires_in", e.to_string()))?))
+            }
+            (None, Some(at)) => Some(rfc3339("expires_at", at)?),
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "expires_in",
+                    "give one of `expires_in` and `expires_at`".into(),
+                ));
+            }
+        };
+        if let Some(deadline) = expires_at_ms {
+            let field = if self.expires_in.is_some() {
+                "expires_in"
+            } else {
+                "expires_at"
+            };
+            if deadline <= now {
+                return Err(bad(field, "is not in the future".into()));
+            }
+            if deadline <= due_at_ms {
+                return Err(bad(
+                    field,
+                    "comes before the job is due: it would expire unrun".into(),
+                ));
+            }
+        }
+        let priority = match self.priority {
+            None => 0,
+            Some(p) => u8::try_from(p)
+                .ok()
+                .filter(|p| *p <= LOWEST_PRIORITY)
+                .ok_or_else(|| {
+                    bad(
+                        "priority",
+                        format!(
+                            "{p} is out of range: 0 (the highest, the default) to {LOWEST_PRIORITY}"
+                        ),
+                    )
+                })?,
+        };
         Ok(NewJob {
             id: self.id,
             payload,
@@ -125,8 +169,21 @@ impl JobOptions {
             parent_result: None,
             trace,
             flow: None,
+            expires_at_ms,
+            priority,
         })
     }
+}
+
+/// `at`, an RFC 3339 time given as option `field`, in ms since the epoch.
+fn rfc3339(field: &'static str, at: &str) -> Result<u64, BadOption> {
+    let bad = |why: String| BadOption { field, why };
+    let t: jiff::Timestamp = at.parse().map_err(|e| {
+        bad(format!(
+            "{at:?} is not an RFC 3339 time like 2026-12-01T09:00:00Z: {e}"
+        ))
+    })?;
+    u64::try_from(t.as_millisecond()).map_err(|_| bad("is before 1970".into()))
 }
 
 #[cfg(test)]

@@ -279,7 +279,7 @@ impl Metrics {
         let r = &mut registry;
         r.register(
             "attempts",
-            "Attempts that ended, by handler version and outcome (ack, retry, dead, released, cancelled, suspended)",
+            "Attempts that ended, by handler version and outcome (ack, retry, dead, released, cancelled, suspended; expired: not started by its deadline, ended unrun)",
             m.attempts.clone(),
         );
         r.register(

@@ -115,10 +115,10 @@ fn enqueue_reports_new_and_duplicate_and_rejects_bad_input() {
     let out = hourglass(&project, &["stats"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let row = stdout.lines().find(|l| l.starts_with("echo")).unwrap();
-    // scheduled, ready, running, dead, suspended; no runner: no rates, no lateness
+    // scheduled, ready, running, dead, suspended, expired; no runner: no rates, no lateness
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>(),
-        ["echo", "1", "0", "0", "0", "0", "-", "-", "-"],
+        ["echo", "1", "0", "0", "0", "0", "0", "-", "-", "-"],
         "{stdout}"
     );
 }

@@ -197,6 +197,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
             &k,
             &[Burial {
                 notice: None,
+                expired: None,
                 end: None,
                 id: "old".into(),
                 attempt: claimed.jobs[0].attempt,

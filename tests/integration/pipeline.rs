@@ -234,6 +234,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
                 &k,
                 &[Burial {
                     notice: None,
+                    expired: None,
                     end: None,
                     id: j.id.clone(),
                     attempt: j.attempt,

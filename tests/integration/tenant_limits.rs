@@ -194,6 +194,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
                 info,
                 end: None,
                 notice: None,
+                expired: None,
             }],
             retention,
             71_000,

@@ -22,8 +22,9 @@ use prometheus_client::metrics::counter::Counter;
     hourglass enqueue summary '{\"doc\":9}' --id doc-9 --delay 10m --replace\n  \
     hourglass enqueue refund @refund.json --version 3fa1c2d4e5b60718\n  \
     hourglass enqueue report '{\"user\":7}' --account acme\n  \
-    hourglass enqueue export '{\"customer\":7}' --key customer-7
-  \
+    hourglass enqueue export '{\"customer\":7}' --key customer-7\n  \
+    hourglass enqueue send_code '{\"user\":7}' --expires-in 5m\n  \
+    hourglass enqueue digest '{\"user\":7}' --priority 5\n  \
     hourglass enqueue render '{\"doc\":9}' --wait 1m",
     // --version names a handler version here, not hourglass's
     disable_version_flag = true)]
@@ -81,6 +82,18 @@ pub(super) struct Args {
     /// The W3C tracestate to carry with --traceparent. Also $TRACESTATE.
     #[arg(long, env = "TRACESTATE", requires = "traceparent")]
     tracestate: Option<String>,
+    /// Not started this long after now (e.g. 30s, 5m), the job expires: it
+    /// is not run, and is dead-lettered with reason "expired" (or dropped,
+    /// with the topic's on_expire = "drop"). Retries after it do not run either.
+    #[arg(long, conflicts_with = "expires_at")]
+    expires_in: Option<String>,
+    /// Not started by this time (RFC 3339), the job expires (see --expires-in).
+    #[arg(long)]
+    expires_at: Option<String>,
+    /// Among the topic's due jobs, a higher priority starts first: 0 (the
+    /// highest, the default) to 9. Never before it is due.
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i64>,
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
@@ -112,6 +125,9 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         key: args.key,
         traceparent: args.traceparent,
         tracestate: args.tracestate,
+        expires_in: args.expires_in,
+        expires_at: args.expires_at,
+        priority: args.priority,
     };
     let mut job = options.into_job(payload, now).map_err(|e| {
         let flag = format!("--{}", e.field.replace('_', "-"));

@@ -148,13 +148,14 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
             out.push_str("\x1b[2J\x1b[H");
         }
         out.push_str(&format!(
-            "{:<24} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>13}\n",
+            "{:<24} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>13}\n",
             "TOPIC",
             "SCHEDULED",
             "READY",
             "RUNNING",
             "DEAD",
             "SUSPENDED",
+            "EXPIRED",
             "DONE/s",
             "FAILED/s",
             "LATE p50/p99"
@@ -170,8 +171,8 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
                 _ => "-".into(),
             };
             out.push_str(&format!(
-                "{name:<24} {:>10} {:>10} {:>10} {:>10} {:>10} {done:>9} {failed:>9} {late:>13}{paused}\n",
-                s.scheduled, s.ready, s.running, s.dead, s.suspended
+                "{name:<24} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {done:>9} {failed:>9} {late:>13}{paused}\n",
+                s.scheduled, s.ready, s.running, s.dead, s.suspended, s.expired
             ));
         }
         match runners.len() {

@@ -124,5 +124,10 @@ pub(super) async fn wait(
         )
         .into()),
         EndState::Cancelled => Err(anyhow!("{topic}/{id} was cancelled").into()),
+        EndState::Expired => Err(anyhow!(
+            "{topic}/{id} expired and was dropped: {}",
+            end.reason.as_deref().unwrap_or("no reason recorded")
+        )
+        .into()),
     }
 }

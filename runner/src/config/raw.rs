@@ -130,6 +130,8 @@ pub(super) struct Defaults {
     pub journal: Option<Spanned<JournalKind>>,
     pub journal_max: Option<Spanned<Size>>,
     pub on_divergence: Option<OnDivergence>,
+    pub expire_after: Option<NonZeroDur>,
+    pub on_expire: Option<RawOnExpire>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +161,16 @@ pub(super) struct RawTopic {
     pub journal: Option<Spanned<JournalKind>>,
     pub journal_max: Option<Spanned<Size>>,
     pub on_divergence: Option<OnDivergence>,
+    pub expire_after: Option<NonZeroDur>,
+    pub on_expire: Option<RawOnExpire>,
+}
+
+/// `on_expire = "dead" | "drop"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawOnExpire {
+    Dead,
+    Drop,
 }
 
 /// `journal = "steps" | "effects"`.
@@ -380,6 +392,11 @@ impl RawTopic {
                     .on_divergence
                     .or(defaults.on_divergence)
                     .unwrap_or_default(),
+            },
+            expire_after: self.expire_after.or(defaults.expire_after).map(|d| d.0),
+            on_expire: match self.on_expire.or(defaults.on_expire) {
+                Some(RawOnExpire::Drop) => hourglass_client::OnExpire::Drop,
+                Some(RawOnExpire::Dead) | None => hourglass_client::OnExpire::Dead,
             },
         }
     }

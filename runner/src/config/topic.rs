@@ -59,6 +59,12 @@ pub struct TopicConfig {
     pub reuse: Option<Reuse>,
     /// What the job's journal records, and its limits.
     pub journal: JournalPolicy,
+    /// `expire_after`: a job not started this long after its enqueue (that
+    /// has no deadline of its own) expires. `None`: only jobs given a
+    /// deadline expire.
+    pub expire_after: Option<Duration>,
+    /// `on_expire`: what becomes of a job that expired.
+    pub on_expire: hourglass_client::OnExpire,
 }
 
 /// `journal`, `journal_max`, `on_divergence`: whether the host records

@@ -17,6 +17,7 @@ mod dead;
 mod error;
 mod exposition;
 mod flows;
+mod job_in;
 mod keys;
 mod openapi;
 mod rollout;

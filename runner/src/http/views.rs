@@ -32,6 +32,8 @@ pub(super) struct TopicView {
     dead: u64,
     /// Durable jobs asleep or waiting for a signal.
     suspended: u64,
+    /// Jobs that expired (not started by their deadline), ever.
+    expired: u64,
     /// Jobs the live runners acked since they started.
     done: u64,
     /// Attempts that failed on the live runners.
@@ -106,6 +108,7 @@ impl TopicView {
             running: stats.running,
             dead: stats.dead,
             suspended: stats.suspended,
+            expired: stats.expired,
             done,
             failed,
             late_p50_ms: p50,

@@ -321,7 +321,9 @@ impl report::Host for Host {
                     id: d.id.clone(),
                     ended: match end.state {
                         EndState::Acked => report::Ended::Acked,
-                        EndState::Dead => report::Ended::Dead,
+                        // the WIT's enum predates expiry: a dropped job reads as
+                        // dead, its reason saying it expired
+                        EndState::Dead | EndState::Expired => report::Ended::Dead,
                         EndState::Cancelled => report::Ended::Cancelled,
                     },
                     result: end.result.clone(),

@@ -140,6 +140,7 @@ pub(super) async fn run(
         return flight;
     };
     let (mut input, earlier, account, key) = (ready.input, ready.earlier, ready.account, ready.key);
+    let deadline = ready.deadline;
     // the attempt's span, when spans are exported: a child of the producer's
     let (span, trace) = (shared.telemetry.attempt(ready.trace.as_ref()), ready.trace);
     if span.is_none() {
@@ -179,6 +180,8 @@ pub(super) async fn run(
         usage,
         earlier,
     );
+    // a retry due at or after the job's deadline would never start: it expires now
+    decision = decide::before_deadline(decision, deadline, number);
     // follow-ups continue the trace: under this attempt's span, or the job's
     decision.continue_trace(|| span.as_ref().map(|s| s.span.trace_context()).or(trace));
     decision.inherit_key(key.as_deref());

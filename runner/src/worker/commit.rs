@@ -18,7 +18,8 @@ use super::watch::meter::{Meter, Outcome};
 use super::{Shared, Topic};
 use crate::events::EventKind;
 use crate::redis::{
-    Burial, Done, EndState, Entry, Held, JobEnd, QueueError, Refusal, Refused, Retrying, Suspending,
+    Burial, Done, EndState, Entry, Held, JobEnd, OnExpire, QueueError, Refusal, Refused, Retrying,
+    Suspending,
 };
 
 mod deliver;
@@ -80,6 +81,8 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             let b = by_topic.entry(c.topic.cfg.name.clone()).or_default();
             b.topic.get_or_insert_with(|| c.topic.clone());
             b.at_ms = b.at_ms.max(c.at_ms);
+            let expired =
+                matches!(c.decision, Decision::Expired(_)).then_some(c.topic.cfg.on_expire);
             match c.decision {
                 Decision::Ack {
                     follow_ups,
@@ -118,9 +121,13 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                     };
                     b.retries.push(failed, c.version);
                 }
-                Decision::Dead(info) => {
+                Decision::Dead(info) | Decision::Expired(info) => {
+                    let state = match expired {
+                        Some(OnExpire::Drop) => EndState::Expired,
+                        _ => EndState::Dead,
+                    };
                     let end = || JobEnd {
-                        state: EndState::Dead,
+                        state,
                         result: None,
                         reason: Some(info.reason.clone()),
                         version: info.handler.clone(),
@@ -134,6 +141,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         info,
                         end,
                         notice,
+                        expired,
                     };
                     b.dead.push(burial, c.version);
                 }
@@ -174,7 +182,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         })
         .await
     {
-        count(shared, name, &b.acks, &refused, |d| &d.id, Outcome::Ack);
+        count(shared, name, &b.acks, &refused, |d| &d.id, |_| Outcome::Ack);
         let acked: Vec<Done> = b
             .acks
             .items
@@ -225,7 +233,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             &b.retries,
             &refused,
             |r| &r.id,
-            Outcome::Retry,
+            |_| Outcome::Retry,
         );
         for Retrying {
             id,
@@ -258,13 +266,18 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
         })
         .await
     {
-        count(shared, name, &b.dead, &refused, |d| &d.id, Outcome::Dead);
+        let outcome = |d: &Burial| match d.expired {
+            Some(_) => Outcome::Expired,
+            None => Outcome::Dead,
+        };
+        count(shared, name, &b.dead, &refused, |d| &d.id, outcome);
         let mut parked = Vec::new();
         for Burial {
             id,
             attempt,
             info,
             notice,
+            expired,
             ..
         } in b
             .dead
@@ -272,15 +285,24 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             .into_iter()
             .filter(|d| !is_refused(&refused, &d.id))
         {
-            tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
-            shared.emit(
-                name,
-                &id,
-                attempt,
-                EventKind::Dead {
-                    reason: info.reason,
-                },
-            );
+            let kind = match expired {
+                None => {
+                    tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
+                    EventKind::Dead {
+                        reason: info.reason,
+                    }
+                }
+                Some(how) => {
+                    let dropped = how == OnExpire::Drop;
+                    let what = if dropped { "dropped" } else { "dead-lettered" };
+                    tracing::info!(topic = %name, job_id = %id, attempt, "{what}, unrun: {}", info.reason);
+                    EventKind::Expired {
+                        reason: info.reason,
+                        dropped,
+                    }
+                }
+            };
+            shared.emit(name, &id, attempt, kind);
             if let Some(notice) = notice {
                 let entry = Entry {
                     notices: vec![notice],
@@ -316,7 +338,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             &b.releases,
             &refused,
             |r| &r.id,
-            Outcome::Released,
+            |_| Outcome::Released,
         );
         for Held { id, attempt } in b
             .releases
@@ -340,13 +362,13 @@ fn count<T>(
     pending: &Pending<T>,
     refused: &[Refusal],
     id: impl Fn(&T) -> &String,
-    outcome: Outcome,
+    outcome: impl Fn(&T) -> Outcome,
 ) {
     // runs of one version and outcome count in one step (a batch is mostly one version)
     let mut run: Option<(&Arc<str>, Outcome, usize)> = None;
     for (item, version) in pending.items.iter().zip(&pending.versions) {
         let counted = match refused.iter().find(|r| &r.id == id(item)) {
-            None => outcome,
+            None => outcome(item),
             Some(r) if r.why == Refused::Gone => Outcome::Cancelled,
             Some(_) => continue,
         };

@@ -35,6 +35,9 @@ pub(super) enum Decision {
     },
     /// Move to the dead-letter set.
     Dead(DeadInfo),
+    /// Not started by its deadline: dead-lettered or dropped, as the topic's
+    /// `on_expire` says, and counted as expired.
+    Expired(DeadInfo),
     /// Give the job back without counting the attempt (not started, or
     /// stopped at shutdown).
     Release,
@@ -58,6 +61,9 @@ pub(super) struct Ready {
     pub earlier: Vec<AttemptCost>,
     /// The producer's trace context, if it gave one.
     pub trace: Option<TraceContext>,
+    /// When it expires (ms): its own deadline, or its topic's
+    /// `expire_after` from its enqueue.
+    pub deadline: Option<u64>,
 }
 
 /// The input of the handler for `job`, or, when it cannot run, the decision
@@ -74,6 +80,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         account,
         key,
         journal,
+        expires_at_ms,
     } = job;
     let (last, handler, earlier) = match last_failure {
         Some(f) => (f.error, f.handler, f.attempts),
@@ -91,6 +98,18 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
             )));
         }
     };
+    let deadline = expires_at_ms.or_else(|| {
+        cfg.expire_after.map(|after| {
+            record
+                .enqueued_at_ms
+                .saturating_add(crate::clock::millis(after))
+        })
+    });
+    if let Some(at) = deadline
+        && now >= at
+    {
+        return Err(expired(attempt.saturating_sub(1), at, now, earlier));
+    }
     if attempt > max_attempts {
         return Err(Decision::Dead(dead(
             attempt - 1,
@@ -133,12 +152,61 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
     };
     Ok(Ready {
         input,
+        deadline,
         trace: record.trace,
         pin,
         earlier,
         account,
         key,
     })
+}
+
+/// The end of a job whose deadline `at` came before it could start, after
+/// `attempts` attempts.
+fn expired(attempts: u32, at: u64, now: u64, costs: Vec<AttemptCost>) -> Decision {
+    let late = std::time::Duration::from_millis(now.saturating_sub(at));
+    Decision::Expired(dead(
+        attempts,
+        format!(
+            "expired: not started by its deadline, {} ({} ago)",
+            time_of(at),
+            humantime::format_duration(late)
+        ),
+        None,
+        now,
+        costs,
+    ))
+}
+
+/// `at` (ms since the Unix epoch) as RFC 3339.
+fn time_of(at: u64) -> humantime::Rfc3339Timestamp {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(at))
+}
+
+/// `decision`, unless it retries at or after the job's `deadline`: a retry
+/// that would start too late is not made, the job expires now instead
+/// (`attempt` was its last).
+pub(super) fn before_deadline(decision: Decision, deadline: Option<u64>, attempt: u32) -> Decision {
+    match (decision, deadline) {
+        (
+            Decision::Retry {
+                next_due_ms,
+                failure,
+            },
+            Some(at),
+        ) if next_due_ms >= at => Decision::Expired(dead(
+            attempt,
+            format!(
+                "expired: its next attempt would start after its deadline, {}; last error: {}",
+                time_of(at),
+                failure.error
+            ),
+            failure.handler,
+            failure.at,
+            failure.attempts,
+        )),
+        (decision, _) => decision,
+    }
 }
 
 /// A job pinned to `version`, which cannot be loaded here (`why`): it fails

@@ -31,7 +31,7 @@ pub(super) async fn suspend(
         suspends,
         &refused,
         |s| &s.id,
-        Outcome::Suspended,
+        |_| Outcome::Suspended,
     );
     for s in suspends
         .items

@@ -32,16 +32,19 @@ pub(crate) enum Outcome {
     Cancelled,
     /// A durable handler's job sleeps or waits for a signal.
     Suspended,
+    /// Not started by its deadline: ended unrun (dead-lettered or dropped).
+    Expired,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 6] = [
+    const ALL: [Outcome; 7] = [
         Outcome::Ack,
         Outcome::Retry,
         Outcome::Dead,
         Outcome::Released,
         Outcome::Cancelled,
         Outcome::Suspended,
+        Outcome::Expired,
     ];
 
     fn label(self) -> &'static str {
@@ -52,6 +55,7 @@ impl Outcome {
             Outcome::Released => "released",
             Outcome::Cancelled => "cancelled",
             Outcome::Suspended => "suspended",
+            Outcome::Expired => "expired",
         }
     }
 }
@@ -61,7 +65,7 @@ struct VersionCounts {
     version: Arc<str>,
     /// Since the last report to Redis.
     tally: Tally,
-    outcomes: [Counter; 6],
+    outcomes: [Counter; 7],
     duration: Histogram,
     cpu: Histogram,
     cpu_total: Counter<f64, AtomicU64>,
@@ -249,7 +253,7 @@ impl Meter {
             match outcome {
                 Outcome::Ack => c.done += n,
                 Outcome::Retry | Outcome::Dead => c.failed += n,
-                Outcome::Released | Outcome::Cancelled | Outcome::Suspended => {}
+                Outcome::Released | Outcome::Cancelled | Outcome::Suspended | Outcome::Expired => {}
             }
             c.version(&self.metrics, version).outcomes[outcome as usize].inc_by(n);
         });

@@ -20,7 +20,7 @@ impl Watcher for Telemetry {
                 reason: &failure.error,
                 next_due_ms: *next_due_ms,
             },
-            Decision::Dead(info) => AttemptEnd::Dead {
+            Decision::Dead(info) | Decision::Expired(info) => AttemptEnd::Dead {
                 reason: &info.reason,
             },
             Decision::Release => AttemptEnd::Released,
