@@ -104,7 +104,6 @@ async fn a_job_not_started_by_its_deadline_is_dead_lettered_unrun() {
             ended(seen, "codes", "late") && ended(seen, "codes", "fine")
         })
         .await;
-    runner.stop().await;
     let (reason, dropped) = expired(&events, "codes", "late").expect("late expired");
     assert!(!dropped, "on_expire defaults to dead");
     assert!(reason.starts_with("expired: "), "{reason}");
@@ -138,6 +137,14 @@ async fn a_job_not_started_by_its_deadline_is_dead_lettered_unrun() {
         .await
         .unwrap();
     assert_eq!(left, 0, "the deadlines of ended jobs are forgotten");
+    // so a dead letter retried runs
+    let again = queue.dead().retry(&keys, &["late".into()], now_ms()).await;
+    assert_eq!(again.unwrap(), ["late"]);
+    let events = runner
+        .until(WAIT, |seen| ended(seen, "codes", "late"))
+        .await;
+    assert!(of(&events, "codes", "late").contains(&&EventKind::Acked));
+    runner.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

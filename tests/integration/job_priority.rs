@@ -19,6 +19,11 @@ const TOPICS: &str = r#"
 [[topic]]
 name = "mail"
 handler = "echo.wasm"
+
+[[topic]]
+name = "flaky"
+handler = "flaky.wasm"
+backoff = { base = "1h", jitter = 0.0 }
 "#;
 
 fn job(id: &str, due_at_ms: u64, priority: u8) -> NewJob {
@@ -201,4 +206,73 @@ async fn priority_and_expiry_hold_on_a_cluster() {
     assert!(!started(&events).iter().any(|(id, _)| *id == "late"));
     let stats = queue.stats(&queue.keys("codes"), now_ms()).await.unwrap();
     assert_eq!(stats.expired, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_keeps_its_priority_through_a_retry_and_a_dead_letter() {
+    let project = Project::new("concurrency = 2", TOPICS);
+    let queue = project.queue().await;
+    let keys = queue.keys("flaky");
+    let mut runner = Running::start(project.config()).await;
+    let failing = |id: &str, max_attempts| NewJob {
+        payload: br#"{"fail_first": 5}"#.to_vec(),
+        max_attempts,
+        ..job(id, now_ms(), 6)
+    };
+    let jobs = [failing("retried", 5), failing("dead", 1)];
+    queue.enqueue(&keys, &jobs, now_ms()).await.unwrap();
+    runner
+        .until(WAIT, |seen| {
+            let any = |id: &str, dead: bool| {
+                seen.iter().any(|e| {
+                    e.id == id
+                        && match &e.kind {
+                            EventKind::Retried { .. } => !dead,
+                            EventKind::Dead { .. } => dead,
+                            _ => false,
+                        }
+                })
+            };
+            any("retried", false) && any("dead", true)
+        })
+        .await;
+    runner.stop().await;
+    for id in ["retried", "dead"] {
+        let view = queue.inspect(&keys, id, now_ms()).await.unwrap().unwrap();
+        assert_eq!(view.priority, 6, "{id}: {view:?}");
+    }
+    let again = queue.dead().retry(&keys, &["dead".into()], now_ms()).await;
+    assert_eq!(again.unwrap(), ["dead"]);
+    let view = queue
+        .inspect(&keys, "dead", now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.priority, 6);
+    // both wait on priority 6's own index
+    let mut conn = redis::Client::open(project.endpoint.urls()[0].as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let buckets: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("{}:p6", keys.pending))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for b in buckets {
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(format!("{}:p6:{b}", keys.pending))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        waiting.extend(ids);
+    }
+    waiting.sort();
+    assert_eq!(waiting, ["dead", "retried"]);
 }

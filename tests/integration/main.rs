@@ -6,6 +6,8 @@
 //! - `util`: the redis-server guard, project fixtures, runner and event helpers,
 //!   `eventually` (wait for a condition with a deadline), `RunnerProcess`.
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
+//! - `job_priority`: priority within a topic: higher first, due order within one, never early.
+//! - `expiry`: jobs not started by their deadline: dead-lettered or dropped unrun, counted.
 //! - `jobs`: ack, delay (never early), retry, dead-letter, idempotent enqueue, end to end.
 //! - `limits`: traps, time limit, memory limit; a stopped handler pins no worker.
 //! - `openapi`: the API's OpenAPI description generated, committed, served

@@ -45,8 +45,11 @@ class Sync(unittest.TestCase):
     def test_every_job_option_reaches_the_job(self):
         id = fresh("opts")
         self.hg.enqueue(PARKED, "text as is", id=id, delay=dt.timedelta(hours=1),
-                        max_attempts=7, account="acme", key="customer-7", unique_for="1h")
+                        max_attempts=7, account="acme", key="customer-7", unique_for="1h",
+                        expires_in=dt.timedelta(hours=2), priority=4)
         job = self.hg.get_job(PARKED, id)
+        self.assertEqual(job["priority"], 4)
+        self.assertGreater(job["expires_at_ms"], job["at_ms"])
         self.assertEqual(job["payload"], "text as is")
         self.assertEqual(self.hg.enqueue(PARKED, "again", id=id).status, "duplicate")
         self.assertEqual(job["max_attempts"], 7)
@@ -79,6 +82,12 @@ class Sync(unittest.TestCase):
         with self.assertRaises(BadRequest) as bad:
             self.hg.enqueue(WORK, "x", key="no spaces")
         self.assertEqual(bad.exception.field, "key")
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.enqueue(WORK, "x", priority=10)
+        self.assertEqual(bad.exception.field, "priority")
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.enqueue(WORK, "x", expires_at="2001-01-01T00:00:00Z")
+        self.assertEqual(bad.exception.field, "expires_at")
         with self.assertRaises(NotFound):
             self.hg.enqueue("no_such_topic", "x")
         with self.assertRaises(NotFound):

@@ -29,6 +29,12 @@ export interface Job {
   account?: string;
   /** Its tenant key (fairness and per-key limits). */
   key?: string;
+  /** Not started this long after the enqueue, it expires unrun (dead-lettered or dropped: the topic's `on_expire`). */
+  expiresIn?: Duration;
+  /** Not started by this time, it expires unrun. */
+  expiresAt?: Date | string;
+  /** 0 (the highest, the default) to 9: among the topic's due jobs a higher priority starts first. */
+  priority?: number;
 }
 
 /** What became of one job: "new", "duplicate", "replaced", or "running" / "journaled" (not replaced). */
@@ -93,7 +99,7 @@ export interface DeadPage {
 export interface JobInfo {
   topic: string;
   id: string;
-  state: 'scheduled' | 'ready' | 'running' | 'dead' | 'acked' | 'cancelled';
+  state: 'scheduled' | 'ready' | 'running' | 'dead' | 'acked' | 'cancelled' | 'expired';
   attempts: number;
   /** Due at, leased until, or dead since (ms); live jobs only. */
   at_ms?: number;
@@ -101,6 +107,10 @@ export interface JobInfo {
   /** The payload as text, when it is UTF-8. */
   payload?: string | null;
   key?: string | null;
+  /** Its priority among its topic's due jobs: 0 (the highest) to 9 (live jobs). */
+  priority?: number;
+  /** Its own deadline (ms): not started by then, it expires. */
+  expires_at_ms?: number | null;
   version?: string | null;
   last_failure?: { error: string; at: number; handler?: string } | null;
   progress?: { attempt: number; percent?: number; detail?: unknown; at_ms: number } | null;
@@ -186,6 +196,11 @@ function jobBody(job: Job): Record<string, unknown> {
   if (job.version !== undefined) body.version = job.version;
   if (job.account !== undefined) body.account = job.account;
   if (job.key !== undefined) body.key = job.key;
+  if (job.expiresIn !== undefined) body.expires_in = duration(job.expiresIn, 'expiresIn');
+  if (job.expiresAt !== undefined) {
+    body.expires_at = job.expiresAt instanceof Date ? job.expiresAt.toISOString() : job.expiresAt;
+  }
+  if (job.priority !== undefined) body.priority = job.priority;
   return body;
 }
 

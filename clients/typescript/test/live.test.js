@@ -29,8 +29,10 @@ test('a long poll answers undefined while the job lives', async () => {
 
 test('every job option reaches the job', async () => {
   const id = fresh('opts');
-  await hg.enqueue(PARKED, 'text as is', { id, delay: 3600, maxAttempts: 7, account: 'acme', key: 'customer-7', uniqueFor: '1h' });
+  await hg.enqueue(PARKED, 'text as is', { id, delay: 3600, maxAttempts: 7, account: 'acme', key: 'customer-7', uniqueFor: '1h', expiresIn: '2h', priority: 4 });
   let job = await hg.getJob(PARKED, id);
+  assert.equal(job.priority, 4);
+  assert.ok(job.expires_at_ms > job.at_ms);
   assert.equal(job.payload, 'text as is');
   assert.equal((await hg.enqueue(PARKED, 'again', { id })).status, 'duplicate');
   assert.equal(job.max_attempts, 7);
@@ -59,6 +61,7 @@ test('enqueueMany answers per job and a bad one names its index', async () => {
 test('bad input names the field; unknowns are NotFound', async () => {
   await assert.rejects(hg.enqueue(WORK, 'x', { delay: 'soon' }), (e) => e instanceof BadRequest && e.field === 'delay' && e.status === 400);
   await assert.rejects(hg.enqueue(WORK, 'x', { key: 'no spaces' }), (e) => e instanceof BadRequest && e.field === 'key');
+  await assert.rejects(hg.enqueue(WORK, 'x', { priority: 10 }), (e) => e instanceof BadRequest && e.field === 'priority');
   await assert.rejects(hg.enqueue('no_such_topic', 'x'), NotFound);
   await assert.rejects(hg.getJob(WORK, 'no-such-job'), NotFound);
   await assert.rejects(hg.enqueue(WORK, new Uint8Array([0xff, 0xfe])), TypeError);

@@ -87,6 +87,9 @@ class Client:
         version: Optional[str] = None,
         account: Optional[str] = None,
         key: Optional[str] = None,
+        expires_in: Optional[Duration] = None,
+        expires_at: Any = None,
+        priority: Optional[int] = None,
     ) -> Enqueued:
         """Enqueue one job into `topic`.
 
@@ -99,10 +102,17 @@ class Client:
         the waiting job with this id for this one (both need `id`).
         `version` runs it on that kept handler version, `account` sums its
         usage under that name, `key` is its tenant key (fairness and
-        per-key limits). The active OpenTelemetry span's trace context goes
+        per-key limits). Not started within `expires_in` (like `delay`) or by
+        `expires_at` (like `at`), it expires unrun (the topic's `on_expire`:
+        dead-lettered with reason "expired", or dropped). `priority`: 0 (the
+        highest, the default) to 9; among the topic's due jobs a higher one
+        starts first. The active OpenTelemetry span's trace context goes
         with it when opentelemetry is installed.
         """
-        job = Job(payload, id, delay, at, due_at_ms, max_attempts, unique_for, replace, version, account, key)
+        job = Job(
+            payload, id, delay, at, due_at_ms, max_attempts, unique_for, replace, version, account, key,
+            expires_in, expires_at, priority,
+        )
         return _wire.enqueued(self._post_jobs(topic, _wire.job_body(job), _wire.trace_headers()))
 
     def enqueue_many(self, topic: str, jobs: Iterable[Union[Job, Mapping[str, Any]]]) -> Batch:

@@ -31,6 +31,9 @@ class Job:
     version: Optional[str] = None
     account: Optional[str] = None
     key: Optional[str] = None
+    expires_in: Optional[Duration] = None
+    expires_at: Optional[Union[_dt.datetime, str]] = None
+    priority: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -124,13 +127,18 @@ def job_body(job: Job) -> Dict[str, Any]:
         body["id"] = job.id
     if job.delay is not None:
         body["delay"] = duration(job.delay, "delay")
-    if job.at is not None:
-        if isinstance(job.at, _dt.datetime):
-            if job.at.tzinfo is None:
-                raise ValueError("at: a datetime without a time zone; give it one (e.g. timezone.utc)")
-            body["at"] = job.at.isoformat()
-        else:
-            body["at"] = job.at
+    for name in ("at", "expires_at"):
+        value = getattr(job, name)
+        if isinstance(value, _dt.datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"{name}: a datetime without a time zone; give it one (e.g. timezone.utc)")
+            body[name] = value.isoformat()
+        elif value is not None:
+            body[name] = value
+    if job.expires_in is not None:
+        body["expires_in"] = duration(job.expires_in, "expires_in")
+    if job.priority is not None:
+        body["priority"] = job.priority
     if job.due_at_ms is not None:
         body["due_at_ms"] = job.due_at_ms
     if job.max_attempts is not None:
