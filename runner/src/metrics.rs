@@ -174,6 +174,10 @@ pub struct Metrics {
     pub enqueued: Family<TopicLabel, Counter>,
     /// Durable handlers' steps, by topic, recorded or replayed.
     pub steps: Family<StepLabels, Counter>,
+    /// Calls of `handle-batch` (a topic with `batch`), by topic.
+    pub batch_calls: Family<TopicLabel, Counter>,
+    /// Jobs in those calls, by topic.
+    pub batch_jobs: Family<TopicLabel, Counter>,
     /// Journaled attempts' effects, by kind, recorded or replayed.
     pub effects: Family<EffectLabels, Counter>,
     /// Journaled attempts whose handler asked for something else than the
@@ -247,6 +251,8 @@ impl Metrics {
             attempts: Family::default(),
             enqueued: Family::default(),
             steps: Family::default(),
+            batch_calls: Family::default(),
+            batch_jobs: Family::default(),
             effects: Family::default(),
             divergences: Family::default(),
             reloads: Family::default(),
@@ -286,6 +292,16 @@ impl Metrics {
             "enqueued",
             "Jobs enqueued by this process (HTTP API, follow-ups, schedules)",
             m.enqueued.clone(),
+        );
+        r.register(
+            "batch_calls",
+            "Calls of a batched topic's handle-batch",
+            m.batch_calls.clone(),
+        );
+        r.register(
+            "batch_jobs",
+            "Jobs handed to handle-batch calls (over batch_calls: the mean batch)",
+            m.batch_jobs.clone(),
         );
         r.register(
             "steps",

@@ -88,6 +88,29 @@ pub mod bindings {
     });
 }
 
+/// Generated bindings for the world `handler-batch` (a handler that also
+/// exports `handle-batch`), sharing [`bindings`]' interfaces. Not part of
+/// the stable API.
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments, missing_docs)] // generated code
+pub mod batch_bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "handler-batch",
+        pub_export_macro: true,
+        export_macro_name: "__export_handler_batch",
+        default_bindings_module: "::hourglass_sdk::batch_bindings",
+        runtime_path: "::hourglass_sdk::__private::wit_bindgen::rt",
+        with: {
+            "hourglass:handler/types@0.1.0": crate::bindings::hourglass::handler::types,
+            "hourglass:handler/log@0.1.0": crate::bindings::hourglass::handler::log,
+            "hourglass:handler/follow-up@0.1.0": crate::bindings::hourglass::handler::follow_up,
+            "hourglass:handler/report@0.1.0": crate::bindings::hourglass::handler::report,
+            "hourglass:handler/durable@0.1.0": crate::bindings::hourglass::handler::durable,
+        },
+    });
+}
+
 /// Used by [`handler!`]; not part of the stable API.
 #[doc(hidden)]
 pub mod __private {
@@ -99,6 +122,66 @@ pub mod __private {
     pub fn run<R: crate::IntoOutcome>(f: fn(crate::Job) -> R, job: wit::Job) -> wit::Outcome {
         f(crate::Job::from_wit(job)).into_outcome().into_wit()
     }
+
+    /// A batch handler's answers as the WIT's outcomes, one per job.
+    pub fn run_batch<R: crate::IntoOutcome>(
+        f: fn(Vec<crate::Job>) -> Vec<R>,
+        jobs: Vec<wit::Job>,
+    ) -> Vec<wit::Outcome> {
+        let jobs = jobs.into_iter().map(crate::Job::from_wit).collect();
+        f(jobs)
+            .into_iter()
+            .map(|r| r.into_outcome().into_wit())
+            .collect()
+    }
+
+    /// One job through a batch handler (a topic without `batch`, or a job
+    /// run alone): its one answer.
+    pub fn run_one<R: crate::IntoOutcome>(
+        f: fn(Vec<crate::Job>) -> Vec<R>,
+        job: wit::Job,
+    ) -> wit::Outcome {
+        let mut answers = run_batch(f, vec![job]);
+        match answers.len() {
+            1 => answers.remove(0),
+            n => wit::Outcome::Fail(format!(
+                "the batch handler answered {n} outcomes for 1 job: it must answer one per job, in order"
+            )),
+        }
+    }
+}
+
+/// Export `f` (a `fn(Vec<Job>) -> Vec<impl IntoOutcome>`) as this
+/// component's handler, taking jobs in batches: on a topic with `batch = {
+/// max = 100, wait = "50ms" }` the runner calls it with up to `max` due jobs
+/// at once and reads one answer per job, in order (each job acks, retries or
+/// fails on its own). Elsewhere it is called with one job at a time.
+///
+/// A batch call cannot enqueue follow-ups, set a result, report progress or
+/// use durable steps (they belong to one job): those calls are refused.
+/// Use it once per crate, at the top level, instead of [`handler!`].
+#[macro_export]
+macro_rules! batch_handler {
+    ($f:path) => {
+        #[doc(hidden)]
+        struct __HourglassHandler;
+
+        impl $crate::batch_bindings::Guest for __HourglassHandler {
+            fn handle(
+                job: $crate::bindings::hourglass::handler::types::Job,
+            ) -> $crate::bindings::hourglass::handler::types::Outcome {
+                $crate::__private::run_one($f, job)
+            }
+
+            fn handle_batch(
+                jobs: ::std::vec::Vec<$crate::bindings::hourglass::handler::types::Job>,
+            ) -> ::std::vec::Vec<$crate::bindings::hourglass::handler::types::Outcome> {
+                $crate::__private::run_batch($f, jobs)
+            }
+        }
+
+        $crate::batch_bindings::__export_handler_batch!(__HourglassHandler);
+    };
 }
 
 /// Export `f` (a `fn(Job) -> impl IntoOutcome`) as this component's handler.

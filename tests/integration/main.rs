@@ -6,6 +6,7 @@
 //! - `util`: the redis-server guard, project fixtures, runner and event helpers,
 //!   `eventually` (wait for a condition with a deadline), `RunnerProcess`.
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
+//! - `batched`: handlers that take jobs in batches: calls per `max`, outcomes per job, traps, `wait`.
 //! - `job_priority`: priority within a topic: higher first, due order within one, never early.
 //! - `expiry`: jobs not started by their deadline: dead-lettered or dropped unrun, counted.
 //! - `jobs`: ack, delay (never early), retry, dead-letter, idempotent enqueue, end to end.
@@ -76,6 +77,7 @@
 //!   compiled once into the run's shared compile cache.
 
 mod api;
+mod batched;
 mod batches;
 mod cli;
 mod cluster;

@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HANDLERS: [&str; 10] = [
+const HANDLERS: [&str; 11] = [
     "echo",
+    "batcher",
     "checkout",
     "noop",
     "flaky",

@@ -21,6 +21,9 @@ pub(super) async fn run(path: &Path) -> Result<(), Exit> {
                 .load(&topic.handler)
                 .map_err(|e| unfit(e.to_string()))?;
             handler.fits_memory(topic.memory).map_err(unfit)?;
+            handler
+                .fits_batches(topic.batch.is_some())
+                .map_err(unfit)?;
             let cpu = topic
                 .cpu
                 .map(|c| format!(", cpu {}", humantime::format_duration(c)))

@@ -260,6 +260,23 @@ fn check_journal(
             ),
         ));
     }
+    if let (Some(batch), Some(raw)) = (resolved.batch, topic.batch.as_ref()) {
+        let why = if batch.max > 10_000 {
+            Some("`max` at most 10000".to_owned())
+        } else if resolved.journal.effects {
+            Some("not with `journal = \"effects\"` (a journal is one job's; a batch call is many jobs')".to_owned())
+        } else if batch.wait > std::time::Duration::from_secs(60) {
+            Some("`wait` at most 60s (the first job waits that long for others)".to_owned())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err((
+                Some(raw.span()),
+                format!("field `batch`: topic {name:?}: {why}"),
+            ));
+        }
+    }
     if resolved.journal.effects && resolved.reuse.is_some() {
         let at = topic.journal.as_ref().or(defaults.journal.as_ref());
         return Err((

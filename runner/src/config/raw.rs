@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::topic::{DEFAULT_JOURNAL_MAX, JournalPolicy, OnDivergence};
+use super::topic::{BatchPolicy, DEFAULT_JOURNAL_MAX, JournalPolicy, OnDivergence};
 use super::units::{
     DEFAULT_MEMORY, DEFAULT_PAYLOAD, Dur, Factor, Fraction, NonZeroDur, PerPeriod, Positive, Share,
     Size,
@@ -163,6 +163,15 @@ pub(super) struct RawTopic {
     pub on_divergence: Option<OnDivergence>,
     pub expire_after: Option<NonZeroDur>,
     pub on_expire: Option<RawOnExpire>,
+    pub batch: Option<Spanned<RawBatch>>,
+}
+
+/// `batch = { max = 100, wait = "50ms" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBatch {
+    pub max: Positive,
+    pub wait: Option<Dur>,
 }
 
 /// `on_expire = "dead" | "drop"`.
@@ -394,6 +403,10 @@ impl RawTopic {
                     .unwrap_or_default(),
             },
             expire_after: self.expire_after.or(defaults.expire_after).map(|d| d.0),
+            batch: self.batch.as_ref().map(|b| BatchPolicy {
+                max: b.get_ref().max.0,
+                wait: b.get_ref().wait.map_or(Duration::ZERO, |d| d.0),
+            }),
             on_expire: match self.on_expire.or(defaults.on_expire) {
                 Some(RawOnExpire::Drop) => hourglass_client::OnExpire::Drop,
                 Some(RawOnExpire::Dead) | None => hourglass_client::OnExpire::Dead,

@@ -65,6 +65,19 @@ pub struct TopicConfig {
     pub expire_after: Option<Duration>,
     /// `on_expire`: what becomes of a job that expired.
     pub on_expire: hourglass_client::OnExpire,
+    /// `batch`: the handler takes up to `max` due jobs in one call
+    /// (`handle-batch`); `None`: one job a call.
+    pub batch: Option<BatchPolicy>,
+}
+
+/// `batch = { max = 100, wait = "50ms" }`: up to `max` due jobs a call,
+/// waiting up to `wait` after the first is due for more to come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPolicy {
+    /// Most jobs in one call (1 to 10,000).
+    pub max: u32,
+    /// How long the first due job may wait for others (0: none).
+    pub wait: Duration,
 }
 
 /// `journal`, `journal_max`, `on_divergence`: whether the host records

@@ -102,7 +102,9 @@ impl Loader {
         }
         for topic in &config.topics {
             if let Some(Some(handler)) = self.files.get(&topic.handler).map(|k| &k.handler)
-                && let Err(why) = handler.fits_memory(topic.memory)
+                && let Err(why) = handler
+                    .fits_memory(topic.memory)
+                    .and_then(|()| handler.fits_batches(topic.batch.is_some()))
             {
                 anyhow::bail!("topic {:?}: {why}", topic.name);
             }

@@ -23,4 +23,8 @@ pub struct JobContext {
     /// What a flow job reads of its flow: its dependencies, each with how it
     /// ended (`report.dependencies`), or its batch (`report.batch`).
     pub upstream: crate::redis::Upstream,
+    /// Jobs in the call: more than 1 in a batch call (`handle-batch`), where
+    /// what belongs to one job (follow-ups, results, progress, durable steps)
+    /// is refused.
+    pub batch: usize,
 }

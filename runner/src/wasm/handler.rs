@@ -18,6 +18,8 @@ pub struct LoadedHandler {
     pub(super) pre: bindings::HandlerPre<Host>,
     pub(super) hash: Arc<str>,
     pub(super) needs: Option<Needs>,
+    /// It exports `handle-batch` (the WIT's world `handler-batch`).
+    pub(super) batches: bool,
 }
 
 impl LoadedHandler {
@@ -29,6 +31,18 @@ impl LoadedHandler {
     /// The same, shared (what metrics and completions carry).
     pub fn version(&self) -> &Arc<str> {
         &self.hash
+    }
+
+    /// Whether it takes jobs in batches (exports `handle-batch`): a topic
+    /// with `batch` refuses a handler that does not, saying why.
+    pub fn fits_batches(&self, batched: bool) -> Result<(), String> {
+        if batched && !self.batches {
+            return Err(format!(
+                "handler {} does not export `handle-batch`, and the topic has `batch`: build it with `hourglass_sdk::batch_handler!` (Rust), or remove `batch` from the topic",
+                self.hash
+            ));
+        }
+        Ok(())
     }
 
     /// What each instance needs; `None` when the component does not say (it

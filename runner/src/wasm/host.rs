@@ -281,10 +281,14 @@ impl log::Host for Host {
 
 impl report::Host for Host {
     fn set_result(&mut self, value: Vec<u8>) {
-        self.result = Some(value);
+        // no error to answer with: a batch call's result is dropped (documented)
+        if self.ctx.batch <= 1 {
+            self.result = Some(value);
+        }
     }
 
     fn progress(&mut self, percent: Option<u8>, detail: Option<String>) -> Result<(), String> {
+        follow_up::in_one_job(&self.ctx, "report progress")?;
         if let Some(detail) = &detail {
             check_detail(detail)?;
         }

@@ -12,6 +12,7 @@
 //! call that hangs is cut off by a timer as well. This file holds what an
 //! attempt takes and gives: its input, its sandbox, how it ended.
 
+mod batch;
 mod cache;
 mod context;
 mod epoch;

@@ -186,6 +186,7 @@ mod tests {
                 trace: None,
                 pass_through: None,
                 upstream: Default::default(),
+                batch: 1,
             }
             .into(),
             "stderr",

@@ -45,6 +45,7 @@ impl Runtime {
             trace: job.trace,
             pass_through: job.pass_through,
             upstream: job.upstream,
+            batch: 1,
         };
         let durable = DurableState::new(job.journal, self.journal_store(), sandbox.journal.max);
         // a topic that reuses takes an idle instance of this version first
@@ -151,35 +152,8 @@ impl Runtime {
                 reason: r.reason,
             },
             Ok(Ok(wit::Outcome::Fail(reason))) => Finish::Fail(reason),
-            Ok(Err(Stop::NoSlot(why))) => Finish::NotStarted(why),
-            // a sleep or a wait ended it (the trap is the host's own)
-            Ok(Err(Stop::Trap(_))) if host.durable.suspend.is_some() => {
-                Finish::Suspended(host.durable.suspend.take().expect("checked"))
-            }
-            Err(_elapsed) => Finish::Crashed(format!(
-                "time limit of {} exceeded",
-                humantime::format_duration(sandbox.timeout)
-            )),
-            Ok(Err(Stop::Trap(_))) if host.timed_out => Finish::Crashed(format!(
-                "time limit of {} exceeded",
-                humantime::format_duration(sandbox.timeout)
-            )),
-            Ok(Err(Stop::Trap(_))) if host.cpu_exceeded => Finish::Crashed(format!(
-                "CPU limit of {} exceeded (used {} ms of CPU in {} ms)",
-                humantime::format_duration(sandbox.cpu.unwrap_or_default()),
-                usage.cpu_us / 1000,
-                usage.wall_us / 1000
-            )),
-            Ok(Err(Stop::Trap(_))) if host.limits.exceeded.is_some() => Finish::Crashed(format!(
-                "memory limit of {} exceeded (the handler asked for {})",
-                size(sandbox.memory),
-                size(host.limits.exceeded.unwrap_or_default() as u64)
-            )),
-            Ok(Err(Stop::Trap(e))) => Finish::Crashed(match host.stderr_summary() {
-                Some(Said::Exception(message)) => format!("uncaught exception: {message}"),
-                Some(Said::Line(line)) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
-                None => format!("trapped: {}", root_cause(&e)),
-            }),
+            Ok(Err(stop)) => stopped(host, Some(stop), sandbox, &usage),
+            Err(_elapsed) => stopped(host, None, sandbox, &usage),
         };
         let effects = match store.data().effects.clone() {
             // boxed: only journaled attempts flush here; every attempt's
@@ -206,7 +180,7 @@ impl Runtime {
     /// A fresh store for one job in `sandbox`, its epoch callback enforcing
     /// the job's time and CPU limits (read from the host, so that a reused
     /// store enforces each job's own).
-    fn store(
+    pub(super) fn store(
         &self,
         ctx: JobContext,
         sandbox: &Sandbox,
@@ -270,6 +244,34 @@ impl Runtime {
         }
     }
 
+    /// A new instance of `handler` in `store`, as [`Runtime::instantiate`],
+    /// without the world's bindings (a batch call looks `handle-batch` up).
+    pub(super) async fn instantiate_raw(
+        &self,
+        handler: &LoadedHandler,
+        store: &mut Store<Host>,
+    ) -> Result<wasmtime::component::Instance, Stop> {
+        let mut freed = false;
+        loop {
+            match handler
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut *store)
+                .await
+            {
+                Ok(instance) => return Ok(instance),
+                Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => {
+                    if !freed && self.warm.drop_idle(true) > 0 {
+                        freed = true;
+                        continue;
+                    }
+                    return Err(Stop::NoSlot(format!("{e}")));
+                }
+                Err(e) => return Err(Stop::Trap(e)),
+            }
+        }
+    }
+
     /// Drop reused instances idle past their topic's `reuse.idle`.
     pub fn drop_idle_instances(&self) -> usize {
         self.warm.drop_idle(false)
@@ -299,7 +301,7 @@ async fn end_journal(effects: &super::host::Effects, finish: &mut Finish) -> Eff
     counts
 }
 
-enum Stop {
+pub(super) enum Stop {
     NoSlot(String),
     Trap(wasmtime::Error),
 }
@@ -308,5 +310,46 @@ fn root_cause(e: &wasmtime::Error) -> String {
     match e.downcast_ref::<wasmtime::Trap>() {
         Some(trap) => trap.to_string(),
         None => e.root_cause().to_string(),
+    }
+}
+
+/// How a call that did not answer ended: `stop` (`None`: the timer ran
+/// out), read with what the host saw (a suspension, a limit).
+pub(super) fn stopped(
+    host: &mut Host,
+    stop: Option<Stop>,
+    sandbox: &Sandbox,
+    usage: &Usage,
+) -> Finish {
+    let time_limit = || {
+        Finish::Crashed(format!(
+            "time limit of {} exceeded",
+            humantime::format_duration(sandbox.timeout)
+        ))
+    };
+    match stop {
+        Some(Stop::NoSlot(why)) => Finish::NotStarted(why),
+        // a sleep or a wait ended it (the trap is the host's own)
+        Some(Stop::Trap(_)) if host.durable.suspend.is_some() => {
+            Finish::Suspended(host.durable.suspend.take().expect("checked"))
+        }
+        None => time_limit(),
+        Some(Stop::Trap(_)) if host.timed_out => time_limit(),
+        Some(Stop::Trap(_)) if host.cpu_exceeded => Finish::Crashed(format!(
+            "CPU limit of {} exceeded (used {} ms of CPU in {} ms)",
+            humantime::format_duration(sandbox.cpu.unwrap_or_default()),
+            usage.cpu_us / 1000,
+            usage.wall_us / 1000
+        )),
+        Some(Stop::Trap(_)) if host.limits.exceeded.is_some() => Finish::Crashed(format!(
+            "memory limit of {} exceeded (the handler asked for {})",
+            size(sandbox.memory),
+            size(host.limits.exceeded.unwrap_or_default() as u64)
+        )),
+        Some(Stop::Trap(e)) => Finish::Crashed(match host.stderr_summary() {
+            Some(Said::Exception(message)) => format!("uncaught exception: {message}"),
+            Some(Said::Line(line)) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
+            None => format!("trapped: {}", root_cause(&e)),
+        }),
     }
 }

@@ -256,10 +256,15 @@ impl Runtime {
                 .saturating_mul(WASM_PAGE),
             tables: r.num_tables,
         });
+        let batches = component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name == "handle-batch");
         Ok(LoadedHandler {
             pre,
             hash: content_hash(bytes).into(),
             needs,
+            batches,
         })
     }
 }

@@ -49,7 +49,9 @@ pub(super) struct InFlight {
     flow: Option<FlowRef>,
     commits: mpsc::UnboundedSender<Completion>,
     committed: bool,
-    _slot: Slot,
+    /// The capacity it holds: every job's own, or for a batch call the
+    /// first job's for the whole call (`batch.rs`).
+    _slot: Option<Slot>,
 }
 
 impl InFlight {
@@ -71,12 +73,43 @@ impl InFlight {
             flow: None,
             commits,
             committed: false,
-            _slot: slot,
+            _slot: Some(slot),
         }
     }
 
+    /// The guard of a job that runs in a batch call whose capacity another
+    /// guard holds.
+    pub fn in_batch(
+        topic: Arc<Topic>,
+        id: String,
+        attempt: u32,
+        version: Arc<str>,
+        commits: mpsc::UnboundedSender<Completion>,
+    ) -> InFlight {
+        InFlight {
+            topic,
+            id,
+            attempt,
+            version,
+            flow: None,
+            commits,
+            committed: false,
+            _slot: None,
+        }
+    }
+
+    /// The topic version it runs with.
+    pub(super) fn topic(&self) -> &Arc<Topic> {
+        &self.topic
+    }
+
+    /// The job's id.
+    pub(super) fn id(&self) -> &str {
+        &self.id
+    }
+
     /// Hand `decision` to the committer (once: the guard keeps only its slot after).
-    fn complete(&mut self, decision: Decision, at_ms: u64) {
+    pub(super) fn complete(&mut self, decision: Decision, at_ms: u64) {
         self.committed = true;
         let completion = Completion {
             topic: self.topic.clone(),
@@ -200,7 +233,7 @@ pub(super) async fn run(
 /// `max_attempts`), which ended with `finish` using `usage`, asks for now,
 /// with a fresh jitter draw; `earlier` are the costs of the job's earlier
 /// attempts. Returns the decision and its time.
-fn decide(
+pub(super) fn decide(
     cfg: &TopicConfig,
     attempt: &Attempt<'_>,
     canary: bool,
@@ -257,7 +290,7 @@ async fn dependencies(
 /// Claimed a little ahead (scheduler.rs: CLAIM_AHEAD): never start early.
 /// Sleeping whole ms from a whole-ms clock ends at or after the due time;
 /// bounded, so that a wall clock stepped back holds no job for long.
-async fn hold_until_due(due_at_ms: u64) {
+pub(super) async fn hold_until_due(due_at_ms: u64) {
     let hold = due_at_ms.saturating_sub(now_ms());
     if hold > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(hold.min(1_000))).await;

@@ -19,6 +19,7 @@
 //! running attempts get the grace period, the rest are stopped and released.
 
 mod attempt;
+mod batch;
 mod capacity;
 mod commit;
 mod cron;

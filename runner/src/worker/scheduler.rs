@@ -288,7 +288,9 @@ impl Scheduler {
             Wake::All => self.next_due.iter_mut().for_each(|d| *d = 0),
             Wake::Due(topic, due) => {
                 if let Some(i) = self.topics.iter().position(|t| t.cfg.name == topic) {
-                    self.next_due[i] = self.next_due[i].min(due);
+                    // a batched topic's first due job waits for others
+                    let wait = self.topics[i].cfg.batch.map_or(0, |b| millis(b.wait));
+                    self.next_due[i] = self.next_due[i].min(due + wait);
                 }
             }
         }

@@ -18,8 +18,9 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 
     /// Every handler component as (name, path).
-    pub const ALL: [(&str, &str); 9] = [
+    pub const ALL: [(&str, &str); 10] = [
         ("echo", ECHO),
+        ("batcher", BATCHER),
         ("checkout", CHECKOUT),
         ("flaky", FLAKY),
         ("order_cancel", ORDER_CANCEL),

@@ -241,6 +241,9 @@ impl Host {
 
     /// Sleep until `at` unless the sleep called in this place slept already.
     fn sleep_to(&mut self, at: impl FnOnce(u64) -> u64) -> wasmtime::Result<()> {
+        if let Err(e) = super::follow_up::in_one_job(&self.ctx, "sleep") {
+            wasmtime::bail!("{e}");
+        }
         self.durable.sleeps += 1;
         let timer = format!("~sleep:{}", self.durable.sleeps);
         let now = now_ms();
@@ -260,6 +263,9 @@ impl durable::Host for Host {
         &mut self,
         name: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, String>> {
+        if let Err(e) = super::follow_up::in_one_job(&self.ctx, "record durable steps") {
+            return Ok(Err(e));
+        }
         if let Err(e) = claim_name(&mut self.durable.seen, "step", &name) {
             return Ok(Err(e));
         }
@@ -333,6 +339,9 @@ impl durable::Host for Host {
         name: String,
         timeout_ms: u64,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, String>> {
+        if let Err(e) = super::follow_up::in_one_job(&self.ctx, "wait for signals") {
+            return Ok(Err(e));
+        }
         if let Err(e) = claim_name(&mut self.durable.seen, "signal", &name) {
             return Ok(Err(e));
         }

@@ -68,6 +68,7 @@ impl follow_up::Host for Host {
     }
 
     fn enqueue_flow(&mut self, flow: follow_up::NewFlow) -> Result<String, String> {
+        in_one_job(&self.ctx, "create flows")?;
         if self.flows.len() >= MAX_FLOWS {
             return Err(format!("one attempt may create at most {MAX_FLOWS} flows"));
         }
@@ -140,6 +141,7 @@ impl Host {
         unique_for: Duration,
         with_result: bool,
     ) -> Result<String, String> {
+        in_one_job(&self.ctx, "enqueue follow-ups")?;
         let parent = &self.ctx.topic;
         if !self.may_enqueue.contains(&job.topic) {
             return Err(format!(
@@ -188,4 +190,16 @@ impl Host {
         });
         Ok(id)
     }
+}
+
+/// What belongs to one job's ack (follow-ups, flows, a result, progress,
+/// durable steps) cannot be asked for in a batch call: why, if this is one.
+pub(crate) fn in_one_job(ctx: &crate::wasm::JobContext, what: &str) -> Result<(), String> {
+    if ctx.batch > 1 {
+        return Err(format!(
+            "a batch call (handle-batch, {} jobs) cannot {what}: they belong to one job's attempt; use a topic without `batch` for jobs that need it",
+            ctx.batch
+        ));
+    }
+    Ok(())
 }

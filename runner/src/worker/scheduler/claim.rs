@@ -3,13 +3,20 @@
 //! (deficit round robin), and each claimed job started as an attempt with
 //! its version picked and its `InFlight` guard made.
 
+use std::sync::Arc;
+
 use super::{NEVER, Scheduler};
 use crate::clock::millis;
+use crate::redis::ClaimedJob;
 use crate::worker::Topic;
 use crate::worker::attempt::{self, InFlight};
+use crate::worker::batch;
+use crate::worker::rollout::Route;
 
 /// Most jobs claimed from one topic in one script call.
 const CLAIM_BATCH: usize = 256;
+/// Most jobs claimed for a batched topic's calls in one script call.
+const MAX_BATCHED_CLAIM: usize = 10_000;
 
 impl Scheduler {
     /// Claim from due topics, highest priority first, while capacity lasts.
@@ -118,6 +125,9 @@ impl Scheduler {
         // a job claimed ahead is held until it is due: its lease covers that too
         let due_by = now + self.ahead(i);
         let lease_until = due_by + millis(topic.cfg.timeout + self.config.runner.lease_margin);
+        // a batched topic's slot takes up to `batch.max` jobs in one call
+        let batch = topic.cfg.batch.map(|b| b.max as usize);
+        let want = batch.map_or(most, |max| (most * max).min(MAX_BATCHED_CLAIM));
         let rate = topic.cfg.rate.map(|r| crate::redis::RateLimit {
             interval_ms: r.interval_ms(),
             burst: r.burst,
@@ -131,13 +141,20 @@ impl Scheduler {
                 now,
                 due_by,
                 lease_until,
-                most,
+                want,
                 rate,
                 topic.cfg.fairness.as_ref(),
             )
             .await?;
-        self.next_due[i] = claimed.next_due_ms.unwrap_or(NEVER);
         let n = claimed.jobs.len();
+        self.next_due[i] = match (topic.cfg.batch, claimed.next_due_ms) {
+            // what is left comes due later: its first job waits for others
+            (Some(b), Some(due)) if n < want => due + millis(b.wait),
+            (_, due) => due.unwrap_or(NEVER),
+        };
+        if let Some(max) = batch {
+            return Ok(self.start_batches(&topic, route.as_deref(), claimed.jobs, max));
+        }
         for job in claimed.jobs {
             let slot = topic
                 .capacity
@@ -174,5 +191,64 @@ impl Scheduler {
             self.tasks.spawn(run);
         }
         Ok(n)
+    }
+}
+
+impl Scheduler {
+    /// Start the calls of a batched topic: `jobs` in groups of `max`, each
+    /// group one call holding one slot (the first job's guard holds it); how
+    /// many calls.
+    fn start_batches(
+        &mut self,
+        topic: &Arc<Topic>,
+        route: Option<&Route>,
+        jobs: Vec<ClaimedJob>,
+        max: usize,
+    ) -> usize {
+        let mut calls = 0;
+        let mut jobs = jobs.into_iter().peekable();
+        while jobs.peek().is_some() {
+            let group: Vec<ClaimedJob> = jobs.by_ref().take(max).collect();
+            let slot = topic
+                .capacity
+                .slot(&self.global)
+                .expect("checked free capacity");
+            let first = &group[0];
+            let handler = match route {
+                Some(route) => route.pick(
+                    first
+                        .last_failure
+                        .as_ref()
+                        .and_then(|f| f.handler.as_deref()),
+                    first.attempt >= first.max_attempts(topic.cfg.max_attempts),
+                ),
+                None => topic.handler.as_ref().map(|h| (h, false)),
+            }
+            .map(|(h, _)| h.clone())
+            .expect("checked that the topic serves");
+            let version = handler.version().clone();
+            let mut guards = Vec::with_capacity(group.len());
+            guards.push(InFlight::new(
+                topic.clone(),
+                first.id.clone(),
+                first.attempt,
+                version.clone(),
+                slot,
+                self.commits.clone(),
+            ));
+            for job in &group[1..] {
+                guards.push(InFlight::in_batch(
+                    topic.clone(),
+                    job.id.clone(),
+                    job.attempt,
+                    version.clone(),
+                    self.commits.clone(),
+                ));
+            }
+            let run = Box::pin(batch::run(self.shared.clone(), handler, group, guards));
+            self.tasks.spawn(run);
+            calls += 1;
+        }
+        calls
     }
 }

@@ -319,6 +319,18 @@ impl Meter {
         }
     }
 
+    /// A call of `topic`'s `handle-batch` with `jobs` jobs.
+    pub fn batch_call(&self, topic: &str, jobs: usize) {
+        let label = crate::metrics::TopicLabel {
+            topic: topic.to_owned(),
+        };
+        self.metrics.batch_calls.get_or_create(&label).inc();
+        self.metrics
+            .batch_jobs
+            .get_or_create(&label)
+            .inc_by(jobs as u64);
+    }
+
     /// A durable handler's attempt of `topic` recorded and replayed steps.
     pub fn steps(&self, topic: &str, steps: crate::wasm::StepCounts) {
         for (how, n) in [("recorded", steps.recorded), ("replayed", steps.replayed)] {
