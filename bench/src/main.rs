@@ -6,12 +6,13 @@
 //!
 //! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
 //! `process`, `telemetry`, `http`, `languages`, `lateness`, `memory`,
-//! `instance`, `metrics`, `swap`, `cluster`, `durability`, `fairness`,
+//! `instance`, `metrics`, `swap`, `cluster`, `durability`, `fairness`, `batches`,
 //! `scaling`.
 //! `./scripts/bench --against REV` runs instead the process mode of this
 //! build against REV's and BullMQ (`against.rs`).
 
 mod against;
+mod batches;
 mod bullmq;
 mod fairness;
 mod hourglass;
@@ -81,7 +82,7 @@ struct Args {
     /// Run hourglass only.
     #[arg(long)]
     skip_bullmq: bool,
-    /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, lateness, memory, instance, metrics, swap, cluster, durability, fairness, scaling).
+    /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, batches, lateness, memory, instance, metrics, swap, cluster, durability, fairness, scaling).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results as JSON (with --against:
@@ -278,6 +279,10 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("languages") {
             let result = b.languages(r).await;
             b.done("languages", result)?;
+        }
+        if b.wanted("batches") {
+            let result = b.batches(r).await;
+            b.done("batches", result)?;
         }
         if b.wanted("lateness") {
             let result = b.lateness(r).await;
