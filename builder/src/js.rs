@@ -107,7 +107,15 @@ pub(crate) fn build(
             .env(WARM_UP_ENV, &warm_up)
             .arg("--wit")
             .arg(&wit)
-            .args(["--world-name", "handler", "-o"])
+            .arg("--world-name")
+            // a handler that takes batches exports `handleBatch` too: its world
+            .arg(
+                match crate::python::batches(&project.dir.join(&project.entry)) {
+                    true => "handler-batch",
+                    false => "handler",
+                },
+            )
+            .arg("-o")
             .arg(&out)
             .arg(&project.entry)
             .current_dir(&project.dir),

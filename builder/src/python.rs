@@ -122,11 +122,16 @@ pub(crate) fn build(
         std::fs::remove_dir_all(&bindings)
             .map_err(BuildError::io(format!("removing {}", bindings.display())))?;
     }
+    // a handler that takes batches exports `handle-batch` too: its world
+    let module = project
+        .dir
+        .join(format!("{}.py", project.entry.replace('.', "/")));
+    let world_name = match batches(&module) {
+        true => "handler-batch-http",
+        false => "handler-http",
+    };
     let world = |cmd: &mut Command| {
-        cmd.arg("-q")
-            .arg("-d")
-            .arg(&wit)
-            .args(["-w", "handler-http"]);
+        cmd.arg("-q").arg("-d").arg(&wit).args(["-w", world_name]);
     };
     let mut cmd = Command::new(&componentize_py);
     world(&mut cmd);
@@ -147,4 +152,22 @@ pub(crate) fn build(
         .current_dir(&project.dir);
     step("componentize-py componentize").run(&mut cmd)?;
     Ok(out)
+}
+
+/// Whether the handler's entry file takes batches: it names the SDK's
+/// `batch_handler` / `batchHandler`, or exports `handle_batch` /
+/// `handleBatch` itself. Its component then targets the contract's world
+/// with `handle-batch` (componentize-py and componentize-js refuse a world
+/// export the module lacks, so a handler that does not is built as before).
+pub(crate) fn batches(entry: &std::path::Path) -> bool {
+    std::fs::read_to_string(entry).is_ok_and(|source| {
+        [
+            "batch_handler",
+            "batchHandler",
+            "handle_batch",
+            "handleBatch",
+        ]
+        .iter()
+        .any(|name| source.contains(name))
+    })
 }

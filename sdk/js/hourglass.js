@@ -395,6 +395,43 @@ function settleThrown(e) {
 }
 
 /**
+ * Make `fn(jobs)` (which may be async) this component's handler, taking jobs
+ * in batches: `export const { handle, handleBatch } = batchHandler(fn)`. On a
+ * topic with `batch = { max = 100 }` it gets an array of up to 100 due jobs
+ * and returns an array of as many outcomes, in order (nothing or ack() to
+ * ack, retry(...), fail(...)); each job ends on its own. A throw fails every
+ * job of the call. Elsewhere it gets one job at a time. A batch call cannot
+ * enqueue follow-ups, set results, report progress or use durable steps.
+ */
+export function batchHandler(fn) {
+  const answers = (raws) => {
+    const all = (outcome) => raws.map(() => outcome);
+    const each = (outcomes) => {
+      if (!Array.isArray(outcomes) || outcomes.length !== raws.length) {
+        const n = Array.isArray(outcomes) ? outcomes.length : typeof outcomes;
+        return all(fail(`the batch handler answered ${n} outcomes for ${raws.length} jobs: one per job, in order`));
+      }
+      return outcomes.map(settle);
+    };
+    let outcomes;
+    try {
+      outcomes = fn(raws.map((raw) => new Job(raw)));
+    } catch (e) {
+      return all(settleThrown(e));
+    }
+    if (outcomes !== null && typeof outcomes === 'object' && typeof outcomes.then === 'function') {
+      return Promise.resolve(outcomes).then(each, (e) => all(settleThrown(e)));
+    }
+    return each(outcomes);
+  };
+  const handle = (raw) => {
+    const got = answers([raw]);
+    return typeof got.then === 'function' ? got.then((o) => o[0]) : got[0];
+  };
+  return { handle, handleBatch: answers };
+}
+
+/**
  * Make `fn(job)` (which may be async) this component's handler: `export const handle = handler(fn)`.
  * Not itself an async function: in StarlingMonkey's interpreter every async
  * frame and promise costs microseconds per job, so a handler's promise is

@@ -244,3 +244,78 @@ async fn batches_work_on_a_cluster() {
     assert!((11..=14).contains(&calls), "{calls}");
     assert_eq!(retry_reasons(&events, "rows", "c5").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_batch_handlers_end_each_job_on_their_own() {
+    let mut text = String::from(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[defaults]\nbackoff = { base = \"50ms\", jitter = 0.0 }\n",
+    );
+    for topic in ["py", "js"] {
+        text.push_str(&format!(
+            "\n[[topic]]\nname = \"{topic}\"\nhandler = \"{topic}_batch.wasm\"\nbatch = {{ max = 10, wait = \"20ms\" }}\n"
+        ));
+    }
+    let project = Project::new("concurrency = 2", &text);
+    crate::util::add_handler(
+        &project,
+        "py_batch.wasm",
+        test_support::components::PY_BATCH,
+    );
+    crate::util::add_handler(
+        &project,
+        "js_batch.wasm",
+        test_support::components::JS_BATCH,
+    );
+    let queue = project.queue().await;
+    let now = now_ms();
+    for topic in ["py", "js"] {
+        let jobs: Vec<NewJob> = (0..30)
+            .map(|i| {
+                let plan = match i {
+                    3 | 7 => r#"{"fail_first": 1}"#,
+                    9 => r#"{"fail": "no such row"}"#,
+                    _ => "{}",
+                };
+                job(&format!("{topic}{i}"), plan, now)
+            })
+            .collect();
+        queue.enqueue(&queue.keys(topic), &jobs, now).await.unwrap();
+    }
+    let mut runner = Running::start(project.config()).await;
+    let api = Api(runner.http.unwrap().to_string());
+    let events = runner
+        .until(Duration::from_secs(120), |seen| ended(seen) >= 60)
+        .await;
+    let metrics = api.get("/metrics").await.body;
+    runner.stop().await;
+    for topic in ["py", "js"] {
+        let calls: u64 = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("hourglass_batch_calls_total")
+                    && l.contains(&format!("topic=\"{topic}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0, |n| n.parse().unwrap());
+        assert!(
+            (3..=8).contains(&calls),
+            "{topic}: {calls} calls for 32 jobs"
+        );
+        for i in 0..30 {
+            let id = format!("{topic}{i}");
+            let retries = retry_reasons(&events, topic, &id);
+            match i {
+                3 | 7 => assert_eq!(retries, [format!("job {id} failing on attempt 1")]),
+                _ => assert!(retries.is_empty(), "{id}: {retries:?}"),
+            }
+            let kinds = of(&events, topic, &id);
+            match i {
+                9 => assert!(
+                    kinds.iter().any(|k| matches!(k, EventKind::Dead { reason } if reason.contains("no such row"))),
+                    "{id}: {kinds:?}"
+                ),
+                _ => assert!(kinds.contains(&&EventKind::Acked), "{id}: {kinds:?}"),
+            }
+        }
+    }
+}

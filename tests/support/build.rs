@@ -87,7 +87,19 @@ fn main() {
 }
 
 /// Handlers in other languages: (constant, project folder, its sources, what it is).
-const OTHER_LANGUAGES: [(&str, &str, [&str; 2], &str); 6] = [
+const OTHER_LANGUAGES: [(&str, &str, [&str; 2], &str); 8] = [
+    (
+        "PY_BATCH",
+        "tests/support/py-batch",
+        ["app.py", "pyproject.toml"],
+        "The Python batch handler (`hourglass.batch_handler`).",
+    ),
+    (
+        "JS_BATCH",
+        "tests/support/js-batch",
+        ["app.js", "package.json"],
+        "The JavaScript batch handler (`batchHandler`).",
+    ),
     (
         "JS_PROBE",
         "tests/support/js",

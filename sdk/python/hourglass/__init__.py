@@ -54,7 +54,7 @@ from wit_world.imports import log as _log
 from wit_world.imports import report as _report
 
 __all__ = [
-    "Job", "handler", "ack", "result", "retry", "retry_in", "fail", "Retry", "Fail",
+    "Job", "handler", "batch_handler", "ack", "result", "retry", "retry_in", "fail", "Retry", "Fail",
     "follow_up", "flow", "progress", "debug", "info", "warn", "error",
     "step", "sleep", "sleep_until", "wait_for_signal", "signal",
 ]
@@ -410,17 +410,28 @@ error = _logger(_log.Level.ERROR)
 _OUTCOMES = (_types.Outcome_Ack, _types.Outcome_Retry, _types.Outcome_Fail)
 
 
+def _thrown(e):
+    """What a handler raised, as the outcome the host takes."""
+    if isinstance(e, Fail):
+        return fail(e)
+    if isinstance(e, Retry):
+        return retry(e) if e.seconds is None else retry_in(e.seconds, e)
+    # a failed attempt: retried with backoff
+    error("".join(_traceback.format_exception(e)).rstrip())
+    return retry(f"{type(e).__name__}: {e}")
+
+
 def _answer(fn, raw):
     """Run the handler on one attempt; its outcome, whatever it did."""
     try:
         outcome = fn(Job(raw))
-    except Fail as e:
-        return fail(e)
-    except Retry as e:
-        return retry(e) if e.seconds is None else retry_in(e.seconds, e)
-    except Exception as e:  # a failed attempt: retried with backoff
-        error("".join(_traceback.format_exception(e)).rstrip())
-        return retry(f"{type(e).__name__}: {e}")
+    except Exception as e:
+        return _thrown(e)
+    return _settle(outcome)
+
+
+def _settle(outcome):
+    """What a handler returned, as the outcome the host takes."""
     if outcome is None:
         return ack()
     if isinstance(outcome, _Result):
@@ -442,5 +453,38 @@ def handler(fn):
             return _answer(fn, raw)
 
     # componentize-py looks for `WitWorld` in the handler's module
+    _sys.modules[fn.__module__].WitWorld = WitWorld
+    return fn
+
+
+def _answers(fn, raws):
+    """Run a batch handler on `raws`: one outcome per job, whatever it did
+    (an exception is every job's)."""
+    try:
+        outcomes = list(fn([Job(raw) for raw in raws]))
+    except Exception as e:
+        return [_thrown(e)] * len(raws)
+    if len(outcomes) != len(raws):
+        why = f"the batch handler answered {len(outcomes)} outcomes for {len(raws)} jobs: one per job, in order"
+        return [fail(why)] * len(raws)
+    return [_settle(o) for o in outcomes]
+
+
+def batch_handler(fn):
+    """Make `fn(jobs)` this component's handler, taking jobs in batches: on
+    a topic with `batch = { max = 100 }` it gets a list of up to 100 due
+    jobs and returns a list of as many outcomes, in order (None or ack() to
+    ack, retry(...), fail(...)); each job ends on its own. An exception fails
+    every job of the call. Elsewhere it gets one job at a time. A batch call
+    cannot enqueue follow-ups, set results, report progress or use durable
+    steps (they belong to one job)."""
+
+    class WitWorld:
+        def handle(self, raw):
+            return _answers(fn, [raw])[0]
+
+        def handle_batch(self, raws):
+            return _answers(fn, raws)
+
     _sys.modules[fn.__module__].WitWorld = WitWorld
     return fn
