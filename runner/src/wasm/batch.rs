@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::bindings::hourglass::handler::types as wit;
 use super::host::DurableState;
-use super::run::{Stop, stopped};
+use super::run::{Stop, stopped, used};
 use super::usage::{Metered, Usage};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch};
 
@@ -90,16 +90,7 @@ impl Runtime {
         let wall = began.elapsed();
         let host = store.data_mut();
         host.flush_output();
-        let traffic = host.traffic();
-        let usage = Usage {
-            wall_us: wall.as_micros() as u64,
-            cpu_us: (setup + cpu.used()).as_micros() as u64,
-            memory_peak: host.limits.peak,
-            start_us: started.map_or(0, |s| s.as_micros() as u64),
-            requests: traffic.requests.load(std::sync::atomic::Ordering::Relaxed) as u32,
-            bytes_out: traffic.bytes_out.load(std::sync::atomic::Ordering::Relaxed),
-            bytes_in: traffic.bytes_in.load(std::sync::atomic::Ordering::Relaxed),
-        };
+        let usage = used(host, wall, setup + cpu.used(), started);
         let finishes = match result {
             Ok(Ok(outcomes)) if outcomes.len() == n => outcomes.into_iter().map(finish).collect(),
             Ok(Ok(outcomes)) => vec![

@@ -115,16 +115,7 @@ impl Runtime {
             host.progress
                 .forget(&host.ctx.topic, &host.ctx.id, host.ctx.attempt);
         }
-        let traffic = host.traffic();
-        let usage = Usage {
-            wall_us: wall.as_micros() as u64,
-            cpu_us: (setup + cpu.used()).as_micros() as u64,
-            memory_peak: host.limits.peak,
-            start_us: started.map_or(0, |s| s.as_micros() as u64),
-            requests: traffic.requests.load(Ordering::Relaxed) as u32,
-            bytes_out: traffic.bytes_out.load(Ordering::Relaxed),
-            bytes_in: traffic.bytes_in.load(Ordering::Relaxed),
-        };
+        let usage = used(host, wall, setup + cpu.used(), started);
         // an instance that answered may serve again (a topic that reuses)
         let (result, answered) = match result {
             Ok(Ok((instance, outcome))) => (Ok(Ok(outcome)), Some(instance)),
@@ -351,5 +342,20 @@ pub(super) fn stopped(
             Some(Said::Line(line)) => format!("trapped: {}; stderr: {line}", root_cause(&e)),
             None => format!("trapped: {}", root_cause(&e)),
         }),
+    }
+}
+
+/// What a call used: its wall time, its CPU (the store's setup included),
+/// when its instance had started, the host's peak memory and traffic.
+pub(super) fn used(host: &Host, wall: Duration, cpu: Duration, started: Option<Duration>) -> Usage {
+    let traffic = host.traffic();
+    Usage {
+        wall_us: wall.as_micros() as u64,
+        cpu_us: cpu.as_micros() as u64,
+        memory_peak: host.limits.peak,
+        start_us: started.map_or(0, |s| s.as_micros() as u64),
+        requests: traffic.requests.load(Ordering::Relaxed) as u32,
+        bytes_out: traffic.bytes_out.load(Ordering::Relaxed),
+        bytes_in: traffic.bytes_in.load(Ordering::Relaxed),
     }
 }

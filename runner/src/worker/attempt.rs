@@ -56,13 +56,14 @@ pub(super) struct InFlight {
 
 impl InFlight {
     /// The guard of attempt `attempt` of job `id` on handler `version`, holding `slot`
-    /// until it is dropped.
+    /// until it is dropped (none: a job of a batch call, whose first job's
+    /// guard holds the call's).
     pub fn new(
         topic: Arc<Topic>,
         id: String,
         attempt: u32,
         version: Arc<str>,
-        slot: Slot,
+        slot: Option<Slot>,
         commits: mpsc::UnboundedSender<Completion>,
     ) -> InFlight {
         InFlight {
@@ -73,28 +74,7 @@ impl InFlight {
             flow: None,
             commits,
             committed: false,
-            _slot: Some(slot),
-        }
-    }
-
-    /// The guard of a job that runs in a batch call whose capacity another
-    /// guard holds.
-    pub fn in_batch(
-        topic: Arc<Topic>,
-        id: String,
-        attempt: u32,
-        version: Arc<str>,
-        commits: mpsc::UnboundedSender<Completion>,
-    ) -> InFlight {
-        InFlight {
-            topic,
-            id,
-            attempt,
-            version,
-            flow: None,
-            commits,
-            committed: false,
-            _slot: None,
+            _slot: slot,
         }
     }
 

@@ -174,7 +174,7 @@ impl Scheduler {
                 job.id.clone(),
                 job.attempt,
                 handler.version().clone(),
-                slot,
+                Some(slot),
                 self.commits.clone(),
             );
             // boxed: the attempt's future is kilobytes (a whole wasm call's
@@ -233,15 +233,16 @@ impl Scheduler {
                 first.id.clone(),
                 first.attempt,
                 version.clone(),
-                slot,
+                Some(slot),
                 self.commits.clone(),
             ));
             for job in &group[1..] {
-                guards.push(InFlight::in_batch(
+                guards.push(InFlight::new(
                     topic.clone(),
                     job.id.clone(),
                     job.attempt,
                     version.clone(),
+                    None,
                     self.commits.clone(),
                 ));
             }
