@@ -319,3 +319,59 @@ async fn python_and_javascript_batch_handlers_end_each_job_on_their_own() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_key_each_call_takes_the_jobs_of_one_tenant_key() {
+    let mut text = topics(r#"{ max = 10, wait = "20ms", key = true }"#);
+    text.push_str("fairness = { by = \"key\" }\n");
+    let project = Project::new("concurrency = 2", &text);
+    let queue = project.queue().await;
+    let now = now_ms();
+    // three keys' jobs interleaved: a claim brings them mixed
+    let jobs: Vec<NewJob> = (0..60)
+        .map(|i| {
+            let key = ["a", "b", "c"][i % 3];
+            NewJob {
+                key: Some(key.into()),
+                ..job(&format!("k{i}"), &format!(r#"{{"key": "{key}"}}"#), now)
+            }
+        })
+        .collect();
+    put(&queue, &jobs).await;
+    let mut runner = Running::start(project.config()).await;
+    let api = Api(runner.http.unwrap().to_string());
+    let events = runner.until(WAIT, |seen| ended(seen) >= 60).await;
+    let (calls, handed) = counted(&api).await;
+    runner.stop().await;
+    let dead: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Dead { .. }))
+        .collect();
+    assert!(dead.is_empty(), "no call mixed keys: {dead:?}");
+    assert_eq!(handed, 60);
+    assert!(calls >= 6, "at least 20 jobs a key in calls of 10: {calls}");
+    // without key = true the same jobs share calls across keys (the test can fail)
+    let project = Project::new(
+        "concurrency = 2",
+        &format!(
+            "{}fairness = {{ by = \"key\" }}\n",
+            topics(r#"{ max = 10, wait = "20ms" }"#)
+        ),
+    );
+    let queue = project.queue().await;
+    put(&queue, &jobs).await;
+    let mut runner = Running::start(project.config()).await;
+    let events = runner.until(WAIT, |seen| ended(seen) >= 60).await;
+    runner.stop().await;
+    assert!(
+        events.iter().any(
+            |e| matches!(&e.kind, EventKind::Dead { reason } if reason.contains("mixed keys"))
+        ),
+        "without key = true, keys share calls"
+    );
+    // and key = true without fairness is refused
+    project.write_config("", &topics(r#"{ max = 10, key = true }"#));
+    let out = hourglass(&project, &["check"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`key = true` needs fairness"), "{err}");
+}

@@ -267,6 +267,8 @@ fn check_journal(
             Some("not with `journal = \"effects\"` (a journal is one job's; a batch call is many jobs')".to_owned())
         } else if batch.wait > std::time::Duration::from_secs(60) {
             Some("`wait` at most 60s (the first job waits that long for others)".to_owned())
+        } else if batch.by_key && resolved.fairness.is_none() {
+            Some("`key = true` needs fairness on the topic (`fairness`, `key_concurrency` or `key_rate`): only its claims bring each job's key".to_owned())
         } else {
             None
         };

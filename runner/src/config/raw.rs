@@ -172,6 +172,7 @@ pub(super) struct RawTopic {
 pub(super) struct RawBatch {
     pub max: Positive,
     pub wait: Option<Dur>,
+    pub key: Option<bool>,
 }
 
 /// `on_expire = "dead" | "drop"`.
@@ -406,6 +407,7 @@ impl RawTopic {
             batch: self.batch.as_ref().map(|b| BatchPolicy {
                 max: b.get_ref().max.0,
                 wait: b.get_ref().wait.map_or(Duration::ZERO, |d| d.0),
+                by_key: b.get_ref().key.unwrap_or(false),
             }),
             on_expire: match self.on_expire.or(defaults.on_expire) {
                 Some(RawOnExpire::Drop) => hourglass_client::OnExpire::Drop,

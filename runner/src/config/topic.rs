@@ -78,6 +78,9 @@ pub struct BatchPolicy {
     pub max: u32,
     /// How long the first due job may wait for others (0: none).
     pub wait: Duration,
+    /// `key = true`: each call's jobs share a tenant key (needs fairness,
+    /// whose claims bring each job's key).
+    pub by_key: bool,
 }
 
 /// `journal`, `journal_max`, `on_divergence`: whether the host records

@@ -205,14 +205,9 @@ impl Scheduler {
         jobs: Vec<ClaimedJob>,
         max: usize,
     ) -> usize {
+        let by_key = topic.cfg.batch.is_some_and(|b| b.by_key);
         let mut calls = 0;
-        let mut jobs = jobs.into_iter().peekable();
-        while jobs.peek().is_some() {
-            let group: Vec<ClaimedJob> = jobs.by_ref().take(max).collect();
-            let slot = topic
-                .capacity
-                .slot(&self.global)
-                .expect("checked free capacity");
+        for group in groups(jobs, max, by_key) {
             let first = &group[0];
             let handler = match route {
                 Some(route) => route.pick(
@@ -227,24 +222,24 @@ impl Scheduler {
             .map(|(h, _)| h.clone())
             .expect("checked that the topic serves");
             let version = handler.version().clone();
+            // grouped by key, a claim may bring more calls than free slots:
+            // the rest go back uncounted (a guard dropped unused releases its job)
+            let slot = topic.capacity.slot(&self.global);
+            let started = slot.is_some();
             let mut guards = Vec::with_capacity(group.len());
-            guards.push(InFlight::new(
-                topic.clone(),
-                first.id.clone(),
-                first.attempt,
-                version.clone(),
-                Some(slot),
-                self.commits.clone(),
-            ));
-            for job in &group[1..] {
+            let mut slot = slot;
+            for job in &group {
                 guards.push(InFlight::new(
                     topic.clone(),
                     job.id.clone(),
                     job.attempt,
                     version.clone(),
-                    None,
+                    slot.take(),
                     self.commits.clone(),
                 ));
+            }
+            if !started {
+                continue;
             }
             let run = Box::pin(batch::run(self.shared.clone(), handler, group, guards));
             self.tasks.spawn(run);
@@ -252,4 +247,30 @@ impl Scheduler {
         }
         calls
     }
+}
+
+/// Claimed `jobs` in calls of at most `max`, in claim order; `by_key`: each
+/// call's jobs share a tenant key (calls in the order their keys came up).
+fn groups(jobs: Vec<ClaimedJob>, max: usize, by_key: bool) -> Vec<Vec<ClaimedJob>> {
+    let mut out: Vec<Vec<ClaimedJob>> = Vec::new();
+    if !by_key {
+        let mut jobs = jobs.into_iter().peekable();
+        while jobs.peek().is_some() {
+            out.push(jobs.by_ref().take(max).collect());
+        }
+        return out;
+    }
+    // the open call of each key, by its place in `out`
+    let mut open: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for job in jobs {
+        let key = job.key.clone().unwrap_or_default();
+        match open.get(&key) {
+            Some(&at) if out[at].len() < max => out[at].push(job),
+            _ => {
+                open.insert(key, out.len());
+                out.push(vec![job]);
+            }
+        }
+    }
+    out
 }
