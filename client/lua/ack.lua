@@ -41,7 +41,7 @@ each_chunk('HDEL', KEYS[3], done)
 hdel_if(KEYS[4], done)
 hdel_if(KEYS[7], done)
 hdel_if(KEYS[8], done)
-if #done > 0 and redis.call('EXISTS', KEYS[11]) == 1 then each_chunk('ZREM', KEYS[11], done) end
+zrem_if(KEYS[11], done)
 hdel_if(KEYS[12], done)
 forget_journals(KEYS[9], done)
 return stale

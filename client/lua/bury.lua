@@ -47,7 +47,7 @@ for i = 7, #ARGV, 6 do
   end
 end
 keys_released(KEYS[12], buried)
-if #buried > 0 and redis.call('EXISTS', KEYS[13]) == 1 then each_chunk('ZREM', KEYS[13], buried) end
+zrem_if(KEYS[13], buried)
 if expired > 0 then redis.call('INCRBY', KEYS[15], expired) end
 -- retention, at most 1000 removals of each kind per call so the script stays short
 local function drop(ids)

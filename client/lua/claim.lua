@@ -14,7 +14,8 @@
 --            allows no start before; -1 if none, -2 if the topic is paused,
 --            then per job: id, due ms, attempt (the lease's fencing token), record, last failure
 --            or false, account or false, journal (HGETALL) or false,
---            then, when any of them has a deadline, one last entry: id, deadline ms, ... }
+--            then, when any of them has a deadline, one last entry: each job's deadline ms or
+--            false, in their order }
 -- Jobs whose deadline has passed come first, claimed whether due or not, and count against
 -- ARGV[3] but not against a rate (they do not start).
 if redis.call('EXISTS', KEYS[6]) == 1 then

@@ -47,6 +47,11 @@ local function hdel_if(key, fields)
   if #fields > 0 and redis.call('EXISTS', key) == 1 then each_chunk('HDEL', key, fields) end
 end
 
+-- The same for a zset that is often absent (a topic's deadlines).
+local function zrem_if(key, members)
+  if #members > 0 and redis.call('EXISTS', key) == 1 then each_chunk('ZREM', key, members) end
+end
+
 -- The attempt hash holds only the jobs in flight: a few dozen fields, which Redis
 -- stores as a listpack and searches linearly on every HMGET, HSET and HDEL (an
 -- eighth of Redis's time at full speed). One field longer than any job id (ids
@@ -222,7 +227,7 @@ local function index_head(idx)
   return nil
 end
 
--- Priority within a topic (client/src/job.rs: PRIORITIES): a job of priority 0 (the highest,
+-- Priority within a topic (client/src/job.rs: LOWEST_PRIORITY): a job of priority 0 (the highest,
 -- and every job's unless it asks) waits on the time index `idx` itself; one of priority p
 -- (1..9) on an index of its own, `idx:p<p>`, and the hash `idx:priority` says so (id -> p,
 -- only for such jobs while they live). A claim takes the due jobs of priority 0 first, then
@@ -406,24 +411,21 @@ local function expired_take(expire, lease, job, remove, now, most)
   return ids, dues, true
 end
 
--- The deadlines of the claimed jobs `out` (claim.lua's answer, `stride` entries a job) that
--- have one, appended to `out` as one last entry (a flat list of id, deadline ms) when any has.
+-- The deadlines of the claimed jobs `out` (claim.lua's answer, `stride` entries a job),
+-- appended to `out` as one last entry when any has one: a list with each job's deadline (ms)
+-- or false, in the order of the jobs.
 local function deadlines_told(expire, out, stride)
   local ids = {}
   for o = 2, #out, stride do ids[#ids + 1] = out[o] end
-  if #ids == 0 then return end
-  local at, told = {}, {}
+  local told, any = {}, false
   for i = 1, #ids, CHUNK do
     local part = redis.call('ZMSCORE', expire, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
-    for j = 1, #part do at[i + j - 1] = part[j] end
-  end
-  for j, id in ipairs(ids) do
-    if at[j] then
-      told[#told + 1] = id
-      told[#told + 1] = at[j]
+    for j = 1, #part do
+      told[i + j - 1] = part[j] or false
+      any = any or part[j] ~= false
     end
   end
-  if #told > 0 then out[#out + 1] = told end
+  if any then out[#out + 1] = told end
 end
 
 -- Delete the journals of jobs `ids` (acked, cancelled, dropped dead letters): `marks` is the

@@ -123,10 +123,8 @@ impl Pipeline<'_> {
                 expires_at_ms: None,
             });
         }
-        for (id, at) in deadlines {
-            if let Some(job) = jobs.iter_mut().find(|j| j.id == id) {
-                job.expires_at_ms = Some(at);
-            }
+        for (job, at) in jobs.iter_mut().zip(deadlines) {
+            job.expires_at_ms = at;
         }
         if let Err(e) = confirmed {
             // leases no replica has could vanish in a failover while the jobs
@@ -152,19 +150,20 @@ impl Pipeline<'_> {
     }
 }
 
-/// The claim's last entry when claimed jobs have deadlines: id, deadline
-/// (ms), ... (`prelude.lua`: deadlines_told).
-fn deadlines_of(entry: &Value) -> Result<Vec<(String, u64)>, QueueError> {
+/// The claim's last entry when claimed jobs have deadlines: each job's
+/// deadline (ms) or nil, in the order of the jobs (`prelude.lua`:
+/// deadlines_told).
+fn deadlines_of(entry: &Value) -> Result<Vec<Option<u64>>, QueueError> {
     let Value::Array(items) = entry else {
         return Err(QueueError::Protocol(format!(
             "claim answered {entry:?} for its deadlines"
         )));
     };
     items
-        .chunks(2)
-        .map(|pair| match pair {
-            [id, at] => Ok((string(id)?, number(at)?)),
-            _ => Err(QueueError::Protocol("claim's deadlines cut short".into())),
+        .iter()
+        .map(|at| match at {
+            Value::Nil => Ok(None),
+            at => number(at).map(Some),
         })
         .collect()
 }

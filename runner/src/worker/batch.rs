@@ -51,20 +51,12 @@ pub(super) async fn run(
         call(&shared, &handler, ready, &mut flights).await;
     }
     // rare in a batched topic: each as a single attempt, after the call
-    let first = flights.remove(0);
-    let mut rest: Vec<Option<InFlight>> = flights.into_iter().map(Some).collect();
-    let mut first = Some(first);
+    let mut flights: Vec<Option<InFlight>> = flights.into_iter().map(Some).collect();
     for (i, job) in alone {
-        let flight = match i {
-            0 => first.take().expect("the first guard once"),
-            i => rest[i - 1].take().expect("each guard once"),
-        };
-        let back = attempt::run(shared.clone(), handler.clone(), false, job, flight).await;
-        if i == 0 {
-            first = Some(back);
-        }
+        let flight = flights[i].take().expect("each guard once");
+        flights[i] = Some(attempt::run(shared.clone(), handler.clone(), false, job, flight).await);
     }
-    first.expect("the first guard comes back")
+    flights.swap_remove(0).expect("the first guard comes back")
 }
 
 /// One call of `handle-batch` with the jobs that can run, each one's end
