@@ -22,8 +22,10 @@ use crate::redis::{
     Suspending,
 };
 
+mod bury;
 mod deliver;
 mod suspend;
+use bury::bury;
 use deliver::{delivery_spans, tell};
 use suspend::suspend;
 
@@ -259,68 +261,8 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             );
         }
     }
-    if !b.dead.items.is_empty()
-        && let Some(refused) = persist(&shared.meter, "dead-letter", name, || {
-            q.pipeline()
-                .bury(keys, &b.dead.items, topic.cfg.dead_letter, now, keep)
-        })
-        .await
-    {
-        let outcome = |d: &Burial| match d.expired {
-            Some(_) => Outcome::Expired,
-            None => Outcome::Dead,
-        };
-        count(shared, name, &b.dead, &refused, |d| &d.id, outcome);
-        let mut parked = Vec::new();
-        for Burial {
-            id,
-            attempt,
-            info,
-            notice,
-            expired,
-            ..
-        } in b
-            .dead
-            .items
-            .into_iter()
-            .filter(|d| !is_refused(&refused, &d.id))
-        {
-            let kind = match expired {
-                None => {
-                    tracing::warn!(topic = %name, job_id = %id, attempt, handler = info.handler.as_deref().unwrap_or("-"), "dead-lettered: {}", info.reason);
-                    EventKind::Dead {
-                        reason: info.reason,
-                    }
-                }
-                Some(how) => {
-                    let dropped = how == OnExpire::Drop;
-                    let what = if dropped { "dropped" } else { "dead-lettered" };
-                    tracing::info!(topic = %name, job_id = %id, attempt, "{what}, unrun: {}", info.reason);
-                    EventKind::Expired {
-                        reason: info.reason,
-                        dropped,
-                    }
-                }
-            };
-            shared.emit(name, &id, attempt, kind);
-            if let Some(notice) = notice {
-                let entry = Entry {
-                    notices: vec![notice],
-                    ..Entry::default()
-                };
-                parked.push((crate::redis::outbox_token(attempt, &id), entry));
-            }
-        }
-        // a flow job's burial parked its notice; if this fails, a sweep delivers it
-        if !parked.is_empty() {
-            match q.pipeline().deliver(keys, &parked, now).await {
-                Ok(new) => shared.meter.enqueued(&new),
-                Err(e) => tracing::warn!(
-                    topic = name,
-                    "flow notices parked, delivery deferred to the sweep: {e}"
-                ),
-            }
-        }
+    if !b.dead.items.is_empty() {
+        bury(shared, &topic, b.dead, now).await;
     }
     if !b.suspends.items.is_empty() {
         suspend(shared, &topic, &b.suspends, now).await;
