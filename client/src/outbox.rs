@@ -18,7 +18,9 @@
 //! count, each [`Notice`]); version 5 adds bit 3, the job's attempts (u32
 //! LE), and after the notices the flows a handler created (u32 LE count,
 //! each a [`FlowSpec`] in postcard with a u32 LE length); version 6 adds
-//! bit 4, the job's tenant key (a one-byte length, then its bytes).
+//! bit 4, the job's tenant key (a one-byte length, then its bytes); version
+//! 7 adds bit 5, the job's deadline (u64 LE ms), and bit 6, its priority
+//! (one byte).
 
 use std::collections::BTreeMap;
 
@@ -37,8 +39,9 @@ use super::{
 /// parent's result are written as version 2, which every runner since
 /// unique-for reads; without flows, as version 3 at most; without attempts
 /// or created flows, as version 4 at most; 6 adds a job's tenant key, and
-/// is written only for an entry with one.
-const VERSION: u8 = 6;
+/// is written only for an entry with one; 7 a job's deadline and priority,
+/// written only for an entry with either.
+const VERSION: u8 = 7;
 
 /// A follow-up job for `topic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +90,10 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
         .sum();
     let mut out = Vec::with_capacity(5 + size);
     let created = flows;
-    let v6 = jobs.iter().any(|p| p.job.key.is_some());
+    let v7 = jobs
+        .iter()
+        .any(|p| p.job.expires_at_ms.is_some() || p.job.priority > 0);
+    let v6 = v7 || jobs.iter().any(|p| p.job.key.is_some());
     let v5 = v6 || !created.is_empty() || jobs.iter().any(|p| p.job.max_attempts > 0);
     let flows = v5 || !notices.is_empty() || jobs.iter().any(|p| p.job.flow.is_some());
     let extended = flows
@@ -95,7 +101,8 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
             .iter()
             .any(|p| p.job.parent_result.is_some() || p.job.trace.is_some());
     out.push(match (v5, flows, extended) {
-        _ if v6 => VERSION,
+        _ if v7 => VERSION,
+        _ if v6 => 6,
         (true, _, _) => 5,
         (false, true, _) => 4,
         (false, false, true) => 3,
@@ -115,7 +122,9 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
                 | u8::from(p.job.trace.is_some()) << 1
                 | u8::from(p.job.flow.is_some()) << 2
                 | u8::from(p.job.max_attempts > 0) << 3
-                | u8::from(p.job.key.is_some()) << 4;
+                | u8::from(p.job.key.is_some()) << 4
+                | u8::from(p.job.expires_at_ms.is_some()) << 5
+                | u8::from(p.job.priority > 0) << 6;
             out.push(flags);
             if let Some(r) = &p.job.parent_result {
                 out.extend_from_slice(&(r.len() as u32).to_le_bytes());
@@ -137,6 +146,12 @@ pub fn encode_full(jobs: &[Parked], notices: &[Notice], flows: &[FlowSpec]) -> V
                 // at most 128 bytes (check_key)
                 out.push(k.len() as u8);
                 out.extend_from_slice(k.as_bytes());
+            }
+            if let Some(at) = p.job.expires_at_ms {
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+            if p.job.priority > 0 {
+                out.push(p.job.priority);
             }
         }
         out.extend_from_slice(&(p.job.payload.len() as u32).to_le_bytes());
@@ -187,7 +202,8 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
         };
         let flags = if version >= 3 { r.take(1)?[0] } else { 0 };
         let known = match version {
-            6.. => 31,
+            7.. => 127,
+            6 => 31,
             5 => 15,
             4 => 7,
             _ => 3,
@@ -229,6 +245,14 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
             }
             _ => None,
         };
+        let expires_at_ms = match flags & 32 {
+            32 => Some(u64::from_le_bytes(r.array()?)),
+            _ => None,
+        };
+        let priority = match flags & 64 {
+            64 => r.take(1)?[0],
+            _ => 0,
+        };
         let len = u32::from_le_bytes(r.array()?) as usize;
         let payload = r.take(len)?.to_vec();
         jobs.push(Parked {
@@ -246,8 +270,8 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CorruptRecord> {
                 parent_result,
                 trace,
                 flow,
-                expires_at_ms: None,
-                priority: 0,
+                expires_at_ms,
+                priority,
             },
         });
     }

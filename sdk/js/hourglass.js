@@ -41,7 +41,7 @@
 
 import { log as hostLog } from 'hourglass:handler/log@0.1.0';
 import {
-  enqueue, enqueueUnique, enqueueWithResult, enqueueKeyed, enqueueFlow,
+  enqueue, enqueueUnique, enqueueWithResult, enqueueKeyed, enqueueWith, enqueueFlow,
 } from 'hourglass:handler/follow-up@0.1.0';
 import {
   setResult, progress as hostProgress, parentResult, dependencies as hostDependencies,
@@ -228,28 +228,40 @@ export function retryAfter(response) {
  * `delay` and `uniqueFor` are seconds; `uniqueFor` (which needs `id`) keeps
  * the id taken that long even after that job is done; `withResult` hands the
  * job this attempt's result (its job.parentResult); `key` is its tenant key
- * in the target topic (without one it takes this job's). A refusal (a topic
- * not in may_enqueue, a bad id or key, a payload over the limit) fails the job.
+ * in the target topic (without one it takes this job's); `expiresIn`
+ * (seconds, more than `delay`) and it is not run unless started by then (the
+ * target's on_expire; without it, the target's expire_after); `priority` 0
+ * (the highest, the default) to 9 among the target's due jobs. A refusal (a
+ * topic not in may_enqueue, a bad id or key, a payload over the limit, an
+ * option out of range) fails the job.
  */
-export function followUp(topic, payload, { delay, id, uniqueFor, withResult, key } = {}) {
+export function followUp(
+  topic,
+  payload,
+  { delay, id, uniqueFor, withResult, key, expiresIn, priority } = {},
+) {
   const bytes = toBytes(payload);
-  if (withResult && uniqueFor !== undefined) {
-    throw new Fail('a follow-up takes uniqueFor or withResult, not both');
+  const ms = (seconds) => BigInt(Math.max(0, Math.round(seconds * 1000)));
+  if (priority !== undefined && !(Number.isInteger(priority) && priority >= 0 && priority <= 9)) {
+    throw new Fail(`follow-up priority ${priority} is out of range: 0 (the highest) to 9`);
   }
-  if (key !== undefined && (withResult || uniqueFor !== undefined)) {
-    throw new Fail('a follow-up with a key takes neither uniqueFor nor withResult');
-  }
-  const job = {
-    topic,
-    payload: bytes,
-    delayMs: delay === undefined ? undefined : BigInt(Math.max(0, Math.round(delay * 1000))),
-    id,
-  };
+  const job = { topic, payload: bytes, delayMs: delay === undefined ? undefined : ms(delay), id };
+  const options = [key, uniqueFor, withResult || undefined, expiresIn, priority];
   try {
+    // one option alone goes through the call that predates enqueueWith
+    if (options.filter((o) => o !== undefined).length > 1 || expiresIn !== undefined || priority !== undefined) {
+      return enqueueWith(job, {
+        key: key === undefined ? undefined : String(key),
+        uniqueForMs: uniqueFor === undefined ? undefined : ms(uniqueFor),
+        withResult: Boolean(withResult),
+        expiresInMs: expiresIn === undefined ? undefined : ms(expiresIn),
+        priority,
+      });
+    }
     if (key !== undefined) return enqueueKeyed(job, String(key));
     if (withResult) return enqueueWithResult(job);
     if (uniqueFor === undefined) return enqueue(job);
-    return enqueueUnique(job, BigInt(Math.max(0, Math.round(uniqueFor * 1000))));
+    return enqueueUnique(job, ms(uniqueFor));
   } catch (e) {
     throw new Fail(`follow-up refused: ${e.payload ?? e.message ?? e}`);
   }

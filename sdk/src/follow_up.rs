@@ -36,6 +36,8 @@ pub struct FollowUp {
     unique_for: Option<Duration>,
     with_result: bool,
     key: Option<String>,
+    expires_in: Option<Duration>,
+    priority: Option<u8>,
 }
 
 impl FollowUp {
@@ -49,6 +51,8 @@ impl FollowUp {
             unique_for: None,
             with_result: false,
             key: None,
+            expires_in: None,
+            priority: None,
         }
     }
 
@@ -84,7 +88,7 @@ impl FollowUp {
 
     /// Hand it this attempt's result (what the handler acks with,
     /// [`crate::Outcome::ack_with`]): its handler reads it with
-    /// [`crate::Job::parent_result`]. Not with [`FollowUp::unique_for`].
+    /// [`crate::Job::parent_result`].
     pub fn with_parent_result(mut self) -> FollowUp {
         self.with_result = true;
         self
@@ -92,10 +96,24 @@ impl FollowUp {
 
     /// Its tenant key in the target topic (1 to 128 letters, digits or
     /// `_-.:@/`): the topic's fairness and per-key limits count it as that
-    /// key's. Without one it takes this job's key. Not with
-    /// [`FollowUp::unique_for`] or [`FollowUp::with_parent_result`].
+    /// key's. Without one it takes this job's key.
     pub fn key(mut self, key: impl Into<String>) -> FollowUp {
         self.key = Some(key.into());
+        self
+    }
+
+    /// Not started within `window` of the ack, it is not run (the target
+    /// topic's `on_expire`: dead-lettered or dropped). Longer than its
+    /// [`FollowUp::delay`]. Without one, the target topic's `expire_after`.
+    pub fn expires_in(mut self, window: Duration) -> FollowUp {
+        self.expires_in = Some(window);
+        self
+    }
+
+    /// Its priority in the target topic: 0 (the highest, the default) to 9.
+    /// Among that topic's due jobs a higher priority starts first.
+    pub fn priority(mut self, priority: u8) -> FollowUp {
+        self.priority = Some(priority);
         self
     }
 
@@ -104,32 +122,32 @@ impl FollowUp {
     /// A refusal (a topic not in `may_enqueue`, a bad id, a payload over the
     /// limit) is a permanent error: retrying the job cannot fix it.
     pub fn enqueue(self) -> Result<String, Error> {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let job = wit::NewJob {
             topic: self.topic,
             payload: self.payload,
-            delay_ms: self
-                .delay
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            delay_ms: self.delay.map(millis),
             id: self.id,
         };
-        if let Some(key) = self.key {
-            if self.unique_for.is_some() || self.with_result {
-                return Err(Error::fail(
-                    "a follow-up with a key takes neither unique_for nor with_parent_result",
-                ));
-            }
-            return wit::enqueue_keyed(&job, &key).map_err(Error::fail);
+        let unique_for_ms = self.unique_for.map(millis);
+        // one option alone goes through the call that predates `enqueue-with`
+        let plain = self.expires_in.is_none() && self.priority.is_none();
+        match (&self.key, unique_for_ms, self.with_result) {
+            (None, None, false) if plain => wit::enqueue(&job),
+            (None, None, true) if plain => wit::enqueue_with_result(&job),
+            (None, Some(ms), false) if plain => wit::enqueue_unique(&job, ms),
+            (Some(key), None, false) if plain => wit::enqueue_keyed(&job, key),
+            _ => wit::enqueue_with(
+                &job,
+                &wit::EnqueueOptions {
+                    key: self.key,
+                    unique_for_ms,
+                    with_result: self.with_result,
+                    expires_in_ms: self.expires_in.map(millis),
+                    priority: self.priority,
+                },
+            ),
         }
-        match (self.unique_for, self.with_result) {
-            (Some(_), true) => Err(Error::fail(
-                "a follow-up takes unique_for or with_parent_result, not both",
-            )),
-            (Some(window), false) => {
-                let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
-                wit::enqueue_unique(&job, ms).map_err(Error::fail)
-            }
-            (None, true) => wit::enqueue_with_result(&job).map_err(Error::fail),
-            (None, false) => wit::enqueue(&job).map_err(Error::fail),
-        }
+        .map_err(Error::fail)
     }
 }

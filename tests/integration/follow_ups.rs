@@ -1,6 +1,7 @@
 //! Follow-up jobs: enqueued exactly when their parent acks, only to topics
 //! the parent's `may_enqueue` allows; parked follow-ups of a runner that
-//! died before delivering them are swept and delivered once.
+//! died before delivering them are swept and delivered once; a deadline, a
+//! priority and options together from each SDK (`enqueue-with`).
 
 use std::time::Duration;
 
@@ -8,7 +9,9 @@ use hourglass::clock::now_ms;
 use hourglass::events::EventKind;
 use hourglass::redis::{Done, Enqueued, NewJob, OUTBOX_SWEEP, Parked};
 
-use crate::util::{Project, RedisServer, Running, enqueue, eventually, of};
+use test_support::components::{JS_SDK_PROBE, PY_PROBE};
+
+use crate::util::{Project, RedisServer, Running, add_handler, enqueue, eventually, of};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -284,5 +287,158 @@ async fn a_unique_follow_up_is_not_enqueued_again_within_its_window() {
     let id = enqueue(&queue, "parent", &anonymous, 0, 0).await;
     let reason = dead_reason(&mut runner, "parent", &id).await;
     assert!(reason.contains("needs an id"), "{reason}");
+    runner.stop().await;
+}
+
+const OPTIONS: &str = r#"
+[defaults]
+max_attempts = 1
+
+[[topic]]
+name = "rust"
+handler = "probe.wasm"
+may_enqueue = ["later"]
+
+[[topic]]
+name = "py"
+handler = "py_probe.wasm"
+may_enqueue = ["later"]
+
+[[topic]]
+name = "js"
+handler = "js_sdk_probe.wasm"
+may_enqueue = ["later"]
+
+[[topic]]
+name = "later"
+handler = "echo.wasm"
+"#;
+
+/// A parent's plan in `lang`'s probe: one follow-up to `later` with these
+/// JSON fields (times in ms; the Python and JavaScript SDKs take seconds),
+/// acking with a result.
+fn asking(lang: &str, id: &str, fields: &[(&str, u64)], key: Option<&str>) -> String {
+    let mut f = format!(r#""topic":"later","payload":"x","id":"{id}""#);
+    for (name, v) in fields {
+        f += &match (lang, *name) {
+            ("rust", "priority") => format!(r#","priority":{v}"#),
+            ("rust", "with_result") => r#","with_parent_result":true"#.to_owned(),
+            ("rust", _) => format!(r#","{name}_ms":{v}"#),
+            (_, "priority") => format!(r#","priority":{v}"#),
+            (_, "with_result") => r#","with_result":true"#.to_owned(),
+            (_, _) => format!(r#","{name}":{}"#, *v as f64 / 1000.0),
+        };
+    }
+    if let Some(k) = key {
+        f += &format!(r#","key":"{k}""#);
+    }
+    match lang {
+        "rust" => format!(r#"{{"follow_ups":[{{{f}}}],"result":"r"}}"#),
+        _ => format!(r#"{{"follow_up":{{{f}}},"result":"r"}}"#),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_carry_a_deadline_a_priority_and_options_together_from_each_sdk() {
+    let project = Project::new("concurrency = 4", OPTIONS);
+    add_handler(&project, "py_probe.wasm", PY_PROBE);
+    add_handler(&project, "js_sdk_probe.wasm", JS_SDK_PROBE);
+    let queue = project.queue().await;
+    let later = queue.keys("later");
+    // the follow-ups wait where they land until the test looks at them
+    queue.admin().set_paused(&later, true).await.unwrap();
+    let mut runner = Running::start(project.config()).await;
+    for lang in ["rust", "py", "js"] {
+        let soon = asking(lang, &format!("soon-{lang}"), &[("expires_in", 300)], None);
+        let all = [("priority", 7), ("unique_for", 60_000), ("with_result", 1)];
+        let low = asking(lang, &format!("low-{lang}"), &all, Some("acme"));
+        let before = now_ms();
+        for plan in [soon, low] {
+            let id = enqueue(&queue, lang, &plan, 0, 0).await;
+            let events = runner.until_settled(lang, &id, WAIT).await;
+            assert_eq!(
+                of(&events, lang, &id).last(),
+                Some(&&EventKind::Acked),
+                "{lang}: {plan}"
+            );
+        }
+        let after = now_ms();
+        let seen = |id: String| {
+            let queue = &queue;
+            let later = &later;
+            async move {
+                eventually(WAIT, "the follow-up delivered", || async {
+                    match queue.inspect(later, &id, now_ms()).await.unwrap() {
+                        Some(view) => Ok(view),
+                        None => Err(format!("{id} not there yet")),
+                    }
+                })
+                .await
+            }
+        };
+        let view = seen(format!("soon-{lang}")).await;
+        let deadline = view.expires_at_ms.expect("a deadline");
+        assert!(
+            (before + 300..=after + 300).contains(&deadline),
+            "{lang}: deadline {deadline} not 300 ms after the ack ({before}..{after})"
+        );
+        assert_eq!(view.priority, 0, "{lang}");
+        let view = seen(format!("low-{lang}")).await;
+        assert_eq!(
+            (view.priority, view.key.as_deref(), view.expires_at_ms),
+            (7, Some("acme"), None),
+            "{lang}"
+        );
+        let record = view.record.expect("a record").expect("readable");
+        // "r", as JSON from Rust, as text from the others
+        let handed = record.parent_result.unwrap_or_default();
+        assert!(
+            handed.contains(&b'r'),
+            "{lang}: its parent's result handed on: {handed:?}"
+        );
+        let taken = redis::Client::open(project.endpoint.urls()[0].as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let exists: u64 = redis::cmd("EXISTS")
+            .arg(later.unique(&format!("low-{lang}")))
+            .query_async(&mut taken.clone())
+            .await
+            .unwrap();
+        assert_eq!(exists, 1, "{lang}: its id reserved for the window");
+        // bad options fail the parent, saying why; nothing is enqueued
+        for (bad, why) in [
+            (asking(lang, "x", &[("priority", 10)], None), "out of range"),
+            (
+                asking(lang, "x", &[("delay", 500), ("expires_in", 500)], None),
+                "expire before it is due",
+            ),
+        ] {
+            let id = enqueue(&queue, lang, &bad, 0, 0).await;
+            let reason = dead_reason(&mut runner, lang, &id).await;
+            assert!(reason.contains(why), "{lang}: {reason}");
+        }
+    }
+    // past its deadline, the expiring follow-up is not run; the others are
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    queue.admin().set_paused(&later, false).await.unwrap();
+    let events = runner.after_drained(&queue, &["later"], WAIT).await;
+    for lang in ["rust", "py", "js"] {
+        let soon = of(&events, "later", &format!("soon-{lang}"));
+        assert!(
+            matches!(soon.last(), Some(EventKind::Expired { dropped: false, .. })),
+            "{lang}: {soon:?}"
+        );
+        assert!(!soon.iter().any(|k| matches!(k, EventKind::Started { .. })));
+        let low = of(&events, "later", &format!("low-{lang}"));
+        assert_eq!(low.last(), Some(&&EventKind::Acked), "{lang}");
+    }
+    assert!(
+        !of(&events, "later", "x")
+            .iter()
+            .any(|k| matches!(k, EventKind::Started { .. })),
+        "a refused follow-up was enqueued"
+    );
     runner.stop().await;
 }

@@ -196,6 +196,32 @@ mod flows {
         // an older runner's reading of version 5 refuses bit 4: never written without a key
         assert!(encode(&[plain])[0] < 6);
     }
+
+    #[test]
+    fn version_7_keeps_a_jobs_deadline_and_priority_and_only_an_entry_with_one_is_written_so() {
+        let mut expiring = parked("child", "c1", b"payload");
+        expiring.job.expires_at_ms = Some(1_700_000_060_000);
+        expiring.job.key = Some("k".into());
+        let mut urgent = parked("child", "c2", b"x");
+        urgent.job.priority = 9;
+        let plain = parked("child", "c3", b"y");
+        let bytes = encode(&[expiring.clone(), urgent.clone(), plain.clone()]);
+        assert_eq!(bytes[0], 7);
+        assert_eq!(
+            decode(&bytes).unwrap(),
+            [expiring.clone(), urgent.clone(), plain.clone()]
+        );
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(&bytes[..cut]).is_err(),
+                "a prefix of {cut} bytes decoded"
+            );
+        }
+        assert_eq!(encode(&[urgent])[0], 7);
+        // version 6 readers refuse bits 5 and 6: never written without them
+        expiring.job.expires_at_ms = None;
+        assert_eq!(encode(&[expiring, plain])[0], 6);
+    }
 }
 
 mod fuzz {
@@ -209,17 +235,23 @@ mod fuzz {
             "[ -~]{1,40}",
             any::<u64>(),
             proptest::collection::vec(any::<u8>(), 0..256),
+            proptest::option::of(any::<u64>()),
+            0..=crate::LOWEST_PRIORITY,
         )
-            .prop_map(|(topic, id, due_at_ms, payload)| Parked {
-                topic,
-                job: NewJob {
-                    id: Some(id),
-                    payload,
-                    due_at_ms,
-                    max_attempts: 0,
-                    ..Default::default()
+            .prop_map(
+                |(topic, id, due_at_ms, payload, expires_at_ms, priority)| Parked {
+                    topic,
+                    job: NewJob {
+                        id: Some(id),
+                        payload,
+                        due_at_ms,
+                        max_attempts: 0,
+                        expires_at_ms,
+                        priority,
+                        ..Default::default()
+                    },
                 },
-            })
+            )
     }
 
     proptest! {

@@ -184,6 +184,10 @@ struct Next {
     with_parent_result: bool,
     #[serde(default)]
     key: Option<String>,
+    #[serde(default)]
+    expires_in_ms: Option<u64>,
+    #[serde(default)]
+    priority: Option<u8>,
 }
 
 fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
@@ -288,6 +292,12 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         }
         if let Some(key) = next.key {
             f = f.key(key);
+        }
+        if let Some(ms) = next.expires_in_ms {
+            f = f.expires_in(std::time::Duration::from_millis(ms));
+        }
+        if let Some(p) = next.priority {
+            f = f.priority(p);
         }
         let id = f.enqueue()?;
         info!("follow-up {id} queued");

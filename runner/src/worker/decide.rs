@@ -407,6 +407,10 @@ fn park(f: FollowUp, result: Option<&[u8]>, now: u64) -> Parked {
             unique_for_ms: crate::clock::millis(f.unique_for),
             parent_result: result.filter(|_| f.with_result).map(<[u8]>::to_vec),
             key: f.key,
+            expires_at_ms: f
+                .expires_in
+                .map(|d| now.saturating_add(crate::clock::millis(d))),
+            priority: f.priority,
             ..Default::default()
         },
     }

@@ -66,7 +66,9 @@ pub(super) async fn sweep_outboxes(shared: &Shared, topics: &[Arc<Topic>], now: 
             match jobs {
                 Ok(jobs) => good.push((token, jobs)),
                 Err(e) => {
-                    tracing::error!(topic = %topic.cfg.name, %token, "dropping an unreadable outbox entry: {e}")
+                    // not cleared: taken again after the sweep interval, by a
+                    // newer runner if one parked it in a format this one lacks
+                    tracing::error!(topic = %topic.cfg.name, %token, "cannot read an outbox entry, leaving it: {e}")
                 }
             }
         }

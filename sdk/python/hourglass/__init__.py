@@ -260,35 +260,49 @@ def fail(reason):
     return _types.Outcome_Fail(str(reason))
 
 
-def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_result=False, key=None):
+def follow_up(topic, payload, *, delay=None, id=None, unique_for=None, with_result=False, key=None,
+              expires_in=None, priority=None):
     """Enqueue a job to `topic` when this attempt acks; returns its id.
 
-    `payload` is bytes, a str, or anything JSON can encode; `delay` and
-    `unique_for` are seconds; `unique_for` (which needs `id`) keeps the id
-    taken that long even after that job is done. `with_result` hands the job
-    this attempt's result (its job.parent_result). `key` is its tenant key
-    in the target topic (without one it takes this job's). A refusal (a topic
-    not in may_enqueue, a bad id or key, a payload over the limit) fails the job.
+    `payload` is bytes, a str, or anything JSON can encode; `delay`,
+    `unique_for` and `expires_in` are seconds; `unique_for` (which needs `id`)
+    keeps the id taken that long even after that job is done. `with_result`
+    hands the job this attempt's result (its job.parent_result). `key` is its
+    tenant key in the target topic (without one it takes this job's).
+    `expires_in` (more than `delay`): not started by then, it is not run (the
+    target's on_expire; without it, the target's expire_after). `priority` 0
+    (the highest, the default) to 9 among the target's due jobs. A refusal (a
+    topic not in may_enqueue, a bad id or key, a payload over the limit, an
+    option out of range) fails the job.
     """
     data = _bytes(payload)
-    if with_result and unique_for is not None:
-        raise Fail("a follow-up takes unique_for or with_result, not both")
-    if key is not None and (with_result or unique_for is not None):
-        raise Fail("a follow-up with a key takes neither unique_for nor with_result")
+    if priority is not None and not (isinstance(priority, int) and 0 <= priority <= 9):
+        raise Fail(f"follow-up priority {priority!r} is out of range: 0 (the highest) to 9")
+    ms = lambda seconds: max(0, int(seconds * 1000))  # noqa: E731
     job = _follow_up.NewJob(
         topic=topic,
         payload=data,
-        delay_ms=None if delay is None else max(0, int(delay * 1000)),
+        delay_ms=None if delay is None else ms(delay),
         id=id,
     )
+    given = [o for o in (key, unique_for, with_result or None, expires_in, priority) if o is not None]
     try:
+        # one option alone goes through the call that predates enqueue_with
+        if len(given) > 1 or expires_in is not None or priority is not None:
+            return _follow_up.enqueue_with(job, _follow_up.EnqueueOptions(
+                key=None if key is None else str(key),
+                unique_for_ms=None if unique_for is None else ms(unique_for),
+                with_result=bool(with_result),
+                expires_in_ms=None if expires_in is None else ms(expires_in),
+                priority=priority,
+            ))
         if key is not None:
             return _follow_up.enqueue_keyed(job, str(key))
         if with_result:
             return _follow_up.enqueue_with_result(job)
         if unique_for is None:
             return _follow_up.enqueue(job)
-        return _follow_up.enqueue_unique(job, max(0, int(unique_for * 1000)))
+        return _follow_up.enqueue_unique(job, ms(unique_for))
     except _Err as e:
         raise Fail(f"follow-up refused: {e.value}") from None
 

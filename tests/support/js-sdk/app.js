@@ -17,7 +17,8 @@
 //   {"fail": REASON}                   fail (dead letter) with REASON
 //   {"retry_in": SECONDS, "reason": R} retry after SECONDS with R
 //   {"retry": REASON}                  retry with the topic's backoff
-//   {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?}}  then ack
+//   {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?, "key"?,
+//                  "with_result"?, "expires_in"?, "priority"?}}  then ack
 //   {"fetch": URL}                     GET URL; fail with "fetched STATUS BODY"
 //   {"post_json": URL, "body": V}      POST V as JSON; fail with "posted STATUS BODY"
 //   {"progress": [P, ...]}             report each percentage, 300 ms apart
@@ -98,7 +99,13 @@ function startFollowUp(plan) {
   if (plan.follow_up === undefined) return;
   const f = plan.follow_up;
   followUp(f.topic, f.payload, {
-    id: f.id, delay: f.delay, uniqueFor: f.unique_for, withResult: f.with_result, key: f.key,
+    id: f.id,
+    delay: f.delay,
+    uniqueFor: f.unique_for,
+    withResult: f.with_result,
+    key: f.key,
+    expiresIn: f.expires_in,
+    priority: f.priority,
   });
 }
 

@@ -19,7 +19,8 @@ asks for one thing, checked in this order:
     {"fail": REASON}                  fail (dead letter) with REASON
     {"retry_in": SECONDS, "reason": R}  retry after SECONDS with R
     {"retry": REASON}                 retry with the topic's backoff
-    {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?, "key"?}}  then ack
+    {"follow_up": {"topic", "payload", "id"?, "delay"?, "unique_for"?, "key"?,
+                   "with_result"?, "expires_in"?, "priority"?}}  then ack
     {"fetch": URL}                    GET URL; fail with "fetched STATUS BODY"
     {"post_json": URL, "body": V}     POST V as JSON; fail with "posted STATUS BODY"
     {"progress": [P, ...]}            report each percentage, 300 ms apart
@@ -74,7 +75,7 @@ def handle(job):
         hourglass.follow_up(
             f["topic"], f["payload"], id=f.get("id"), delay=f.get("delay"),
             unique_for=f.get("unique_for"), with_result=f.get("with_result", False),
-            key=f.get("key"),
+            key=f.get("key"), expires_in=f.get("expires_in"), priority=f.get("priority"),
         )
     if "flow" in plan:
         flow_id = hourglass.flow(plan["flow"]["jobs"], id=plan["flow"].get("id"))

@@ -36,6 +36,10 @@ pub struct FollowUp {
     pub with_result: bool,
     /// Its tenant key, when the handler named one (else the parent's).
     pub key: Option<String>,
+    /// How long after the ack it expires unstarted, when the handler said.
+    pub expires_in: Option<Duration>,
+    /// Its priority in the target topic (0, the highest, by default).
+    pub priority: u8,
 }
 
 impl follow_up::Host for Host {
@@ -48,12 +52,14 @@ impl follow_up::Host for Host {
     }
 
     fn enqueue_keyed(&mut self, job: follow_up::NewJob, key: String) -> Result<String, String> {
-        crate::redis::check_key(&key).map_err(|e| format!("follow-up {e}"))?;
-        let id = self.follow_up(job, Duration::ZERO, false)?;
-        if let Some(f) = self.follow_ups.last_mut() {
-            f.key = Some(key);
-        }
-        Ok(id)
+        let options = follow_up::EnqueueOptions {
+            key: Some(key),
+            unique_for_ms: None,
+            with_result: false,
+            expires_in_ms: None,
+            priority: None,
+        };
+        self.enqueue_with(job, options)
     }
 
     fn enqueue_unique(
@@ -65,6 +71,42 @@ impl follow_up::Host for Host {
             return Err("a unique follow-up needs an id".into());
         }
         self.follow_up(job, Duration::from_millis(unique_for_ms), false)
+    }
+
+    fn enqueue_with(
+        &mut self,
+        job: follow_up::NewJob,
+        options: follow_up::EnqueueOptions,
+    ) -> Result<String, String> {
+        if let Some(key) = &options.key {
+            crate::redis::check_key(key).map_err(|e| format!("follow-up {e}"))?;
+        }
+        if options.unique_for_ms.is_some() && job.id.is_none() {
+            return Err("a unique follow-up needs an id".into());
+        }
+        let priority = options.priority.unwrap_or(0);
+        if priority > crate::redis::LOWEST_PRIORITY {
+            return Err(format!(
+                "follow-up priority {priority} is out of range: 0 (the highest) to {}",
+                crate::redis::LOWEST_PRIORITY
+            ));
+        }
+        if let Some(ms) = options.expires_in_ms
+            && ms <= job.delay_ms.unwrap_or(0)
+        {
+            return Err(format!(
+                "a follow-up that expires {ms} ms after the ack would expire before it is due ({} ms after the ack)",
+                job.delay_ms.unwrap_or(0)
+            ));
+        }
+        let unique_for = Duration::from_millis(options.unique_for_ms.unwrap_or(0));
+        let id = self.follow_up(job, unique_for, options.with_result)?;
+        if let Some(f) = self.follow_ups.last_mut() {
+            f.key = options.key;
+            f.expires_in = options.expires_in_ms.map(Duration::from_millis);
+            f.priority = priority;
+        }
+        Ok(id)
     }
 
     fn enqueue_flow(&mut self, flow: follow_up::NewFlow) -> Result<String, String> {
@@ -187,6 +229,8 @@ impl Host {
             unique_for,
             with_result,
             key: None,
+            expires_in: None,
+            priority: 0,
         });
         Ok(id)
     }
