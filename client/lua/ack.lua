@@ -6,7 +6,7 @@
 -- KEYS[1]: lease zset   KEYS[2]: job hash   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- KEYS[5]: outbox hash   KEYS[6]: outbox_due zset   KEYS[7]: account hash   KEYS[8]: progress hash
 -- KEYS[9]: journal hash (step.lua)   KEYS[10]: fair hash (prelude.lua: tenant keys)
--- KEYS[11]: expire zset (prelude.lua: expired_take)   KEYS[12]: priority hash (prelude.lua: index_add)
+-- KEYS[11]: expire zset (prelude.lua: expired_take)   KEYS[12]: priority hash (index.lua: index_add)
 -- KEYS[12 + j]: the result key of job j (only when the topic keeps results)
 -- (A leased job is not on the time index: neither script touches it.)
 -- ARGV[1]: sweep time (ms) of follow-ups parked now

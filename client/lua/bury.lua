@@ -5,7 +5,7 @@
 -- KEYS[9]: journal hash (step.lua: a dead letter keeps its journal for a replay)
 -- KEYS[10]: outbox hash   KEYS[11]: outbox_due zset (a flow job's notice, as ack.lua parks)
 -- KEYS[12]: fair hash (prelude.lua: tenant keys; a dead letter keeps its key)
--- KEYS[13]: expire zset (prelude.lua: expired_take)   KEYS[14]: priority hash (prelude.lua:
+-- KEYS[13]: expire zset (prelude.lua: expired_take)   KEYS[14]: priority hash (index.lua:
 -- index_add; a dead letter keeps its priority)   KEYS[15]: the topic's count of expired jobs
 -- KEYS[15 + j]: the result key of job j (only when the topic keeps results; a leased job
 -- is not on the time index)

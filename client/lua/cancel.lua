@@ -1,6 +1,6 @@
 -- Cancel jobs: delete each wherever it is (pending, leased or dead). An attempt that is
 -- running finishes, but its outcome is discarded: its fencing token is gone.
--- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
+-- KEYS[1]: time index (index.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: dead zset   KEYS[7]: dead_info hash   KEYS[8]: account hash
 -- KEYS[9]: progress hash   KEYS[10]: layout 2's zset of waiting jobs
 -- KEYS[11]: journal hash (step.lua)   KEYS[12]: suspended hash (suspend.lua)

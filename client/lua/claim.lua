@@ -1,6 +1,6 @@
 -- Claim due jobs of one topic: move up to ARGV[3] jobs due by ARGV[1] from pending to lease,
 -- counting an attempt for each. Batched: a handful of calls per claim, not per job.
--- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
+-- KEYS[1]: time index (index.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash   KEYS[5]: error hash
 -- KEYS[6]: paused flag   KEYS[7]: rate limiter (GCRA: the theoretical arrival time, ms)
 -- KEYS[8]: account hash   KEYS[9]: layout 2's zset of waiting jobs (absorbed while it has any)
 -- KEYS[10]: journal hash (step.lua)   KEYS[11]: suspended hash (suspend.lua)

@@ -5,7 +5,7 @@
 -- for the batch. A job that comes up while its key is paused, at its cap of jobs at once or
 -- over its rate is parked with its tag and blocks no other key; it goes back when the key may
 -- start again. Under share "cpu" a key's jobs beyond its window are tagged as they move up.
--- KEYS[1]: time index (prelude.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
+-- KEYS[1]: time index (index.lua)   KEYS[2]: lease zset   KEYS[3]: job hash   KEYS[4]: attempt hash
 -- KEYS[5]: error hash   KEYS[6]: paused flag   KEYS[7]: rate limiter (claim.lua)   KEYS[8]: account hash
 -- KEYS[9]: journal hash (step.lua)   KEYS[10]: suspended hash (suspend.lua)   KEYS[11]: fair hash
 -- KEYS[12]: expire zset (prelude.lua: expired_take; those jobs come first, keys' turns aside)

@@ -1,5 +1,5 @@
 -- How many jobs of one topic wait (due by now, and later), run and are dead.
--- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: lease zset   KEYS[4]: dead zset
+-- KEYS[1]: time index (index.lua)   KEYS[2]: job hash   KEYS[3]: lease zset   KEYS[4]: dead zset
 -- KEYS[5]: paused flag   KEYS[6]: layout 2's zset of waiting jobs   KEYS[7]: suspended hash
 -- KEYS[8]: fair hash (jobs due and queued per tenant key: ready)   KEYS[9]: count of expired jobs
 -- ARGV[1]: now ms

@@ -1,6 +1,6 @@
 -- Give dead letters another life: back to pending, due now, with their attempts reset;
 -- optionally with a new record (the job pinned to a handler version: replay on it).
--- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: time index (prelude.lua)   KEYS[4]: job hash
+-- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: time index (index.lua)   KEYS[4]: job hash
 -- KEYS[5]: attempt hash   KEYS[6]: error hash   KEYS[7]: journal hash (step.lua): kept, unless the
 --   job is given a new record (a replay on another version starts a fresh journal)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most jobs when no ids are given

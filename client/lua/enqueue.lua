@@ -3,7 +3,7 @@
 -- replace a waiting one. An id reserved by an earlier unique-for enqueue is a duplicate
 -- until the reservation expires, even after that job is gone. Batched: a handful of calls
 -- per enqueue, not per job.
--- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
+-- KEYS[1]: time index (index.lua)   KEYS[2]: job hash   KEYS[3]: dead zset   KEYS[4]: dead_info hash
 -- KEYS[5]: seq counter    KEYS[6]: lease zset  KEYS[7]: attempt hash  KEYS[8]: error hash
 -- KEYS[9]: the topic's layout key (stamped with LAYOUT: data a build of this layout wrote)
 -- KEYS[10]: account hash   KEYS[11]: layout 2's zset of waiting jobs   KEYS[12]: journal hash (step.lua)
@@ -13,7 +13,7 @@
 -- ARGV[4..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
 --            replace (1: replace the waiting job with this id), account ('' for none), key ('' for none),
 --            deadline ms ('' for none: not started by then, it expires; claim.lua), priority
---            ('' or '0': the highest; 1..9, prelude.lua: index_add)
+--            ('' or '0': the highest; 1..9, index.lua: index_add)
 -- Returns: flat array of id, status per job: 1 = enqueued, 0 = duplicate (already live or
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
 --          3 = not replaced: that job is running, 4 = not replaced: that job has a journal (a

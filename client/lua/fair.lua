@@ -1,6 +1,6 @@
--- Prepended, after prelude.lua, to the scripts that queue, pick or move jobs per tenant key
--- (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua, release.lua,
--- requeue.lua);
+-- Prepended, after prelude.lua and index.lua, to the scripts that queue, pick or move jobs
+-- per tenant key (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua,
+-- release.lua, requeue.lua);
 -- where the state lives: prelude.lua, "Tenant keys". Not in the prelude: every other script
 -- would define these functions on every call for nothing.
 

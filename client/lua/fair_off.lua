@@ -1,7 +1,7 @@
 -- A topic served without fairness again (queues.toml changed): the jobs queued per tenant key
 -- go back on the time index, at most ARGV[1] per call, and the keys' turns are forgotten.
 -- Running counts, weights, pauses and each job's key stay.
--- KEYS[1]: time index (prelude.lua)   KEYS[2]: job hash   KEYS[3]: fair hash (prelude.lua)
+-- KEYS[1]: time index (index.lua)   KEYS[2]: job hash   KEYS[3]: fair hash (prelude.lua)
 -- ARGV[1]: most jobs to move
 -- Returns: how many jobs are still queued per key (call again while not 0)
 local fair = KEYS[3]

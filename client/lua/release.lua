@@ -1,6 +1,6 @@
 -- Give back claimed jobs this runner will not finish (shutdown past its grace):
 -- due now, and the attempt is not counted.
--- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: attempt hash   KEYS[4]: job hash
+-- KEYS[1]: lease zset   KEYS[2]: time index (index.lua)   KEYS[3]: attempt hash   KEYS[4]: job hash
 -- KEYS[5]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms
 -- ARGV[4..]: pairs of id, attempt

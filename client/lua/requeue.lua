@@ -1,6 +1,6 @@
 -- Return jobs whose lease expired (their runner died or stalled) to pending, due now.
 -- The attempt stays counted; the runner that claims it next dead-letters it if none are left.
--- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: error hash (JSON of the last failure)
+-- KEYS[1]: lease zset   KEYS[2]: time index (index.lua)   KEYS[3]: error hash (JSON of the last failure)
 -- KEYS[4]: job hash   KEYS[5]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most jobs to requeue
 -- ARGV[5]: the failure recorded for each (JSON, encoded by the caller: redis::Failure)

@@ -1,5 +1,5 @@
 -- Schedule the next attempt of jobs whose attempt failed, recording the error.
--- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: attempt hash   KEYS[4]: error hash
+-- KEYS[1]: lease zset   KEYS[2]: time index (index.lua)   KEYS[3]: attempt hash   KEYS[4]: error hash
 -- KEYS[5]: job hash   KEYS[6]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: wake channel   ARGV[2]: topic
 -- ARGV[3]: the topic's events channel, where each attempt's failure is told ('': not told)

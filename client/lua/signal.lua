@@ -1,7 +1,7 @@
 -- Send a signal to a job: kept in its journal (step.lua) for the handler's wait, and
 -- when the job is suspended waiting for it, the job is due at once.
 -- KEYS[1]: job hash   KEYS[2]: dead zset   KEYS[3]: journal hash   KEYS[4]: suspended hash
--- KEYS[5]: time index (prelude.lua)
+-- KEYS[5]: time index (index.lua)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: id   ARGV[5]: signal name
 -- ARGV[6]: payload
 -- Returns: 'none' (no such live job: never enqueued, done or cancelled), 'dead' (dead-lettered),

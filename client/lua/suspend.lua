@@ -3,7 +3,7 @@
 -- the suspended hash until it is claimed again. The wake time is kept in the job's
 -- journal (step.lua) unless one is there already (a sleep woken early keeps its own).
 -- A job that waits for a signal already sent is due at once.
--- KEYS[1]: lease zset   KEYS[2]: time index (prelude.lua)   KEYS[3]: attempt hash
+-- KEYS[1]: lease zset   KEYS[2]: time index (index.lua)   KEYS[3]: attempt hash
 -- KEYS[4]: job hash   KEYS[5]: journal hash (step.lua)   KEYS[6]: suspended hash
 -- KEYS[7]: fair hash (prelude.lua: tenant keys)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms

@@ -1,7 +1,7 @@
 -- Wake a suspended job now: its sleep ends (a wait for a signal times out), and it is due
 -- at once. An operator's command (`hourglass wake`), not a handler's.
 -- KEYS[1]: job hash   KEYS[2]: journal hash (step.lua)   KEYS[3]: suspended hash
--- KEYS[4]: time index (prelude.lua)
+-- KEYS[4]: time index (index.lua)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: id
 -- Returns: 'none' (no such live job), 'awake' (the job is not suspended), 'woken'
 local id = ARGV[4]

@@ -12,7 +12,7 @@ pub struct TopicKeys {
     /// due now): a zset of buckets, bucket name → its lower bound (ms), each
     /// bucket `<pending>:<name>` a zset id → due time (ms); `<pending>:next`
     /// names new buckets. A job of priority 1..9 waits on an index of its
-    /// own, `<pending>:p<priority>`, built the same way. See `lua/prelude.lua`.
+    /// own, `<pending>:p<priority>`, built the same way. See `lua/index.lua`.
     pub pending: String,
     /// hash id → priority (1..9) of the live jobs that have one (0, the
     /// highest, is every other job's): `<pending>:priority`, so the scripts
@@ -24,7 +24,7 @@ pub struct TopicKeys {
     /// How many of the topic's jobs expired, ever (a counter).
     pub expired: String,
     /// Layout 2's zset id → due time (ms) of the waiting jobs, emptied by
-    /// `hourglass migrate` and by every claim (`lua/prelude.lua`: absorb).
+    /// `hourglass migrate` and by every claim (`lua/index.lua`: absorb).
     pub legacy_pending: String,
     /// zset id → lease deadline (ms): claimed by a runner.
     pub lease: String,

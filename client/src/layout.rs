@@ -13,7 +13,7 @@
 //!   one zset (`pending`): buckets of a few dozen jobs by due time, each a
 //!   small zset Redis keeps compact, under a zset of buckets (`due`); each
 //!   stored job value carries the due time it waits for before its record
-//!   (`lua/prelude.lua`). About 90 bytes less per waiting job, and a change
+//!   (`lua/index.lua`). About 90 bytes less per waiting job, and a change
 //!   touches a small structure whatever the backlog. `hourglass migrate`
 //!   moves layout 2's waiting jobs onto the index in steps of 1,000; every
 //!   claim also moves what runners of layout 2 still put back there.

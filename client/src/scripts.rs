@@ -37,13 +37,15 @@ impl Lua {
 }
 
 macro_rules! script {
-    // with the prelude and `fair.lua`: a script that queues, picks or moves
+    // with the prelude (`prelude.lua`, then the time index, `index.lua`)
+    // and `fair.lua`: a script that queues, picks or moves
     // jobs per tenant key
     ($name:ident, $file:literal, [$($key:ident),*], fair) => {
         pub(super) static $name: Lua = Lua {
             script: LazyLock::new(|| {
                 Script::new(concat!(
                     include_str!("../lua/prelude.lua"),
+                    include_str!("../lua/index.lua"),
                     include_str!("../lua/fair.lua"),
                     include_str!(concat!("../lua/", $file))
                 ))
@@ -66,6 +68,7 @@ macro_rules! script {
             script: LazyLock::new(|| {
                 Script::new(concat!(
                     include_str!("../lua/prelude.lua"),
+                    include_str!("../lua/index.lua"),
                     include_str!(concat!("../lua/", $file))
                 ))
             }),
