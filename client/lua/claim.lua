@@ -83,6 +83,7 @@ if #ids > 0 then
     end
   end
   keep_hashed(KEYS[4])
+  keep_skiplist(KEYS[2])
   for i = 1, #leased, 2 * CHUNK do
     redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
     redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))

@@ -227,6 +227,7 @@ local function fair_lease(KEYS, deadline, ids, dues, keys, out)
   end
   if #leased > 0 then
     keep_hashed(KEYS[4])
+    keep_skiplist(KEYS[2])
     for i = 1, #leased, 2 * CHUNK do
       redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
       redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))

@@ -35,7 +35,8 @@ table.sort(by_size, function(a, b) return sizes[a] > sizes[b] or (sizes[a] == si
 for i = 1, math.min(top, #by_size) do pick(by_size[i]) end
 for _, k in ipairs(redis.call('SMEMBERS', fair .. ':paused')) do pick(k) end
 -- running: the topic's leases, by their jobs' keys (as many as run: bounded by concurrency)
-local leased = redis.call('ZRANGE', KEYS[2], 0, -1)
+-- (below +inf: the member there is no job, prelude.lua: keep_skiplist)
+local leased = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(+inf')
 local running = {}
 if #leased > 0 then
   local keys = hmget_all(fair .. ':of', leased)

@@ -26,11 +26,15 @@ pub struct TopicKeys {
     /// Layout 2's zset id → due time (ms) of the waiting jobs, emptied by
     /// `hourglass migrate` and by every claim (`lua/index.lua`: absorb).
     pub legacy_pending: String,
-    /// zset id → lease deadline (ms): claimed by a runner.
+    /// zset id → lease deadline (ms): claimed by a runner; plus one member
+    /// of 520 `~` at +inf, no job, that keeps it a skiplist (`lua/prelude.lua`:
+    /// keep_skiplist).
     pub lease: String,
     /// hash id → encoded record (max attempts, enqueued-at, payload).
     pub job: String,
-    /// hash id → attempts started so far (fencing token of a lease).
+    /// hash id → attempts started so far (fencing token of a lease); plus
+    /// one field of 520 `~`, no job, that keeps it a hash table
+    /// (`lua/prelude.lua`: keep_hashed).
     pub attempt: String,
     /// hash id → last error of a failed attempt.
     pub error: String,

@@ -306,42 +306,49 @@ async fn one_enqueue_call_handles_repeats_and_generated_ids_that_collide_with_ca
     assert_eq!(ids, expected, "four jobs, the repeat not among them");
 }
 
-/// The attempt hash holds only jobs in flight; kept as a listpack, every
-/// lookup in it would be a linear scan. It must become (and stay) a hash table
-/// from the first claim, through acks that empty it, without a visible field.
+/// The attempt hash and the lease zset hold only jobs in flight; kept as
+/// listpacks, every lookup and change in them would be a linear scan. They
+/// must become (and stay) a hash table and a skiplist from the first claim,
+/// through acks that empty them, without a visible job: not in the running
+/// count, not taken as an expired lease.
 #[tokio::test]
-async fn the_attempt_hash_stays_a_hash_table_and_shows_no_extra_job() {
+async fn the_attempt_hash_and_the_lease_zset_stay_fast_and_show_no_extra_job() {
     let redis = RedisServer::start();
     let q = Queue::connect(&redis.url(), "t").await.unwrap();
     let k = q.keys("a");
-    let encoding = || {
-        let out = std::process::Command::new("redis-cli")
-            .args([
-                "-p",
-                &redis.port.to_string(),
-                "object",
-                "encoding",
-                &k.attempt,
-            ])
-            .output()
-            .expect("redis-cli runs");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    let encodings = || {
+        [&k.attempt, &k.lease].map(|key| {
+            let out = std::process::Command::new("redis-cli")
+                .args(["-p", &redis.port.to_string(), "object", "encoding", key])
+                .output()
+                .expect("redis-cli runs");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        })
     };
     q.enqueue(&k, &[job(Some("x"), 0), job(Some("y"), 0)], 0)
         .await
         .unwrap();
     let claimed = q.pipeline().claim(&k, 10, 20_000, 10).await.unwrap();
     assert_eq!(claimed.jobs.len(), 2);
-    assert_eq!(encoding(), "hashtable");
+    assert_eq!(encodings(), ["hashtable", "skiplist"]);
+    let stats = q.stats(&k, 10).await.unwrap();
+    assert_eq!(stats.running, 2, "{stats:?}");
     let stale = q
         .pipeline()
         .ack(&k, &[done("x", 1), done("y", 1)], 10, None)
         .await
         .unwrap();
     assert!(stale.is_empty(), "{stale:?}");
-    assert_eq!(encoding(), "hashtable");
+    assert_eq!(encodings(), ["hashtable", "skiplist"]);
     let stats = q.stats(&k, 10).await.unwrap();
     assert_eq!((stats.scheduled, stats.ready, stats.running), (0, 0, 0));
+    // no lease, however late: the member that keeps the zset a skiplist is no job
+    let requeued = q
+        .pipeline()
+        .requeue_expired(&k, u64::MAX / 2, 100)
+        .await
+        .unwrap();
+    assert_eq!(requeued, 0);
     q.enqueue(&k, &[job(Some("x"), 0)], 20).await.unwrap();
     let again = q.pipeline().claim(&k, 30, 20_000, 10).await.unwrap();
     assert_eq!(
