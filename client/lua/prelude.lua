@@ -60,8 +60,9 @@ end
 -- keeps the key from being deleted and recreated small when the last job leaves.
 -- Made here, not once at the top: every script runs the prelude on every call, and
 -- string.rep('~', 520) (520 appends) was 3.5 of the prelude's 5.7 us a call.
+local function beyond_any_id() return string.rep('~~~~~~~~~~~~~~~~~~~~', 26) end -- 520 '~'
 local function keep_hashed(key)
-  redis.call('HSETNX', key, string.rep('~~~~~~~~~~~~~~~~~~~~', 26), '') -- 520 '~'
+  redis.call('HSETNX', key, beyond_any_id(), '')
 end
 
 -- The same for the lease zset, which holds the jobs in flight (64 at the default
@@ -71,7 +72,7 @@ end
 -- scan reaches +inf, and whatever counts or lists leases reads scores below it
 -- (counts.lua, key_stats.lua).
 local function keep_skiplist(key)
-  redis.call('ZADD', key, 'NX', '+inf', string.rep('~~~~~~~~~~~~~~~~~~~~', 26)) -- 520 '~'
+  redis.call('ZADD', key, 'NX', '+inf', beyond_any_id())
 end
 
 -- A fenced change (ack, retry, bury, release) refused for `id`, whose attempt is
