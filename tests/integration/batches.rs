@@ -98,8 +98,7 @@ async fn on_complete_runs_with_the_counts_and_on_success_is_skipped_when_a_job_d
         json!({"id": "good", "jobs": 3, "acked": 3, "dead": 0, "cancelled": 0, "failed": []})
     );
     // the skipped callback ended in its batch, which is done
-    let bad = queue.flows().show("bad").await.unwrap().unwrap();
-    assert!(bad.done_ms.is_some(), "{bad:?}");
+    let bad = crate::util::flow_done(&queue, "bad").await;
     let skipped = bad.jobs.iter().find(|j| j.name == "on_success").unwrap();
     assert_eq!(skipped.ended.as_deref(), Some("cancelled"), "{bad:?}");
     let shown = hourglass(&project, &["flow", "show", "bad"]);
@@ -260,15 +259,7 @@ async fn a_skipped_on_success_runs_once_the_dead_job_is_retried_and_acks() {
     let end = end_of(&queue, "t", "b/on_success").await;
     assert_eq!(end.state, EndState::Acked);
     assert_eq!(batch_seen(&end)["dead"], 0);
-    // the callback's end reaches its flow right after its ack (the outbox's
-    // delivery, not the ack's step): on a loaded machine, a moment later
-    crate::util::eventually(WAIT, "the batch done", || async {
-        match queue.flows().show("b").await.unwrap().unwrap().done_ms {
-            Some(_) => Ok(()),
-            None => Err("not done yet".to_owned()),
-        }
-    })
-    .await;
+    crate::util::flow_done(&queue, "b").await;
     runner.stop().await;
 }
 

@@ -149,13 +149,7 @@ async fn a_diamond_across_three_topics_on_a_cluster_runs_each_job_once_after_its
             {"name": "c", "topic": "middle", "id": "diamond/c", "ended": "acked", "result": {"c": [3]}, "reason": null},
         ], "batch": null})
     );
-    let flow = queue
-        .flows()
-        .show("diamond")
-        .await
-        .unwrap()
-        .expect("the flow");
-    assert!(flow.done_ms.is_some(), "every job ended: {flow:?}");
+    let flow = crate::util::flow_done(&queue, "diamond").await;
     assert!(
         flow.jobs
             .iter()
@@ -285,8 +279,7 @@ async fn require_dead_letters_the_dependent_unrun_and_ignore_runs_it_seeing_the_
     );
     assert_eq!(deps[1]["ended"], "acked");
     assert_eq!(deps[1]["result"], 1);
-    let flow = queue.flows().show("f").await.unwrap().unwrap();
-    assert!(flow.done_ms.is_some(), "{flow:?}");
+    crate::util::flow_done(&queue, "f").await;
     runner.stop().await;
 }
 
@@ -753,13 +746,7 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
         any_started(&events, &["ff/w"]).is_empty(),
         "w ran: {events:#?}"
     );
-    let flow = crate::util::eventually(WAIT, "the flow is done", || async {
-        match queue.flows().show("ff").await.unwrap().unwrap() {
-            f if f.done_ms.is_some() => Ok(f),
-            f => Err(format!("{f:?}")),
-        }
-    })
-    .await;
+    let flow = crate::util::flow_done(&queue, "ff").await;
     let states: Vec<_> = flow.jobs.iter().map(|j| j.ended.as_deref()).collect();
     assert_eq!(
         states,
@@ -827,8 +814,7 @@ async fn retrying_a_dead_dependency_resumes_the_flow() {
     assert_eq!(p.state, EndState::Acked, "{p:?}");
     assert_eq!(result_json(&p)["deps"][0]["result"], "x ok");
     assert_eq!(result_json(&end_of(&queue, "t", "resume/k").await), "k ran");
-    let flow = queue.flows().show("resume").await.unwrap().unwrap();
-    assert!(flow.done_ms.is_some(), "{flow:?}");
+    let flow = crate::util::flow_done(&queue, "resume").await;
     assert!(
         flow.jobs
             .iter()

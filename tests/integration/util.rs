@@ -672,6 +672,26 @@ where
     }
 }
 
+/// The flow `id` once it is done (every job ended), waited for: a job's end
+/// reaches its flow through the outbox's delivery right after its ack, not
+/// in the ack's step, so on a loaded machine a moment after the ack event.
+pub async fn flow_done(
+    queue: &hourglass::redis::Queue,
+    id: &str,
+) -> hourglass::redis::flow::FlowView {
+    eventually(
+        Duration::from_secs(20),
+        &format!("flow {id} done"),
+        || async {
+            match queue.flows().show(id).await.unwrap() {
+                Some(flow) if flow.done_ms.is_some() => Ok(flow),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
 /// Every command a Redis server runs, in the order it runs them (`MONITOR`),
 /// from the moment [`Monitor::start`] returns: the signal for a call that
 /// leaves nothing behind to read, such as a runner's rollout report that
