@@ -12,10 +12,9 @@
 --   under a rate limit, which counts starts at claim time.
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
---            then per job: id, due ms, attempt (the lease's fencing token), record, last failure
---            or false, account or false, journal (HGETALL) or false,
---            then, when any of them has a deadline, one last entry: each job's deadline ms or
---            false, in their order }
+--            then per job: id, due ms, attempt (the lease's fencing token), record,
+--            then, when a job has a last failure, an account, a journal or a deadline, one last
+--            entry with them (prelude.lua: claim_cols_told) }
 -- Jobs whose deadline has passed come first, claimed whether due or not, and count against
 -- ARGV[3] but not against a rate (they do not start).
 if redis.call('EXISTS', KEYS[6]) == 1 then
@@ -52,7 +51,7 @@ if n_expired > 0 then
   end
   ids, scores = expired, expired_dues
 end
-local out = { -1 }
+local out, cols = { -1 }, {}
 if #ids > 0 then
   local records = hmget_all(KEYS[3], ids)
   local attempts = hmget_all(KEYS[4], ids)
@@ -62,7 +61,7 @@ if #ids > 0 then
   -- a suspended job runs again: it waits for nothing now
   hdel_if(KEYS[11], ids)
   local leased, counted = {}, {}
-  local deadline, n, o = ARGV[2], 0, 1 -- counters: `#t` searches the table each time
+  local deadline, n, o, k = ARGV[2], 0, 1, 0 -- counters: `#t` searches the table each time
   for i, id in ipairs(ids) do
     -- a pending id without a record was cancelled mid-flight: drop it
     if records[i] then
@@ -76,10 +75,11 @@ if #ids > 0 then
       out[o + 2] = scores[i]
       out[o + 3] = attempt
       out[o + 4] = record_of(records[i])
-      out[o + 5] = failures[i] or false
-      out[o + 6] = accounts[i] or false
-      out[o + 7] = journaled[i] and redis.call('HGETALL', KEYS[10] .. ':' .. id) or false
-      o = o + 7
+      o = o + 4
+      k = k + 1
+      if failures[i] then claim_col(cols, 'f', k, failures[i]) end
+      if accounts[i] then claim_col(cols, 'a', k, accounts[i]) end
+      if journaled[i] then claim_col(cols, 'j', k, redis.call('HGETALL', KEYS[10] .. ':' .. id)) end
     end
   end
   keep_hashed(KEYS[4])
@@ -91,7 +91,7 @@ if #ids > 0 then
 end
 local head = head_due(KEYS[1])
 if interval > 0 then
-  local started = (#out - 1) / 7 - n_expired
+  local started = (#out - 1) / 4 - n_expired
   if started > 0 then
     tat = tat + started * interval
     redis.call('SET', KEYS[7], string.format('%.3f', tat), 'PX', math.ceil(tat - now + tau) + 1000)
@@ -101,5 +101,6 @@ if interval > 0 then
 end
 -- as a string: an integer reply means "none" (-1) or "paused" (-2)
 if head ~= nil then out[1] = string.format('%d', head) end
-if deadlines then deadlines_told(KEYS[12], out, 7) end
+if deadlines then deadlines_told(KEYS[12], out, 4, cols) end
+claim_cols_told(out, cols)
 return out

@@ -15,7 +15,7 @@
 -- ARGV[7]: share: 'jobs' or 'cpu'   ARGV[8]: jobs at once per key (0: any)
 -- ARGV[9]: a key's rate interval in ms (0: none)   ARGV[10]: its burst
 -- ARGV[11]: wake channel   ARGV[12]: topic
--- Returns: as claim.lua, with each job's key as an eighth entry (and the deadlines last)
+-- Returns: as claim.lua, with each job's key as a fifth entry (and what jobs have beyond, last)
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
@@ -43,18 +43,18 @@ local running_key, tat_key, win_key = fair .. ':running', fair .. ':tat', fair .
 -- counts them running until they end (keys_released)
 local function remove(id, due) return unwait(KEYS[1], fair, id, due) end
 local expired, expired_dues, deadlines = expired_take(KEYS[12], KEYS[2], KEYS[3], remove, now, most)
-local out = { -1 }
+local out, cols = { -1 }, {}
 if #expired > 0 then
   local of = hmget_all(fair .. ':of', expired)
   for j = 1, #expired do of[j] = of[j] or '' end
-  fair_lease(KEYS, ARGV[2], expired, expired_dues, of, out)
+  fair_lease(KEYS, ARGV[2], expired, expired_dues, of, out, cols)
   if cap > 0 then
     keep_hashed(running_key)
     for j = 1, #expired do redis.call('HINCRBY', running_key, of[j], 1) end
   end
   most = most - #expired
 end
-local n_expired = (#out - 1) / 8
+local n_expired = (#out - 1) / 5
 
 -- the topic's own rate (GCRA, as claim.lua)
 local rate = topic_rate(KEYS[7], now, interval, tonumber(ARGV[5]))
@@ -230,7 +230,7 @@ if taken > 0 then
   each_pair('HSET', running_key, runs)
   each_pair('HSET', tat_key, tats)
   each_chunk('HDEL', fair .. ':F', emptied)
-  local gone = fair_lease(KEYS, ARGV[2], picked, {}, keys, out)
+  local gone = fair_lease(KEYS, ARGV[2], picked, {}, keys, out, cols)
   if cap > 0 then
     for _, k in ipairs(gone) do -- no record (a drift): not running after all
       if redis.call('HINCRBY', running_key, k, -1) <= 0 then redis.call('HDEL', running_key, k) end
@@ -263,7 +263,8 @@ else
   local first = key_iv > 0 and redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES') or {}
   if first[2] and (head == nil or tonumber(first[2]) < head) then head = tonumber(first[2]) end
 end
-head = rate.started(KEYS[7], (#out - 1) / 8 - n_expired, head)
+head = rate.started(KEYS[7], (#out - 1) / 5 - n_expired, head)
 if head ~= nil then out[1] = string.format('%d', head) end
-if deadlines then deadlines_told(KEYS[12], out, 8) end
+if deadlines then deadlines_told(KEYS[12], out, 5, cols) end
+claim_cols_told(out, cols)
 return out

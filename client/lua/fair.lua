@@ -194,9 +194,10 @@ end
 
 -- Lease the jobs a fair claim picked (claim_fair.lua; KEYS as its):
 -- ids[j] due at dues[j] of key keys[j], until `deadline`, each attempt counted; appended to
--- `out` as claim.lua answers, with the key as an eighth entry. Returns the keys of picked
--- jobs that have no record (cancelled meanwhile: a drift), which were not leased.
-local function fair_lease(KEYS, deadline, ids, dues, keys, out)
+-- `out` as claim.lua answers, with the key as a fifth entry, and what the jobs have beyond
+-- that into `cols` (prelude.lua: claim_col). Returns the keys of picked jobs that have no
+-- record (cancelled meanwhile: a drift), which were not leased.
+local function fair_lease(KEYS, deadline, ids, dues, keys, out, cols)
   local records = hmget_all(KEYS[3], ids)
   local attempts = hmget_all(KEYS[4], ids)
   local failures = hmget_if(KEYS[5], ids)
@@ -216,11 +217,12 @@ local function fair_lease(KEYS, deadline, ids, dues, keys, out)
       out[o + 2] = dues[i] or string.format('%d', due_of(records[i]) or 0)
       out[o + 3] = attempt
       out[o + 4] = record_of(records[i])
-      out[o + 5] = failures[i] or false
-      out[o + 6] = accounts[i] or false
-      out[o + 7] = journaled[i] and redis.call('HGETALL', KEYS[9] .. ':' .. id) or false
-      out[o + 8] = keys[i]
-      o = o + 8
+      out[o + 5] = keys[i]
+      local k = (o - 1) / 5 + 1
+      o = o + 5
+      if failures[i] then claim_col(cols, 'f', k, failures[i]) end
+      if accounts[i] then claim_col(cols, 'a', k, accounts[i]) end
+      if journaled[i] then claim_col(cols, 'j', k, redis.call('HGETALL', KEYS[9] .. ':' .. id)) end
     else
       gone[#gone + 1] = keys[i]
     end

@@ -159,21 +159,46 @@ local function expired_take(expire, lease, job, remove, now, most)
   return ids, dues, true
 end
 
--- The deadlines of the claimed jobs `out` (claim.lua's answer, `stride` entries a job),
--- appended to `out` as one last entry when any has one: a list with each job's deadline (ms)
--- or false, in the order of the jobs.
-local function deadlines_told(expire, out, stride)
+-- A claim's answer (claim.lua, claim_fair.lua) gives each job `stride` entries: id, due ms,
+-- attempt, record (and its key, under fairness). What most jobs lack comes after them, only
+-- when a claimed job has it: one last entry, a list of tag, pairs, ... where pairs is a list of
+-- job number (1-based, in the answer's order), value, ...; the tags in this order:
+--   'f' its last failure   'a' its account   'j' its journal (HGETALL)   'd' its deadline ms
+-- `cols` collects them: claim_col puts one, claim_cols_told appends the entry.
+local CLAIM_COLS = { 'f', 'a', 'j', 'd' }
+
+local function claim_col(cols, tag, k, value)
+  local c = cols[tag]
+  if c == nil then
+    c = {}
+    cols[tag] = c
+  end
+  local m = #c
+  c[m + 1] = k
+  c[m + 2] = value
+end
+
+-- The deadlines of the claimed jobs in `out` (`stride` entries a job), into `cols`.
+local function deadlines_told(expire, out, stride, cols)
   local ids = {}
   for o = 2, #out, stride do ids[#ids + 1] = out[o] end
-  local told, any = {}, false
   for i = 1, #ids, CHUNK do
     local part = redis.call('ZMSCORE', expire, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
     for j = 1, #part do
-      told[i + j - 1] = part[j] or false
-      any = any or part[j] ~= false
+      if part[j] then claim_col(cols, 'd', i + j - 1, part[j]) end
     end
   end
-  if any then out[#out + 1] = told end
+end
+
+local function claim_cols_told(out, cols)
+  local tail = {}
+  for _, tag in ipairs(CLAIM_COLS) do
+    if cols[tag] then
+      tail[#tail + 1] = tag
+      tail[#tail + 1] = cols[tag]
+    end
+  end
+  if #tail > 0 then out[#out + 1] = tail end
 end
 
 -- Delete the journals of jobs `ids` (acked, cancelled, dropped dead letters): `marks` is the

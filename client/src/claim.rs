@@ -81,7 +81,7 @@ impl Pipeline<'_> {
         if let Some(fair) = fair {
             fair.args(&mut inv, &self.q.wake, &keys.topic);
         }
-        let stride = if fair.is_some() { 8 } else { 7 };
+        let stride = if fair.is_some() { 5 } else { 4 };
         let (reply, confirmed): (Vec<Value>, _) = self.q.invoke_then_confirm(&inv).await?;
         let (head, rest) = reply
             .split_first()
@@ -91,21 +91,21 @@ impl Pipeline<'_> {
             Value::Int(_) => (None, false),
             v => (Some(number(v)?), false),
         };
-        // the deadlines, when a claimed job has one: one last entry
-        let (rest, deadlines) = match rest.len() % stride {
+        // what jobs have beyond the four entries each: one last entry, when any has it
+        let (rest, extra) = match rest.len() % stride {
             1 => {
                 let (last, jobs) = rest.split_last().expect("one entry at least");
-                (jobs, deadlines_of(last)?)
+                (jobs, Some(last))
             }
-            _ => (rest, Vec::new()),
+            _ => (rest, None),
         };
         let mut jobs = Vec::with_capacity(rest.len() / stride);
         for job in rest.chunks(stride) {
             let (job, key) = match job {
-                [job @ .., key] if stride == 8 => (job, Some(string(key)?)),
+                [job @ .., key] if stride == 5 => (job, Some(string(key)?)),
                 job => (job, None),
             };
-            let [id, due, attempt, record, error, account, journal] = job else {
+            let [id, due, attempt, record] = job else {
                 return Err(QueueError::Protocol(format!("claim answered {job:?}")));
             };
             jobs.push(ClaimedJob {
@@ -113,18 +113,15 @@ impl Pipeline<'_> {
                 due_at_ms: number(due)?,
                 attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
                 record: Record::decode(&bytes(record)?),
-                last_failure: optional_string(error)?.map(Failure::parse),
-                account: optional_string(account)?,
+                last_failure: None,
+                account: None,
                 key,
-                journal: match journal {
-                    Value::Nil => None,
-                    j => Some(Journal::from_reply(j).map_err(|e| e.to_string())),
-                },
+                journal: None,
                 expires_at_ms: None,
             });
         }
-        for (job, at) in jobs.iter_mut().zip(deadlines) {
-            job.expires_at_ms = at;
+        if let Some(extra) = extra {
+            columns(extra, &mut jobs)?;
         }
         if let Err(e) = confirmed {
             // leases no replica has could vanish in a failover while the jobs
@@ -150,20 +147,106 @@ impl Pipeline<'_> {
     }
 }
 
-/// The claim's last entry when claimed jobs have deadlines: each job's
-/// deadline (ms) or nil, in the order of the jobs (`prelude.lua`:
-/// deadlines_told).
-fn deadlines_of(entry: &Value) -> Result<Vec<Option<u64>>, QueueError> {
-    let Value::Array(items) = entry else {
-        return Err(QueueError::Protocol(format!(
-            "claim answered {entry:?} for its deadlines"
-        )));
+/// The claim's last entry, when a claimed job has a last failure, an account,
+/// a journal or a deadline (`prelude.lua`: claim_cols_told): tag, pairs, ...
+/// where pairs are job number (1-based), value, ...; each value into its job.
+fn columns(entry: &Value, jobs: &mut [ClaimedJob]) -> Result<(), QueueError> {
+    let bad = || QueueError::Protocol(format!("claim answered {entry:?} after its jobs"));
+    let Value::Array(tail) = entry else {
+        return Err(bad());
     };
-    items
-        .iter()
-        .map(|at| match at {
-            Value::Nil => Ok(None),
-            at => number(at).map(Some),
-        })
-        .collect()
+    for col in tail.chunks(2) {
+        let [tag, Value::Array(pairs)] = col else {
+            return Err(bad());
+        };
+        let tag = string(tag)?;
+        for pair in pairs.chunks(2) {
+            let [k, value] = pair else {
+                return Err(bad());
+            };
+            let job = usize::try_from(number(k)?)
+                .ok()
+                .and_then(|k| k.checked_sub(1))
+                .and_then(|i| jobs.get_mut(i))
+                .ok_or_else(bad)?;
+            match tag.as_str() {
+                "f" => job.last_failure = optional_string(value)?.map(Failure::parse),
+                "a" => job.account = optional_string(value)?,
+                "j" => job.journal = Some(Journal::from_reply(value).map_err(|e| e.to_string())),
+                "d" => job.expires_at_ms = Some(number(value)?),
+                _ => return Err(bad()),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> ClaimedJob {
+        ClaimedJob {
+            id: id.into(),
+            due_at_ms: 0,
+            attempt: 1,
+            record: Record::decode(b""),
+            last_failure: None,
+            account: None,
+            key: None,
+            journal: None,
+            expires_at_ms: None,
+        }
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn the_columns_after_the_jobs_reach_the_jobs_they_name() {
+        let mut jobs = vec![job("a"), job("b"), job("c")];
+        let tail = Value::Array(vec![
+            bulk("a"),
+            Value::Array(vec![Value::Int(3), bulk("acme")]),
+            bulk("d"),
+            Value::Array(vec![
+                Value::Int(1),
+                bulk("1795922205848"),
+                Value::Int(3),
+                bulk("1795922205900"),
+            ]),
+        ]);
+        columns(&tail, &mut jobs).unwrap();
+        let seen: Vec<_> = jobs
+            .iter()
+            .map(|j| (j.account.as_deref(), j.expires_at_ms))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (None, Some(1_795_922_205_848)),
+                (None, None),
+                (Some("acme"), Some(1_795_922_205_900))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_column_naming_no_claimed_job_or_an_unknown_tag_is_refused() {
+        for tail in [
+            vec![bulk("a"), Value::Array(vec![Value::Int(4), bulk("x")])],
+            vec![bulk("a"), Value::Array(vec![Value::Int(0), bulk("x")])],
+            vec![bulk("z"), Value::Array(vec![Value::Int(1), bulk("x")])],
+            vec![bulk("a"), Value::Array(vec![Value::Int(1)])],
+            vec![bulk("a")],
+        ] {
+            let mut jobs = vec![job("a"), job("b"), job("c")];
+            let err = columns(&Value::Array(tail.clone()), &mut jobs).unwrap_err();
+            assert!(
+                err.to_string().contains("after its jobs"),
+                "{tail:?}: {err}"
+            );
+        }
+    }
 }
