@@ -12,7 +12,8 @@
 --   under a rate limit, which counts starts at claim time.
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
---            then per job: id, due ms, attempt (the lease's fencing token), record,
+--            then per job: id, due ms, attempt (the lease's fencing token), stored value (the
+--            record, after its due time in layout 3: prelude.lua: record_of),
 --            then, when a job has a last failure, an account, a journal or a deadline, one last
 --            entry with them (prelude.lua: claim_cols_told) }
 -- Jobs whose deadline has passed come first, claimed whether due or not, and count against
@@ -74,7 +75,7 @@ if #ids > 0 then
       out[o + 1] = id
       out[o + 2] = scores[i]
       out[o + 3] = attempt
-      out[o + 4] = record_of(records[i])
+      out[o + 4] = records[i] -- the stored value: the runner skips its due time
       o = o + 4
       k = k + 1
       if failures[i] then claim_col(cols, 'f', k, failures[i]) end

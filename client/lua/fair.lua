@@ -216,7 +216,7 @@ local function fair_lease(KEYS, deadline, ids, dues, keys, out, cols)
       out[o + 1] = id
       out[o + 2] = dues[i] or string.format('%d', due_of(records[i]) or 0)
       out[o + 3] = attempt
-      out[o + 4] = record_of(records[i])
+      out[o + 4] = records[i] -- the stored value: the runner skips its due time
       out[o + 5] = keys[i]
       local k = (o - 1) / 5 + 1
       o = o + 5

@@ -3,10 +3,11 @@
 
 use redis::Value;
 
+use super::record::split_stored;
 use super::reply::{bytes, number, optional_string, string};
 use super::{
-    Claimed, ClaimedJob, Failure, Fairness, Held, Journal, Pipeline, QueueError, Record, TopicKeys,
-    scripts,
+    Claimed, ClaimedJob, CorruptRecord, Failure, Fairness, Held, Journal, Pipeline, QueueError,
+    Record, TopicKeys, scripts,
 };
 
 /// A topic's rate, as the claim script enforces it (GCRA) across runners.
@@ -112,7 +113,7 @@ impl Pipeline<'_> {
                 id: string(id)?,
                 due_at_ms: number(due)?,
                 attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
-                record: Record::decode(&bytes(record)?),
+                record: stored_record(record)?,
                 last_failure: None,
                 account: None,
                 key,
@@ -145,6 +146,16 @@ impl Pipeline<'_> {
             paused,
         })
     }
+}
+
+/// The record in a job's stored value, as a claim answers it: the script
+/// leaves layout 3's due time in front (`record::split_stored`) for the
+/// runner to skip, rather than copy each value in Redis to cut it off.
+fn stored_record(v: &Value) -> Result<Result<Record, CorruptRecord>, QueueError> {
+    Ok(match v {
+        Value::BulkString(stored) => Record::decode(split_stored(stored).1),
+        v => Record::decode(&bytes(v)?),
+    })
 }
 
 /// The claim's last entry, when a claimed job has a last failure, an account,
@@ -248,5 +259,31 @@ mod tests {
                 "{tail:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_claimed_value_of_either_layout_gives_its_record() {
+        let record = Record {
+            max_attempts: 3,
+            enqueued_at_ms: 1_795_922_205_848,
+            payload: b"\0payload".to_vec(),
+            version: None,
+            parent_result: None,
+            trace: None,
+            flow: None,
+        };
+        let bare = record.encode();
+        let mut stored = vec![0];
+        stored.extend_from_slice(&1_795_922_205_900f64.to_be_bytes());
+        stored.extend_from_slice(&bare);
+        for value in [bare, stored] {
+            let got = stored_record(&Value::BulkString(value)).unwrap();
+            assert_eq!(got.as_ref(), Ok(&record));
+        }
+        assert!(
+            stored_record(&Value::BulkString(vec![0, 1, 2]))
+                .unwrap()
+                .is_err()
+        );
     }
 }
