@@ -10,7 +10,9 @@
 -- KEYS[13]: fair hash (prelude.lua: tenant keys)   KEYS[14]: expire zset (id -> deadline ms)
 -- KEYS[14 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms (the producer's clock)
--- ARGV[4..]: per job: id ("" to generate one), due ms, encoded record, unique-for ms (0: none),
+-- ARGV[4..]: per job: id ("" to generate one), due ms, its stored value (a zero byte, the due ms
+--            as a big-endian double, the encoded record: prelude.lua stored_value's bytes, built by
+--            the client: record.rs encode_stored), unique-for ms (0: none),
 --            replace (1: replace the waiting job with this id), account ('' for none), key ('' for none),
 --            deadline ms ('' for none: not started by then, it expires; claim.lua), priority
 --            ('' or '0': the highest; 1..9, index.lua: index_add)
@@ -132,7 +134,7 @@ end
 local fields, dues = {}, {}
 for k, id in ipairs(adds) do
   fields[#fields + 1] = id
-  fields[#fields + 1] = stored_value(add_due[id], add_value[id])
+  fields[#fields + 1] = add_value[id] -- the stored value, due time in front (record.rs: encode_stored)
   dues[k] = add_due[id]
 end
 for i = 1, #fields, 2 * CHUNK do

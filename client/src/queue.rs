@@ -174,7 +174,7 @@ impl Queue {
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)
-                    .arg(record.encode())
+                    .arg(record.encode_stored(job.due_at_ms))
                     .arg(job.unique_for_ms)
                     .arg(if job.replace { "1" } else { "0" })
                     .arg(job.account.as_deref().unwrap_or(""))

@@ -61,11 +61,26 @@ impl Record {
     /// A pin longer than 255 bytes cannot be stored: [`check_version`]
     /// refuses it before anything is encoded.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_after(&[])
+    }
+
+    /// A job's stored value of layout 3 with this record, waiting for
+    /// `due_ms` (as [`split_stored`] reads it and `prelude.lua`'s
+    /// `stored_value` writes it): built here so the enqueue script stores the
+    /// bytes it is given instead of copying each value to prefix it.
+    pub fn encode_stored(&self, due_ms: u64) -> Vec<u8> {
+        let mut head = [0u8; 9];
+        head[1..].copy_from_slice(&(due_ms as f64).to_be_bytes());
+        self.encode_after(&head)
+    }
+
+    fn encode_after(&self, head: &[u8]) -> Vec<u8> {
         let pin = self.version.as_deref().unwrap_or("");
         let parent = self.parent_result.as_deref();
         let trace = self.trace.as_ref();
         let mut out = Vec::with_capacity(
-            HEADER
+            head.len()
+                + HEADER
                 + 9
                 + pin.len()
                 + parent.map_or(0, <[u8]>::len)
@@ -80,6 +95,7 @@ impl Record {
             }
             | if trace.is_some() { HAS_TRACE } else { 0 }
             | if self.flow.is_some() { HAS_FLOW } else { 0 };
+        out.extend_from_slice(head);
         out.push(match flags {
             0 => PLAIN,
             HAS_VERSION => PINNED,
@@ -227,6 +243,25 @@ pub fn check_version(version: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_value_splits_into_its_due_time_and_record() {
+        let record = Record {
+            max_attempts: 5,
+            enqueued_at_ms: 1_795_922_205_848,
+            payload: b"\0\x01payload".to_vec(),
+            version: Some("0123456789abcdef".into()),
+            parent_result: None,
+            trace: None,
+            flow: None,
+        };
+        let stored = record.encode_stored(1_795_922_205_900);
+        assert_eq!(
+            split_stored(&stored),
+            (Some(1_795_922_205_900), &record.encode()[..])
+        );
+        assert_eq!(stored[0], 0, "layout 3 starts with a zero byte");
+    }
 
     #[test]
     fn round_trips_binary_and_empty_payloads() {
