@@ -306,6 +306,55 @@ async fn one_enqueue_call_handles_repeats_and_generated_ids_that_collide_with_ca
     assert_eq!(ids, expected, "four jobs, the repeat not among them");
 }
 
+/// A repeat that replaces, in the same call: the last one counts (its payload
+/// and due time), and the job is there once.
+#[tokio::test]
+async fn a_replacing_repeat_in_one_enqueue_call_is_the_one_kept() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let replacing = |due, payload: &[u8]| NewJob {
+        payload: payload.to_vec(),
+        replace: true,
+        ..job(Some("x"), due)
+    };
+    let answer = q
+        .enqueue(
+            &k,
+            &[
+                job(Some("y"), 4),
+                replacing(5, b"first"),
+                replacing(6, b"second"),
+                replacing(3, b"third"),
+            ],
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        answer[1..],
+        [
+            Enqueued::New("x".into()),
+            Enqueued::Replaced("x".into()),
+            Enqueued::Replaced("x".into())
+        ]
+    );
+    let claimed = q.pipeline().claim(&k, 100, 1_000, 10).await.unwrap();
+    let got: Vec<_> = claimed
+        .jobs
+        .iter()
+        .map(|j| {
+            let payload = j.record.as_ref().unwrap().payload.clone();
+            (
+                j.id.as_str(),
+                j.due_at_ms,
+                String::from_utf8(payload).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("x", 3, "third".into()), ("y", 4, "p".into())]);
+}
+
 /// The attempt hash and the lease zset hold only jobs in flight; kept as
 /// listpacks, every lookup and change in them would be a linear scan. They
 /// must become (and stay) a hash table and a skiplist from the first claim,
