@@ -57,9 +57,10 @@ const KNOWN_FLAGS: u8 = HAS_VERSION | HAS_PARENT_RESULT | HAS_TRACE | HAS_FLOW;
 pub struct CorruptRecord(pub(crate) &'static str);
 
 impl Record {
-    /// The bytes stored in Redis.
-    /// A pin longer than 255 bytes cannot be stored: [`check_version`]
-    /// refuses it before anything is encoded.
+    /// The record's bytes: what a job's stored value holds after its due
+    /// time ([`Record::encode_stored`] writes both, [`split_stored`] splits
+    /// them). A pin longer than 255 bytes cannot be stored:
+    /// [`check_version`] refuses it before anything is encoded.
     pub fn encode(&self) -> Vec<u8> {
         self.encode_after(&[])
     }
