@@ -1,6 +1,6 @@
 //! The dashboard in a real headless Chromium (Debian's, over chromedriver):
 //! it shows a topic's counts after jobs ran, a dead letter in its list,
-//! pause shows as paused, and retry moves the letter back; each topic's CPU
+//! a job that expired unrun is counted beside them, pause shows as paused, and retry moves the letter back; each topic's CPU
 //! per second and memory p99, and a dead job's attempts with their costs;
 //! a running job's progress, then its kept end and result; a durable job's
 //! journal and what it waits for; a flow in layers with each job's state;
@@ -11,6 +11,8 @@
 
 use std::time::Duration;
 
+use hourglass::clock::now_ms;
+use hourglass::redis::NewJob;
 use serde_json::json;
 use test_support::browser::{Browser, click};
 use test_support::fantoccini::{Client, Locator};
@@ -84,6 +86,19 @@ fn artifacts() -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
     let project = Project::new("concurrency = 4", TOPICS);
+    // a job whose deadline passes before any runner is up: it expires unrun
+    let queue = project.queue().await;
+    let now = now_ms();
+    let late = NewJob {
+        id: Some("late".into()),
+        payload: b"x".to_vec(),
+        due_at_ms: now,
+        expires_at_ms: Some(now + 100),
+        ..NewJob::default()
+    };
+    let keys = queue.keys("echo");
+    queue.enqueue(&keys, &[late], now).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let running = Running::start(project.config()).await;
     let addr = running.http.unwrap().to_string();
     let post = |path: &'static str, body: serde_json::Value| {
@@ -103,6 +118,7 @@ async fn the_dashboard_shows_counts_dead_letters_pause_and_retry() {
     // counts after the jobs ran
     until_text(c, "tr[data-topic=echo] td.scheduled", |t| t == "1").await;
     until_text(c, "tr[data-topic=panic] td.dead", |t| t == "1").await;
+    until_text(c, "tr[data-topic=echo] td.dead", |t| t == "1 (1 expired)").await;
     until_text(c, "#runners tbody", |t| {
         t.contains(&std::process::id().to_string())
     })
