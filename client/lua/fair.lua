@@ -1,8 +1,7 @@
--- Prepended, after prelude.lua and index.lua, to the scripts that queue, pick or move jobs
--- per tenant key (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua, fair_off.lua,
--- release.lua, requeue.lua);
--- where the state lives: prelude.lua, "Tenant keys". Not in the prelude: every other script
--- would define these functions on every call for nothing.
+-- What a script uses of this file is prepended to it after prelude.lua's and index.lua's
+-- (client/src/scripts.rs: with_libraries): tenant keys' queues, for the scripts that queue,
+-- pick or move jobs per tenant key (claim_fair.lua, enqueue.lua, cancel.lua, key_pause.lua,
+-- fair_off.lua, release.lua, requeue.lua); where the state lives: prelude.lua, "Tenant keys".
 
 -- A job's cost in tags under share "jobs" at weight 1 (a key of weight w: UNIT / w); under
 -- "cpu" a job costs the key's CPU per job in us (its moving average, key_charge.lua).

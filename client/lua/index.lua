@@ -1,4 +1,5 @@
--- Prepended to every script after prelude.lua (client/src/scripts.rs): the time index,
+-- What a script uses of this file is prepended to it after prelude.lua's (client/src/
+-- scripts.rs: with_libraries; only `local` definitions at the top level): the time index,
 -- priorities within a topic, and putting jobs back on the index. Uses the batching helpers
 -- and the stored values of prelude.lua; fair.lua and the scripts use these.
 

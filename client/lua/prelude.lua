@@ -1,5 +1,7 @@
--- Prepended to every script at load (client/src/scripts.rs), before index.lua (the time
--- index): batching helpers, stored values, the wake-up rule, expiry, tenant-key state.
+-- What a script uses of this file is prepended to it at load, before what it uses of
+-- index.lua (the time index) and fair.lua (client/src/scripts.rs: with_libraries; at the
+-- top level only `local` definitions, each to the next `local` line): batching helpers,
+-- stored values, the wake-up rule, expiry, tenant-key state.
 -- Every script that may wake the runners takes ARGV[1]: wake channel, ARGV[2]: topic.
 
 -- The Redis layout these scripts write (client/src/layout.rs: LAYOUT).
