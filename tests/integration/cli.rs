@@ -1,6 +1,37 @@
 //! The `hourglass` binary: errors a person can act on, exit codes, enqueue.
 
-use crate::util::{Project, hourglass};
+use std::time::Duration;
+
+use crate::util::{Project, RUNNER_LOG, RunnerProcess, hourglass, hourglass_bin};
+
+#[test]
+fn run_takes_its_number_of_threads_and_refuses_none() {
+    let project = Project::new("", "[[topic]]\nname = \"echo\"\nhandler = \"echo.wasm\"\n");
+    // one fewer and one more than the two cores here: neither is the default
+    for threads in [1, 3] {
+        let runner = RunnerProcess::launch_with(
+            hourglass_bin(),
+            &project,
+            RUNNER_LOG,
+            &["--threads", &threads.to_string()],
+        );
+        // the runtime's own count of its workers
+        let running = runner.wait_for("hourglass running", Duration::from_secs(180));
+        assert!(
+            running
+                .split_whitespace()
+                .any(|field| field == format!("threads={threads}")),
+            "--threads {threads}: {running}"
+        );
+        runner.kill();
+    }
+    for bad in ["0", "many", "5000"] {
+        let out = hourglass(&project, &["run", "--threads", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--threads"), "{bad}: {stderr}");
+    }
+}
 
 #[test]
 fn a_bad_queues_toml_fails_with_file_line_and_field() {

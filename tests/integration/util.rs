@@ -549,6 +549,16 @@ impl RunnerProcess {
     /// [`RunnerProcess::launch`] with another build of `hourglass` (an older
     /// one, for a rolling upgrade).
     pub fn launch_binary(binary: &Path, project: &Project, rust_log: &str) -> RunnerProcess {
+        RunnerProcess::launch_with(binary, project, rust_log, &[])
+    }
+
+    /// [`RunnerProcess::launch_binary`] with more arguments to `run`.
+    pub fn launch_with(
+        binary: &Path,
+        project: &Project,
+        rust_log: &str,
+        args: &[&str],
+    ) -> RunnerProcess {
         let mut log = project.dir.path().join("runner.log");
         let mut n = 1;
         while log.exists() {
@@ -558,6 +568,7 @@ impl RunnerProcess {
         let child = std::process::Command::new(binary)
             .args(["run", "--config"])
             .arg(project.config_path())
+            .args(args)
             .env("RUST_LOG", rust_log)
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

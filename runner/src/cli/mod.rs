@@ -59,7 +59,7 @@ pub struct Cli {
 enum Command {
     /// Run the jobs of every topic in queues.toml until SIGINT/SIGTERM (and the
     /// dashboard, API and /metrics if queues.toml has [http]).
-    Run,
+    Run(RunArgs),
     /// Serve the dashboard, API and /metrics of [http] without claiming jobs
     /// (an operators' host: needs [redis] and [http], no handlers).
     Serve,
@@ -149,12 +149,32 @@ impl<E: Into<anyhow::Error>> From<E> for Exit {
     }
 }
 
+/// How `run` runs.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// How many threads run the jobs and everything else (the async
+    /// runtime's workers). Default: one per core. On a machine shared with a
+    /// busy Redis, one fewer than the cores can do more with less CPU per
+    /// job (docs: Performance, "Threads"); a handler that computes wants
+    /// every core.
+    #[arg(long, env = "HOURGLASS_THREADS", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
+}
+
 /// Parse the arguments, run the command, report and exit.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let quiet = !matches!(cli.command, Command::Run | Command::Serve);
+    let quiet = !matches!(cli.command, Command::Run(_) | Command::Serve);
     init_tracing(quiet);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Run(RunArgs {
+        threads: Some(threads),
+    }) = cli.command
+    {
+        builder.worker_threads(threads.into());
+    }
+    let runtime = match builder
         .enable_all()
         // a blocking thread that compiled or read a big handler holds what
         // it freed until it ends (the allocator's per-thread pages): about
@@ -172,7 +192,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run => run::run(&cli.config).await,
+            Command::Run(_) => run::run(&cli.config).await,
             Command::Serve => run::serve(&cli.config).await,
             Command::Enqueue(args) => enqueue::run(&cli.config, *args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,

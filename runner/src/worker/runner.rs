@@ -154,6 +154,7 @@ impl Runner {
         tracing::info!(
             topics = snapshot.config.topics.len(),
             concurrency = snapshot.config.runner.concurrency,
+            threads = tokio::runtime::Handle::current().metrics().num_workers(),
             "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
         );
         // returns once every attempt has finished or been stopped, dropping every commit sender
