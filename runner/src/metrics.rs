@@ -24,6 +24,15 @@ pub struct TopicLabel {
     pub topic: String,
 }
 
+/// `{topic, thread}`: where an attempt ran.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ThreadLabels {
+    /// The topic.
+    pub topic: String,
+    /// `runner` (the thread that claims and commits) or `pool`.
+    pub thread: &'static str,
+}
+
 /// `{topic, version, outcome}`: how an attempt ended, on which handler version.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -170,6 +179,8 @@ pub struct Metrics {
     registry: Registry,
     /// Attempts that ended, by topic and outcome.
     pub attempts: Family<OutcomeLabels, Counter>,
+    /// Attempts started, by the thread they ran on.
+    pub attempts_started: Family<ThreadLabels, Counter>,
     /// Jobs this process enqueued (API, follow-ups, schedules), by topic.
     pub enqueued: Family<TopicLabel, Counter>,
     /// Durable handlers' steps, by topic, recorded or replayed.
@@ -249,6 +260,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("hourglass");
         let m = Metrics {
             attempts: Family::default(),
+            attempts_started: Family::default(),
             enqueued: Family::default(),
             steps: Family::default(),
             batch_calls: Family::default(),
@@ -287,6 +299,11 @@ impl Metrics {
             "attempts",
             "Attempts that ended, by handler version and outcome (ack, retry, dead, released, cancelled, suspended; expired: not started by its deadline, ended unrun)",
             m.attempts.clone(),
+        );
+        r.register(
+            "attempts_started",
+            "Attempts started, by the thread they ran on: runner (the one that claims and commits: a handler version whose recent attempts took under 50 µs of CPU each) or pool (the workers of --threads: heavier ones, and batch calls)",
+            m.attempts_started.clone(),
         );
         r.register(
             "enqueued",

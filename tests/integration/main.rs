@@ -71,6 +71,8 @@
 //!   replaced version, and a runner lacking the stable version says so.
 //! - `standards`: W3C Trace Context outbound, the OTLP variables, the CLI's
 //!   enqueue span, /metrics negotiated and checked by promtool, jobs' views.
+//! - `threads`: where `hourglass run` runs attempts: a light handler's on the
+//!   runner's own thread, a heavy one's on the pool (metrics and thread CPU).
 //! - `traces`: OpenTelemetry spans from the producer through attempts, outbound
 //!   calls and follow-ups, exported to a real OTLP receiver.
 //! - `warm_up`: run first and alone by `scripts/test`: every test component
@@ -122,6 +124,7 @@ mod standards;
 mod tenant_limits;
 mod tenant_ops;
 mod tenants;
+mod threads;
 mod traces;
 mod util;
 mod warm_up;

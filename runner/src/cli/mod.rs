@@ -152,11 +152,11 @@ impl<E: Into<anyhow::Error>> From<E> for Exit {
 /// How `run` runs.
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// How many threads run the jobs and everything else (the async
-    /// runtime's workers). Default: one per core. On a machine shared with a
-    /// busy Redis, one fewer than the cores can do more with less CPU per
-    /// job (docs: Performance, "Threads"); a handler that computes wants
-    /// every core.
+    /// How many threads run heavy attempts (a handler version whose recent
+    /// attempts took over 50 µs of CPU each, as an interpreter's fresh
+    /// instance does; batch calls) and serve the API. Default: one per core.
+    /// Light attempts, claiming and committing share one thread of their own
+    /// (docs: Performance, "Threads").
     #[arg(long, env = "HOURGLASS_THREADS", value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
@@ -167,32 +167,31 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let quiet = !matches!(cli.command, Command::Run(_) | Command::Serve);
     init_tracing(quiet);
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Command::Run(RunArgs {
-        threads: Some(threads),
-    }) = cli.command
-    {
-        builder.worker_threads(threads.into());
-    }
-    let runtime = match builder
-        .enable_all()
-        // a blocking thread that compiled or read a big handler holds what
-        // it freed until it ends (the allocator's per-thread pages): about
-        // 100 MiB for a Python and a JavaScript handler, kept 10 s by
-        // default after every load or reload. Nothing on the job path
-        // blocks; at most an outbound request's name lookup starts a thread
-        .thread_keep_alive(std::time::Duration::from_millis(500))
-        .build()
-    {
+    // `run`: one worker for the runner (claims, light attempts, commits) and
+    // a pool for the rest; every other command: one worker per core
+    let (workers, pool) = match &cli.command {
+        Command::Run(RunArgs { threads }) => {
+            match runtime(threads.map(usize::from), "hourglass-pool") {
+                Ok(pool) => (Some(1), Some(pool)),
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime's pool: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => (None, None),
+    };
+    let runtime = match runtime(workers, "hourglass") {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let pool_handle = pool.as_ref().map(|p| p.handle().clone());
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(_) => run::run(&cli.config).await,
+            Command::Run(_) => run::run(&cli.config, pool_handle).await,
             Command::Serve => run::serve(&cli.config).await,
             Command::Enqueue(args) => enqueue::run(&cli.config, *args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
@@ -227,6 +226,24 @@ pub fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// An async runtime of `workers` (default: one per core) named `name`.
+fn runtime(workers: Option<usize>, name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers {
+        builder.worker_threads(workers);
+    }
+    builder
+        .thread_name(name)
+        .enable_all()
+        // a blocking thread that compiled or read a big handler holds what
+        // it freed until it ends (the allocator's per-thread pages): about
+        // 100 MiB for a Python and a JavaScript handler, kept 10 s by
+        // default after every load or reload. Nothing on the job path
+        // blocks; at most an outbound request's name lookup starts a thread
+        .thread_keep_alive(std::time::Duration::from_millis(500))
+        .build()
 }
 
 fn init_tracing(quiet: bool) {

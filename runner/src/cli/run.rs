@@ -7,26 +7,29 @@ use anyhow::Context;
 use super::{Exit, load_config};
 use crate::Runner;
 
-pub(super) async fn run(config: &Path) -> Result<(), Exit> {
+/// Serve `config` until a signal; heavy attempts and the API on `pool`.
+pub(super) async fn run(config: &Path, pool: Option<tokio::runtime::Handle>) -> Result<(), Exit> {
+    let pool = pool.unwrap_or_else(tokio::runtime::Handle::current);
     let config = load_config(config)?;
     let config_http = config.http.as_ref().map(|h| h.listen);
     let mut shutdown = Box::pin(shutdown_signal());
     // starting may wait for Redis: a signal meanwhile stops it cleanly
     let runner = tokio::select! {
-        runner = Runner::start(config) => runner?,
+        runner = Runner::start(config) => runner?.with_pool(pool.clone()),
         () = &mut shutdown => {
             tracing::info!("stopped before serving");
             return Ok(());
         }
     };
     let telemetry = runner.telemetry();
-    // the API and dashboard: bound before jobs run, so a taken port fails at once
+    // the API and dashboard: bound before jobs run, so a taken port fails at
+    // once; served by the pool, away from the thread that claims
     let server = match &config_http {
         Some(addr) => {
             let listener = crate::http::bind(*addr).await.map_err(Exit::input)?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let ops = runner.ops();
-            let task = tokio::spawn(crate::http::serve(listener, ops, async {
+            let task = pool.spawn(crate::http::serve(listener, ops, async {
                 let _ = stopped.await;
             }));
             Some((stop, task))

@@ -57,6 +57,11 @@ pub struct RunnerConfig {
     pub keep_versions: u32,
     /// Where kept handler versions are stored (private to the runner).
     pub versions_dir: PathBuf,
+    /// A handler version whose recent attempts averaged under this much CPU
+    /// runs its attempts on the runner's own thread, beside claiming and
+    /// committing; a heavier one on the pool (`hourglass run --threads`).
+    /// Zero: every attempt on the pool.
+    pub light_cpu: Duration,
 }
 
 /// Capabilities `queues.toml` grants one topic's handler.

@@ -94,6 +94,20 @@ fn unknown_key_names_its_line() {
 }
 
 #[test]
+fn light_cpu_is_50_us_unless_set_and_zero_puts_every_attempt_on_the_pool() {
+    let topic = "[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\n";
+    let (_d, c) = with_handler(topic);
+    assert_eq!(c.unwrap().runner.light_cpu, Duration::from_micros(50));
+    let (_d, c) = with_handler(&format!("[runner]\nlight_cpu = \"0s\"\n{topic}"));
+    assert_eq!(c.unwrap().runner.light_cpu, Duration::ZERO);
+    let (_d, r) = with_handler(&format!("[runner]\nlight_cpu = \"quick\"\n{topic}"));
+    let (line, message) = error_at(r);
+    assert_eq!(line, 2);
+    assert!(message.starts_with("field `light_cpu`: "), "{message}");
+    assert!(message.contains("quick"), "{message}");
+}
+
+#[test]
 fn bad_duration_names_its_line_and_value() {
     let (_d, r) =
         with_handler("[[topic]]\nname = \"a\"\nhandler = \"echo.wasm\"\ntimeout = \"5 parsecs\"\n");

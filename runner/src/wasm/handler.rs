@@ -5,6 +5,7 @@
 //! itself is the runtime's (`runtime.rs`: `Runtime::load`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -20,6 +21,8 @@ pub struct LoadedHandler {
     pub(super) needs: Option<Needs>,
     /// It exports `handle-batch` (the WIT's world `handler-batch`).
     pub(super) batches: bool,
+    /// What its recent attempts cost in CPU: where its next ones run.
+    pub(super) recent: Arc<RecentCpu>,
 }
 
 impl LoadedHandler {
@@ -31,6 +34,15 @@ impl LoadedHandler {
     /// The same, shared (what metrics and completions carry).
     pub fn version(&self) -> &Arc<str> {
         &self.hash
+    }
+
+    /// Whether its recent attempts were light: each took under `bound` of
+    /// CPU on average (the store, the instance and the call). Unknown until
+    /// one has run: not light. The scheduler runs a light handler's attempts
+    /// on its own thread and a heavier one's on the pool (`[runner]
+    /// light_cpu`, `worker/scheduler`).
+    pub fn light(&self, bound: std::time::Duration) -> bool {
+        self.recent.below(bound)
     }
 
     /// Whether it takes jobs in batches (exports `handle-batch`): a topic
@@ -63,6 +75,42 @@ impl LoadedHandler {
             )),
             _ => Ok(()),
         }
+    }
+}
+
+/// The CPU of a handler version's recent attempts, µs: a moving average
+/// (each attempt weighs an eighth), unknown (NaN) until the first.
+#[derive(Debug)]
+pub(super) struct RecentCpu(AtomicU64);
+
+impl Default for RecentCpu {
+    fn default() -> Self {
+        RecentCpu(AtomicU64::new(f64::NAN.to_bits()))
+    }
+}
+
+impl RecentCpu {
+    /// One more attempt, of `cpu_us`, counted as at most 4 times the
+    /// average so far: a short poll is timed by the wall clock (`usage.rs`),
+    /// so a light attempt preempted once reads a millisecond, and alone it
+    /// should not make its handler heavy; a handler that got costly for good
+    /// reads so within a few attempts (the average grows by at least a third
+    /// each). Attempts ending on two threads at once may each miss the
+    /// other's: an average, not a count.
+    pub(super) fn observe(&self, cpu_us: u64) {
+        let old = f64::from_bits(self.0.load(Ordering::Relaxed));
+        let new = if old.is_nan() {
+            cpu_us as f64
+        } else {
+            old + ((cpu_us as f64).min(4.0 * old) - old) / 8.0
+        };
+        self.0.store(new.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Whether the average is under `bound` (unknown: no).
+    fn below(&self, bound: std::time::Duration) -> bool {
+        // NaN compares false
+        f64::from_bits(self.0.load(Ordering::Relaxed)) < bound.as_secs_f64() * 1e6
     }
 }
 
@@ -122,4 +170,40 @@ pub enum LoadError {
         /// What does not match.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handler_is_light_once_its_recent_attempts_average_under_the_bound() {
+        let bound = std::time::Duration::from_micros(50);
+        let recent = RecentCpu::default();
+        assert!(!recent.below(bound), "unknown is not light");
+        recent.observe(10);
+        assert!(recent.below(bound), "one cheap attempt");
+        // one preempted attempt among cheap ones counts as 4 times the average
+        recent.observe(5_000);
+        assert!(recent.below(bound), "10 + 30/8 = 13.75 µs");
+        assert!(!recent.below(std::time::Duration::from_micros(13)));
+        // costly for good: heavy within a few attempts
+        let mut heavy_after = 0;
+        while recent.below(bound) {
+            recent.observe(300);
+            heavy_after += 1;
+        }
+        assert_eq!(
+            heavy_after, 5,
+            "13.75, 18.9, 26.0, 35.8, 49.2, then 67.7 µs"
+        );
+        for _ in 0..8 {
+            recent.observe(10);
+        }
+        assert!(recent.below(bound), "cheap again after a few");
+        // a first attempt counts whole
+        let costly = RecentCpu::default();
+        costly.observe(5_000);
+        assert!(!costly.below(std::time::Duration::from_millis(4)));
+    }
 }

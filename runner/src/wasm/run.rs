@@ -116,6 +116,9 @@ impl Runtime {
                 .forget(&host.ctx.topic, &host.ctx.id, host.ctx.attempt);
         }
         let usage = used(host, wall, setup + cpu.used(), started);
+        if started.is_some() {
+            handler.recent.observe(usage.cpu_us);
+        }
         // an instance that answered may serve again (a topic that reuses)
         let (result, answered) = match result {
             Ok(Ok((instance, outcome))) => (Ok(Ok(outcome)), Some(instance)),

@@ -265,6 +265,7 @@ impl Runtime {
             hash: content_hash(bytes).into(),
             needs,
             batches,
+            recent: Arc::default(),
         })
     }
 }

@@ -117,14 +117,16 @@ impl Drop for InFlight {
 }
 
 /// Run `job` with `handler` (a canary's, if `canary`), decide, and hand the
-/// decision to the committer. Returns the guard: the scheduler drops it
-/// (freeing the slot) when it reaps the task.
+/// decision to the committer; `pooled`: it runs on the pool (for metrics).
+/// Returns the guard: the scheduler drops it (freeing the slot) when it
+/// reaps the task.
 pub(super) async fn run(
     shared: Arc<Shared>,
     handler: LoadedHandler,
     canary: bool,
     job: ClaimedJob,
     mut flight: InFlight,
+    pooled: bool,
 ) -> InFlight {
     hold_until_due(job.due_at_ms).await;
     let topic = flight.topic.clone();
@@ -171,6 +173,7 @@ pub(super) async fn run(
         due_at_ms: input.due_at_ms,
         started_at_ms: now_ms(),
         span: span.as_deref(),
+        pooled,
     };
     let watchers = shared.watchers();
     watchers.started(&attempt);

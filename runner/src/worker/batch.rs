@@ -54,7 +54,8 @@ pub(super) async fn run(
     let mut flights: Vec<Option<InFlight>> = flights.into_iter().map(Some).collect();
     for (i, job) in alone {
         let flight = flights[i].take().expect("each guard once");
-        flights[i] = Some(attempt::run(shared.clone(), handler.clone(), false, job, flight).await);
+        flights[i] =
+            Some(attempt::run(shared.clone(), handler.clone(), false, job, flight, true).await);
     }
     flights.swap_remove(0).expect("the first guard comes back")
 }
@@ -113,6 +114,8 @@ async fn call(
             due_at_ms: r.input.due_at_ms,
             started_at_ms,
             span: spans[k].as_deref(),
+            // batch calls always do (scheduler/claim.rs: start_batches)
+            pooled: true,
         }
     };
     for k in 0..n {

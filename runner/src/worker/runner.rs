@@ -26,6 +26,8 @@ pub struct Runner {
     snapshot: Snapshot,
     loader: Loader,
     _embedded: Option<EmbeddedRedis>,
+    /// Where heavy attempts run: [`Runner::with_pool`].
+    pool: Option<tokio::runtime::Handle>,
 }
 
 impl Runner {
@@ -75,7 +77,18 @@ impl Runner {
             snapshot,
             loader,
             _embedded: embedded,
+            pool: None,
         })
+    }
+
+    /// Run heavy attempts (a handler version whose recent attempts took
+    /// over 50 µs of CPU each, and batch calls) on `pool`'s workers; light
+    /// ones, the claiming and the committing stay on the runtime `run` is
+    /// called on. Without a pool, all run there. `hourglass run` gives the
+    /// runner a runtime of one worker and a pool of `--threads`.
+    pub fn with_pool(mut self, pool: tokio::runtime::Handle) -> Runner {
+        self.pool = Some(pool);
+        self
     }
 
     /// Events about jobs from now on.
@@ -134,7 +147,9 @@ impl Runner {
             snapshot,
             loader,
             _embedded,
+            pool,
         } = self;
+        let pool = pool.unwrap_or_else(tokio::runtime::Handle::current);
         // unbounded, yet bounded: each running attempt sends one completion
         let (commits, commit_rx) = mpsc::unbounded_channel();
         let committer = tokio::spawn(commit::run(shared.clone(), commit_rx));
@@ -154,11 +169,11 @@ impl Runner {
         tracing::info!(
             topics = snapshot.config.topics.len(),
             concurrency = snapshot.config.runner.concurrency,
-            threads = tokio::runtime::Handle::current().metrics().num_workers(),
+            threads = pool.metrics().num_workers(),
             "hourglass running; Ctrl-C or SIGTERM stops it gracefully"
         );
         // returns once every attempt has finished or been stopped, dropping every commit sender
-        scheduler::Scheduler::new(shared.clone(), snapshot, routes_rx, commits)
+        scheduler::Scheduler::new(shared.clone(), snapshot, routes_rx, commits, pool)
             .run(wake_rx, reload_rx, shutdown)
             .await;
         listener.abort();

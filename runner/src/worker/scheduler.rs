@@ -68,6 +68,9 @@ pub(super) struct Scheduler {
     /// claim round (strict priority would otherwise let a lower topic take a
     /// slot freed meanwhile).
     tasks: JoinSet<InFlight>,
+    /// Where heavy attempts run (light ones run here, on this task's
+    /// thread): see [`Scheduler::new`].
+    pool: tokio::runtime::Handle,
     /// What this runner tells the others (and `hourglass runners`).
     heartbeat: Heartbeat,
     /// Topics served without fairness whose jobs queued per key (from when
@@ -76,11 +79,16 @@ pub(super) struct Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler serving `snapshot`, its attempts ending in `commits`.
+    /// A handler's attempts run on this task's thread while they are light
+    /// (cheaper than Redis's work per job: one thread then keeps up, and
+    /// no job moves between threads), on `pool`'s workers when heavier.
     pub fn new(
         shared: Arc<Shared>,
         snapshot: Snapshot,
         routes: watch::Receiver<Arc<Routes>>,
         commits: mpsc::UnboundedSender<Completion>,
+        pool: tokio::runtime::Handle,
     ) -> Scheduler {
         let global = Arc::new(tokio::sync::Semaphore::new(
             snapshot.config.runner.concurrency as usize,
@@ -97,6 +105,7 @@ impl Scheduler {
             global,
             commits,
             tasks: JoinSet::new(),
+            pool,
             unfair: Vec::new(),
         };
         scheduler.apply(snapshot);

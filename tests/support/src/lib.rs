@@ -18,8 +18,9 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 
     /// Every handler component as (name, path).
-    pub const ALL: [(&str, &str); 10] = [
+    pub const ALL: [(&str, &str); 11] = [
         ("echo", ECHO),
+        ("noop", NOOP),
         ("batcher", BATCHER),
         ("checkout", CHECKOUT),
         ("flaky", FLAKY),

@@ -1,7 +1,8 @@
 //! A claim round: topics walked in strict priority order while capacity
 //! lasts, capacity shared by weight inside a priority class that has weights
 //! (deficit round robin), and each claimed job started as an attempt with
-//! its version picked and its `InFlight` guard made.
+//! its version picked and its `InFlight` guard made: on the scheduler's own
+//! thread if its handler is light (`[runner] light_cpu`), else on the pool.
 
 use std::sync::Arc;
 
@@ -177,6 +178,9 @@ impl Scheduler {
                 Some(slot),
                 self.commits.clone(),
             );
+            // a light handler's attempt stays on this thread (the one that
+            // claims and commits), a heavier one goes to the pool's
+            let pooled = !handler.light(self.config.runner.light_cpu);
             // boxed: the attempt's future is kilobytes (a whole wasm call's
             // state); unboxed, tokio copies all of it into its task, again at
             // each stage change and out again with the result (3% of the
@@ -187,8 +191,13 @@ impl Scheduler {
                 canary,
                 job,
                 guard,
+                pooled,
             ));
-            self.tasks.spawn(run);
+            if pooled {
+                self.tasks.spawn_on(run, &self.pool);
+            } else {
+                self.tasks.spawn(run);
+            }
         }
         Ok(n)
     }
@@ -242,7 +251,8 @@ impl Scheduler {
                 continue;
             }
             let run = Box::pin(batch::run(self.shared.clone(), handler, group, guards));
-            self.tasks.spawn(run);
+            // a call of many jobs is not light
+            self.tasks.spawn_on(run, &self.pool);
             calls += 1;
         }
         calls

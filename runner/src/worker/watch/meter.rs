@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::metrics::{DirectionLabels, Metrics, OutcomeLabels, TopicLabel, VersionLabels};
+use crate::metrics::{
+    DirectionLabels, Metrics, OutcomeLabels, ThreadLabels, TopicLabel, VersionLabels,
+};
 use crate::redis::{Tally, TopicMeter, Usage};
 use crate::wasm::Finish;
 
@@ -80,6 +82,8 @@ struct Counts {
     failed: u64,
     late_ms: VecDeque<u64>,
     lateness: Histogram,
+    /// Attempts started on the runner's thread, and on the pool.
+    threads: [Counter; 2],
     /// CPU of every attempt, µs.
     cpu_us: u64,
     /// Peak memory of its most recent attempts, bytes.
@@ -98,6 +102,12 @@ impl Counts {
             failed: 0,
             late_ms: VecDeque::new(),
             lateness: metrics.lateness.get_or_create_owned(&label),
+            threads: ["runner", "pool"].map(|thread| {
+                metrics.attempts_started.get_or_create_owned(&ThreadLabels {
+                    topic: topic.to_owned(),
+                    thread,
+                })
+            }),
             cpu_us: 0,
             memory: VecDeque::new(),
             versions: Vec::new(),
@@ -195,9 +205,11 @@ impl Meter {
         }
     }
 
-    /// An attempt of `topic` started `late_ms` after it was due.
-    pub fn started(&self, topic: &str, late_ms: u64) {
+    /// An attempt of `topic` started `late_ms` after it was due, on the
+    /// pool if `pooled` (else on the runner's thread).
+    pub fn started(&self, topic: &str, late_ms: u64, pooled: bool) {
         self.with(topic, |c| {
+            c.threads[usize::from(pooled)].inc();
             if c.late_ms.len() == RECENT {
                 c.late_ms.pop_front();
             }
@@ -410,7 +422,7 @@ impl Meter {
 /// used and how its handler answered as it ends.
 impl super::Watcher for Meter {
     fn started(&self, a: &super::Attempt<'_>) {
-        self.started(a.topic, a.late_ms());
+        self.started(a.topic, a.late_ms(), a.pooled);
     }
 
     fn ended(&self, a: &super::Attempt<'_>, e: &super::Ending<'_>) {
@@ -439,7 +451,7 @@ mod tests {
         let m = Meter::default();
         let v: Arc<str> = "00000000000000aa".into();
         for late in 1..=100 {
-            m.started("t", late);
+            m.started("t", late, false);
         }
         m.ended("t", &v, Outcome::Ack, 90);
         m.ended("t", &v, Outcome::Retry, 4);
@@ -467,7 +479,7 @@ mod tests {
         assert_eq!((t.late_p50_ms, t.late_p99_ms), (Some(51), Some(99)));
         // only the most recent samples count
         for _ in 0..RECENT {
-            m.started("t", 7);
+            m.started("t", 7, false);
         }
         assert_eq!(m.snapshot()["t"].late_p99_ms, Some(7));
     }

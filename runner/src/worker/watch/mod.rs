@@ -46,6 +46,8 @@ pub(crate) struct Attempt<'a> {
     pub started_at_ms: u64,
     /// Its span, when spans are exported.
     pub span: Option<&'a AttemptTrace>,
+    /// It runs on the pool (not on the runner's own thread).
+    pub pooled: bool,
 }
 
 impl Attempt<'_> {
