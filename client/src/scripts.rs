@@ -355,7 +355,7 @@ mod tests {
     /// The numbered `KEYS[n]:` a script's header names (not `KEYS[8 + j]`).
     fn header_keys(file: &str) -> usize {
         let path = format!("{}/lua/{file}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).expect("script file");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         text.lines()
             .take_while(|l| l.starts_with("--"))
             .flat_map(|l| l.match_indices("KEYS[").map(move |(i, _)| &l[i + 5..]))
