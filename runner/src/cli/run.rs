@@ -15,7 +15,7 @@ pub(super) async fn run(config: &Path, pool: Option<tokio::runtime::Handle>) -> 
     let mut shutdown = Box::pin(shutdown_signal());
     // starting may wait for Redis: a signal meanwhile stops it cleanly
     let runner = tokio::select! {
-        runner = Runner::start(config) => runner?.with_pool(pool.clone()),
+        runner = Runner::start_with_pool(config, Some(pool.clone())) => runner?,
         () = &mut shutdown => {
             tracing::info!("stopped before serving");
             return Ok(());

@@ -163,6 +163,16 @@ impl Telemetry {
     /// Export as `cfg` says, counting drops in `dropped`; must run inside
     /// the tokio runtime (the export task starts here).
     pub fn start(cfg: &TelemetryConfig, dropped: Counter) -> anyhow::Result<Arc<Telemetry>> {
+        Telemetry::start_on(cfg, dropped, &tokio::runtime::Handle::current())
+    }
+
+    /// [`Telemetry::start`] with the export task (encoding and sending
+    /// batches) on `runtime`: a runner's pool, away from its own thread.
+    pub fn start_on(
+        cfg: &TelemetryConfig,
+        dropped: Counter,
+        runtime: &tokio::runtime::Handle,
+    ) -> anyhow::Result<Arc<Telemetry>> {
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_endpoint(cfg.traces_url.clone())
@@ -177,7 +187,7 @@ impl Telemetry {
         );
         let (queue, rx) = mpsc::channel(cfg.queue as usize);
         let progress = Arc::new(Exported::default());
-        tokio::spawn(export::export(
+        runtime.spawn(export::export(
             exporter,
             rx,
             dropped.clone(),

@@ -26,7 +26,7 @@ pub struct Runner {
     snapshot: Snapshot,
     loader: Loader,
     _embedded: Option<EmbeddedRedis>,
-    /// Where heavy attempts run: [`Runner::with_pool`].
+    /// Where heavy attempts run: [`Runner::start_with_pool`].
     pool: Option<tokio::runtime::Handle>,
 }
 
@@ -34,6 +34,19 @@ impl Runner {
     /// Compile every handler (failing on the first that cannot serve), then
     /// connect, waiting for Redis while it is unreachable.
     pub async fn start(config: Config) -> anyhow::Result<Runner> {
+        Runner::start_with_pool(config, None).await
+    }
+
+    /// [`Runner::start`], with heavy attempts (a handler version whose
+    /// recent attempts took over `[runner] light_cpu` of CPU each, and batch
+    /// calls) and the span export on `pool`'s workers; light attempts, the
+    /// claiming and the committing stay on the runtime `run` is called on.
+    /// Without a pool, all run there. `hourglass run` gives the runner a
+    /// runtime of one worker and a pool of `--threads`.
+    pub async fn start_with_pool(
+        config: Config,
+        pool: Option<tokio::runtime::Handle>,
+    ) -> anyhow::Result<Runner> {
         let slots = config.runner.concurrency + SPARE_SLOTS;
         let runtime = Arc::new(
             Runtime::new(slots, config.runner.compile_cache.as_deref())
@@ -51,7 +64,10 @@ impl Runner {
         let metrics = Arc::new(Metrics::new());
         metrics.instance_slots.set(i64::from(slots));
         let telemetry = match &snapshot.config.telemetry {
-            Some(cfg) => Telemetry::start(cfg, metrics.spans_dropped.clone())?,
+            Some(cfg) => {
+                let on = pool.clone().unwrap_or_else(tokio::runtime::Handle::current);
+                Telemetry::start_on(cfg, metrics.spans_dropped.clone(), &on)?
+            }
             None => Telemetry::off(),
         };
         let shared = Arc::new(Shared {
@@ -77,18 +93,8 @@ impl Runner {
             snapshot,
             loader,
             _embedded: embedded,
-            pool: None,
+            pool,
         })
-    }
-
-    /// Run heavy attempts (a handler version whose recent attempts took
-    /// over 50 µs of CPU each, and batch calls) on `pool`'s workers; light
-    /// ones, the claiming and the committing stay on the runtime `run` is
-    /// called on. Without a pool, all run there. `hourglass run` gives the
-    /// runner a runtime of one worker and a pool of `--threads`.
-    pub fn with_pool(mut self, pool: tokio::runtime::Handle) -> Runner {
-        self.pool = Some(pool);
-        self
     }
 
     /// Events about jobs from now on.
