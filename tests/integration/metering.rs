@@ -103,10 +103,12 @@ async fn cpu_is_what_the_instance_burned_and_waiting_costs_wall_time_only() {
     // the monotonic clock, which also counts time the thread waited for its
     // CPU: up to about a tick more than the thread's CPU clock (CI once saw
     // 0.6 ms). Two ticks allowed; the thread also claimed, committed and
-    // talked to Redis: a few ms the other way.
+    // talked to Redis, at half a CPU beside the rival: 13 to 21 ms the other
+    // way on the AMD machine (2026-11-29), 30 allowed, still far from the
+    // wall time's 200.
     assert!(
         spun.cpu() <= burned + Duration::from_millis(10)
-            && burned.saturating_sub(spun.cpu()) < Duration::from_millis(20),
+            && burned.saturating_sub(spun.cpu()) < Duration::from_millis(30),
         "the attempt reports {:?} of CPU; the thread burned {burned:?}",
         spun.cpu()
     );
