@@ -11,7 +11,7 @@ use hourglass::events::{Event, EventKind};
 use hourglass::redis::{NewJob, Queue};
 use test_support::RedisCluster;
 
-use crate::util::{Api, Project, Running, hourglass, of, retry_reasons};
+use crate::util::{Api, Project, Running, hourglass, metric, of, retry_reasons};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -59,12 +59,7 @@ fn ended(events: &[Event]) -> usize {
 /// `hourglass_batch_calls_total` and `_batch_jobs_total` of topic `rows`.
 async fn counted(api: &Api) -> (u64, u64) {
     let text = api.get("/metrics").await.body;
-    let read = |name: &str| {
-        text.lines()
-            .find(|l| l.starts_with(name) && l.contains("topic=\"rows\""))
-            .and_then(|l| l.rsplit(' ').next())
-            .map_or(0, |n| n.parse().unwrap())
-    };
+    let read = |name: &str| metric(&text, name, &["topic=\"rows\""]) as u64;
     (
         read("hourglass_batch_calls_total"),
         read("hourglass_batch_jobs_total"),
@@ -289,14 +284,8 @@ async fn python_and_javascript_batch_handlers_end_each_job_on_their_own() {
     let metrics = api.get("/metrics").await.body;
     runner.stop().await;
     for topic in ["py", "js"] {
-        let calls: u64 = metrics
-            .lines()
-            .find(|l| {
-                l.starts_with("hourglass_batch_calls_total")
-                    && l.contains(&format!("topic=\"{topic}\""))
-            })
-            .and_then(|l| l.rsplit(' ').next())
-            .map_or(0, |n| n.parse().unwrap());
+        let label = format!("topic=\"{topic}\"");
+        let calls = metric(&metrics, "hourglass_batch_calls_total", &[&label]) as u64;
         assert!(
             (3..=8).contains(&calls),
             "{topic}: {calls} calls for 32 jobs"

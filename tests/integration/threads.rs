@@ -11,7 +11,7 @@ use std::time::Duration;
 use hourglass::clock::now_ms;
 use hourglass::redis::NewJob;
 
-use crate::util::{Api, Project, RunnerProcess, TOKEN, eventually};
+use crate::util::{Api, Project, RunnerProcess, TOKEN, eventually, metric};
 
 /// The CPU time of each live thread of process `pid`: (thread id, name, ns).
 fn threads(pid: u32) -> Vec<(u32, String, u64)> {
@@ -48,14 +48,6 @@ fn used(before: &[(u32, String, u64)], after: &[(u32, String, u64)]) -> (u64, u6
     (own, pool)
 }
 
-/// `name{labels...}` from /metrics, 0 when absent.
-fn sample(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
-        .and_then(|l| l.rsplit(' ').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// Put `n` jobs with `payload` into `topic` and wait until its acks total `total`.
 async fn drain(project: &Project, api: &Api, topic: &str, payload: &str, n: usize, total: u64) {
     let queue = project.queue().await;
@@ -72,14 +64,15 @@ async fn drain(project: &Project, api: &Api, topic: &str, payload: &str, n: usiz
             .await
             .unwrap();
     }
-    let label = format!("topic=\"{topic}\"");
+    let label = topic_label(topic);
     eventually(Duration::from_secs(120), "the jobs acked", || async {
         let text = api.get("/metrics").await.body;
-        match sample(
+        match metric(
             &text,
             "hourglass_attempts_total",
             &[&label, "outcome=\"ack\""],
-        ) {
+        ) as u64
+        {
             acked if acked >= total => Ok(()),
             acked => Err(format!("{acked} of {total} acked")),
         }
@@ -87,39 +80,36 @@ async fn drain(project: &Project, api: &Api, topic: &str, payload: &str, n: usiz
     .await;
 }
 
-/// `name{topic=...}` from /metrics as a float, 0 when absent.
-fn float(text: &str, name: &str, topic: &str) -> f64 {
-    let label = format!("topic=\"{topic}\"");
-    text.lines()
-        .find(|l| l.starts_with(name) && l.contains(&label))
-        .and_then(|l| l.rsplit(' ').next())
-        .map_or(0.0, |n| n.parse().unwrap())
+/// `topic="<topic>"`.
+fn topic_label(topic: &str) -> String {
+    format!("topic=\"{topic}\"")
 }
 
 /// The CPU `topic`'s attempts used so far, µs.
 async fn cpu_us(api: &Api, topic: &str) -> f64 {
     let text = api.get("/metrics").await.body;
-    float(&text, "hourglass_cpu_seconds_total", topic) * 1e6
+    metric(&text, "hourglass_cpu_seconds_total", &[&topic_label(topic)]) * 1e6
 }
 
 /// The mean CPU of `topic`'s attempts so far, µs (for failure messages).
 async fn mean_cpu_us(api: &Api, topic: &str) -> f64 {
     let text = api.get("/metrics").await.body;
-    float(&text, "hourglass_cpu_seconds_total", topic) * 1e6
-        / float(&text, "hourglass_attempt_cpu_seconds_count", topic).max(1.0)
+    let label = topic_label(topic);
+    metric(&text, "hourglass_cpu_seconds_total", &[&label]) * 1e6
+        / metric(&text, "hourglass_attempt_cpu_seconds_count", &[&label]).max(1.0)
 }
 
 /// Attempts of `topic` started on the runner's thread and on the pool.
 async fn started(api: &Api, topic: &str) -> (u64, u64) {
     let text = api.get("/metrics").await.body;
-    let label = format!("topic=\"{topic}\"");
+    let label = topic_label(topic);
     let on = |thread: &str| {
         let thread = format!("thread=\"{thread}\"");
-        sample(
+        metric(
             &text,
             "hourglass_attempts_started_total",
             &[&label, &thread],
-        )
+        ) as u64
     };
     (on("runner"), on("pool"))
 }

@@ -798,6 +798,15 @@ pub const TOKEN: &str = "test-token-0123456789abcdef";
 /// A client for one runner's HTTP API, sending [`TOKEN`].
 pub struct Api(pub String);
 
+/// The value of the first sample of `name` in a `/metrics` text whose line
+/// holds every one of `labels` (such as `topic="t"`); 0 when none does.
+pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0.0, |n| n.parse().unwrap())
+}
+
 impl Api {
     pub async fn get(&self, path: &str) -> test_support::http_client::Answer {
         test_support::http_client::call(&self.0, "GET", path, Some(TOKEN), None).await

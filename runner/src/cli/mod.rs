@@ -153,8 +153,9 @@ impl<E: Into<anyhow::Error>> From<E> for Exit {
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// How many threads run heavy attempts (a handler version whose recent
-    /// attempts took over 50 µs of CPU each, as an interpreter's fresh
-    /// instance does; batch calls) and serve the API. Default: one per core.
+    /// attempts averaged over [runner] light_cpu of CPU, 50 µs unless set, as
+    /// an interpreter's fresh instance does; batch calls) and serve the API.
+    /// Default: one per core.
     /// Light attempts, claiming and committing share one thread of their own
     /// (docs: Performance, "Threads").
     #[arg(long, env = "HOURGLASS_THREADS", value_name = "N",

@@ -10,126 +10,18 @@
 
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// `{topic}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TopicLabel {
-    /// The topic.
-    pub topic: String,
-}
+mod labels;
 
-/// `{topic, thread}`: where an attempt ran.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ThreadLabels {
-    /// The topic.
-    pub topic: String,
-    /// `runner` (the thread that claims and commits) or `pool`.
-    pub thread: &'static str,
-}
-
-/// `{topic, version, outcome}`: how an attempt ended, on which handler version.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
-    /// The topic.
-    pub topic: String,
-    /// The handler version (content hash) that ran it: only kept versions.
-    pub version: String,
-    /// `ack`, `retry`, `dead`, `released` or `cancelled`.
-    pub outcome: &'static str,
-}
-
-/// `{topic, result}` of a rollout's verdict.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RolloutLabels {
-    /// The topic.
-    pub topic: String,
-    /// `promoted`, `rolled_back` or `aborted` (by hand, or superseded by a
-    /// newer version; also `pinned` and `unpinned`).
-    pub result: &'static str,
-}
-
-/// `{topic, how}`: a durable handler's step, `recorded` (run, then written
-/// to the journal) or `replayed` (returned from it without running).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StepLabels {
-    /// The topic.
-    pub topic: String,
-    /// `recorded` or `replayed`.
-    pub how: &'static str,
-}
-
-/// `{topic, kind, how}`: effects of journaled attempts.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EffectLabels {
-    /// The topic.
-    pub topic: String,
-    /// `http`, `clock`, `random` or `follow_up`.
-    pub kind: &'static str,
-    /// `recorded` or `replayed`.
-    pub how: &'static str,
-}
-
-/// `{topic, state}`: where a topic's jobs are.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
-    /// The topic.
-    pub topic: String,
-    /// `scheduled`, `ready`, `running` or `dead`.
-    pub state: &'static str,
-}
-
-/// `{topic, key}`: one of a topic's top tenant keys, or `other` for the rest.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KeyLabels {
-    /// The topic.
-    pub topic: String,
-    /// The key (`""` for jobs without one, `other` for the keys not listed).
-    pub key: String,
-}
-
-/// `{topic, status}` of an outbound HTTP request.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StatusLabels {
-    /// The topic whose handler sent it.
-    pub topic: String,
-    /// The HTTP status, or `denied` (no grant) or `error` (no answer).
-    pub status: String,
-}
-
-/// `{topic, version}`: the handler serving a topic.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VersionLabels {
-    /// The topic.
-    pub topic: String,
-    /// The handler's content hash.
-    pub version: String,
-}
-
-/// `{topic, version, role}`: a version a runner is told to serve and lacks.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MissingLabels {
-    /// The topic.
-    pub topic: String,
-    /// The version's content hash.
-    pub version: String,
-    /// `stable`, `pinned` (nothing of the topic is claimed) or `canary`
-    /// (the stable version serves every attempt here).
-    pub role: &'static str,
-}
-
-/// `{result}` of a reload.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// `handler_loaded`, `handler_rejected`, `handler_missing`,
-    /// `config_applied` or `config_rejected`.
-    pub result: &'static str,
-}
+pub use labels::{
+    DirectionLabels, EffectLabels, KeyLabels, MissingLabels, OutcomeLabels, ResultLabel,
+    RolloutLabels, StateLabels, StatusLabels, StepLabels, ThreadLabels, TopicLabel, VersionLabels,
+};
 
 /// Buckets in seconds that tell 1 ms from 2 ms and still reach a minute.
 const BUCKETS: [f64; 16] = [
@@ -157,17 +49,6 @@ fn memory_histogram() -> Histogram {
         2.0,
         13,
     ))
-}
-
-/// `{topic, version, direction}` of outbound bytes.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DirectionLabels {
-    /// The topic.
-    pub topic: String,
-    /// The handler's content hash.
-    pub version: String,
-    /// `out` (request bodies) or `in` (response bodies).
-    pub direction: &'static str,
 }
 
 type HistogramFamily = Family<TopicLabel, Histogram, fn() -> Histogram>;
@@ -302,7 +183,7 @@ impl Metrics {
         );
         r.register(
             "attempts_started",
-            "Attempts started, by the thread they ran on: runner (the one that claims and commits: a handler version whose recent attempts took under 50 µs of CPU each) or pool (the workers of --threads: heavier ones, and batch calls)",
+            "Attempts started, by the thread they ran on: runner (the one that claims and commits: a handler version whose recent attempts averaged under [runner] light_cpu of CPU, 50 µs unless set) or pool (the workers of --threads: heavier or not yet measured ones, and batch calls)",
             m.attempts_started.clone(),
         );
         r.register(
