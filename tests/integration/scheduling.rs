@@ -89,8 +89,8 @@ async fn a_rate_limit_holds_on_a_three_master_cluster() {
 /// 500 jobs at 50/s (burst 5) across an in-process runner and an `hourglass
 /// run` process: each job's handler calls a local HTTP server, which notes
 /// when. They cannot take less than the limit allows (9.9 s) and no
-/// one-second window holds more than 55. (How close to the limit they run is
-/// a speed claim: the bench measures it.)
+/// one-second window holds more than 55 starts (58 calls: the calls' jitter).
+/// (How close to the limit they run is a speed claim: the bench measures it.)
 async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Project) {
     let server = HttpServer::start(vec![Reply::status(200, "ok")]);
     let topics = format!(
@@ -160,9 +160,13 @@ async fn rate_limit_across_two_runners(project: impl FnOnce(&str, &str) -> Proje
         .max()
         .unwrap();
     eprintln!("busiest one-second window: {busiest} calls");
-    // the calls follow the starts by a few ms of jitter: allow one more
+    // the calls follow the starts by the time an instance takes to make its
+    // call, which under a loaded machine (the whole suite beside it) varies by
+    // tens of ms: 56 is read unloaded (a start's delay lets the next ones
+    // bunch up), one more for each 20 ms of spread; an unheld limit shows
+    // hundreds a second
     assert!(
-        busiest <= 55 + 1,
+        busiest <= 55 + 3,
         "a one-second window held {busiest} calls"
     );
 }
