@@ -71,7 +71,7 @@ local function index_put(idx, ids, dues)
   -- most batches come in order (due now, or one after another): sorting costs a comparison
   -- call per pair, a microsecond or two a job
   if not ordered then table.sort(sorted, function(a, b) return dues[a] < dues[b] end) end
-  local touched, order = {}, {}
+  local touched, order, fresh = {}, {}, {}
   local name, low, high = nil, nil, nil -- the last bucket looked up and its range [low, high)
   for _, j in ipairs(sorted) do
     local due = dues[j]
@@ -82,6 +82,7 @@ local function index_put(idx, ids, dues)
         name = tostring(redis.call('INCR', idx .. ':next'))
         bound = due
         redis.call('ZADD', idx, due, name)
+        fresh[name] = true
       elseif due < bound then
         bound = due -- before every bound: the first bucket's bound moves down
         redis.call('ZADD', idx, due, name)
@@ -99,6 +100,26 @@ local function index_put(idx, ids, dues)
     -- multiprecision path), about 4% of its samples at full speed; %d is cheap
     t[#t + 1] = string.format('%d', due)
     t[#t + 1] = ids[j]
+  end
+  for _, b in ipairs(order) do
+    local t = touched[b]
+    -- a bucket's worth or more due after all that an existing bucket holds (a bulk enqueue
+    -- due now, behind the last one's): they start a bucket of their own, which the split
+    -- below would otherwise make by reading the bucket back and moving them again
+    if not fresh[b] and #t >= 2 * BUCKET then
+      local top = tonumber(redis.call('ZRANGE', bucket_key(idx, b), -1, -1, 'WITHSCORES')[2])
+      local after = #t + 1 -- the first entry (odd index in t) due after `top`
+      while after > 1 and tonumber(t[after - 2]) > top do after = after - 2 end
+      if #t - after + 1 >= 2 * BUCKET then
+        local piece = tostring(redis.call('INCR', idx .. ':next'))
+        redis.call('ZADD', idx, t[after], piece)
+        local rest = {}
+        for i = after, #t do rest[#rest + 1] = t[i] end
+        for i = #t, after, -1 do t[i] = nil end
+        touched[piece], fresh[piece] = rest, true
+        order[#order + 1] = piece
+      end
+    end
   end
   for _, b in ipairs(order) do
     local key, t = bucket_key(idx, b), touched[b]

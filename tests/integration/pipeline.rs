@@ -2,14 +2,14 @@
 
 use hourglass::config::DeadLetter;
 use hourglass::redis::{
-    Burial, DeadInfo, Done, Enqueued, Held, JobState, NewJob, Parked, Queue, RateLimit, Refusal,
-    Refused, outbox_token,
+    Burial, DeadInfo, Done, Enqueued, Held, NewJob, Parked, Queue, RateLimit, Refusal, Refused,
+    outbox_token,
 };
 use std::time::Duration;
 
 use crate::util::RedisServer;
 
-fn job(id: Option<&str>, due: u64) -> NewJob {
+pub(crate) fn job(id: Option<&str>, due: u64) -> NewJob {
     NewJob {
         id: id.map(str::to_owned),
         payload: b"p".to_vec(),
@@ -19,7 +19,7 @@ fn job(id: Option<&str>, due: u64) -> NewJob {
     }
 }
 
-fn done(id: &str, attempt: u32) -> Done {
+pub(crate) fn done(id: &str, attempt: u32) -> Done {
     Done {
         notice: None,
         end: None,
@@ -584,215 +584,5 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
             id: "y".into(),
             why: Refused::Gone
         }]
-    );
-}
-
-/// A zset's members and scores, in order.
-async fn zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, u64)> {
-    redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query_async(conn)
-        .await
-        .unwrap()
-}
-
-/// The time index against a model: 40 rounds of random enqueues (some due
-/// at one shared millisecond, some in the past), cancels, replaces, retries
-/// and claims with the clock moving on. Every claim is due and in order,
-/// nothing is lost or claimed twice, counts and `inspect` match the model,
-/// and the buckets keep their shape: none empty, each inside its range, and
-/// all but the ones holding one due time many times small enough for Redis
-/// to keep as a listpack.
-#[tokio::test]
-async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
-    use std::collections::HashMap;
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("a");
-    let mut raw = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut random = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
-    let mut now = 1_000_000u64;
-    let mut model: HashMap<String, u64> = HashMap::new();
-    let mut next = 0;
-    for round in 0..40 {
-        // enqueue: spread over a minute, a shared due time, a few already due
-        let shared = now + 1_000 * (1 + random(30));
-        let mut batch = Vec::new();
-        for i in 0..(50 + random(400)) {
-            let due = match i % 10 {
-                0 => shared,
-                1 => now.saturating_sub(random(5_000)),
-                _ => now + random(60_000),
-            };
-            next += 1;
-            batch.push(job(Some(&format!("j{next}")), due));
-        }
-        for answer in q.enqueue(&k, &batch, now).await.unwrap() {
-            assert!(matches!(answer, Enqueued::New(_)), "{answer:?}");
-        }
-        for j in &batch {
-            model.insert(j.id.clone().unwrap(), j.due_at_ms);
-        }
-        // cancel and replace a few waiting ones
-        let mut waiting: Vec<String> = model.keys().cloned().collect();
-        waiting.sort();
-        for _ in 0..5 {
-            let id = waiting[random(waiting.len() as u64) as usize].clone();
-            if model.remove(&id).is_some() {
-                let was = q
-                    .admin()
-                    .cancel(&k, std::slice::from_ref(&id), now, None)
-                    .await
-                    .unwrap();
-                assert!(was[0].is_some(), "{id} was waiting");
-            }
-        }
-        for _ in 0..5 {
-            let id = waiting[random(waiting.len() as u64) as usize].clone();
-            if let Some(waits) = model.get_mut(&id) {
-                let due = now + random(30_000);
-                let mut j = job(Some(&id), due);
-                j.replace = true;
-                let answer = q.enqueue(&k, &[j], now).await.unwrap();
-                assert!(matches!(answer[0], Enqueued::Replaced(_)), "{answer:?}");
-                *waits = due;
-            }
-        }
-        // a random waiting job reads back with its due time
-        let id = &waiting[random(waiting.len() as u64) as usize];
-        let view = q.inspect(&k, id, now).await.unwrap();
-        match (model.get(id), view.map(|v| v.state)) {
-            (Some(due), Some(JobState::Scheduled(d) | JobState::Ready(d))) => {
-                assert_eq!(*due, d, "{id}")
-            }
-            (None, None) => {}
-            other => panic!("{id}: {other:?}"),
-        }
-        // the clock moves on; everything due is claimed, in order, exactly once
-        now += random(8_000);
-        let stats = q.stats(&k, now).await.unwrap();
-        let ready = model.values().filter(|d| **d <= now).count() as u64;
-        assert_eq!(
-            (stats.ready, stats.ready + stats.scheduled),
-            (ready, model.len() as u64),
-            "round {round}"
-        );
-        let mut last = 0;
-        let mut retried = Vec::new();
-        loop {
-            let claimed = q.pipeline().claim(&k, now, now + 60_000, 64).await.unwrap();
-            if claimed.jobs.is_empty() {
-                break;
-            }
-            for c in &claimed.jobs {
-                let due = model
-                    .remove(&c.id)
-                    .unwrap_or_else(|| panic!("{} claimed twice or never enqueued", c.id));
-                assert_eq!(due, c.due_at_ms, "{}", c.id);
-                assert!(
-                    due <= now && due >= last,
-                    "{} due {due}, now {now}, last {last}",
-                    c.id
-                );
-                last = due;
-            }
-            // one in eight fails and waits again
-            let (again, finished): (Vec<_>, Vec<_>) =
-                claimed.jobs.iter().partition(|_| random(8) == 0);
-            q.pipeline()
-                .ack(
-                    &k,
-                    &finished
-                        .iter()
-                        .map(|c| done(&c.id, c.attempt))
-                        .collect::<Vec<_>>(),
-                    now,
-                    None,
-                )
-                .await
-                .unwrap();
-            for c in again {
-                retried.push((c.id.clone(), c.attempt, now + 1 + random(20_000)));
-            }
-        }
-        let failed: Vec<hourglass::redis::Retrying> = retried
-            .iter()
-            .map(|(id, attempt, due)| hourglass::redis::Retrying {
-                id: id.clone(),
-                attempt: *attempt,
-                next_due_ms: *due,
-                failure: hourglass::redis::Failure {
-                    error: "again".into(),
-                    handler: None,
-                    at: now,
-                    attempts: Vec::new(),
-                },
-            })
-            .collect();
-        assert!(
-            q.pipeline()
-                .retry(&k, &failed, false)
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        for (id, _, due) in retried {
-            model.insert(id, due);
-        }
-        // the buckets' shape
-        let buckets = zset(&mut raw, &k.pending).await;
-        let mut held = 0;
-        for (i, (name, bound)) in buckets.iter().enumerate() {
-            let key = format!("{}:{name}", k.pending);
-            let entries = zset(&mut raw, &key).await;
-            assert!(!entries.is_empty(), "round {round}: bucket {name} is empty");
-            let (low, high) = (entries[0].1, entries[entries.len() - 1].1);
-            assert!(
-                low >= *bound,
-                "round {round}: bucket {name} holds {low} below its bound {bound}"
-            );
-            if let Some((_, after)) = buckets.get(i + 1) {
-                assert!(
-                    high < *after,
-                    "round {round}: bucket {name} holds {high}, the next starts at {after}"
-                );
-            }
-            if entries.len() > 128 {
-                let mut runs: HashMap<u64, usize> = HashMap::new();
-                for (_, d) in &entries {
-                    *runs.entry(*d).or_default() += 1;
-                }
-                let most = runs.values().max().unwrap();
-                assert!(
-                    *most > 48,
-                    "round {round}: bucket {name} has {} entries, at most {most} due at once",
-                    entries.len()
-                );
-            }
-            held += entries.len();
-        }
-        assert_eq!(
-            held,
-            model.len(),
-            "round {round}: the index holds what waits"
-        );
-    }
-    assert!(
-        model.len() > 1_000,
-        "the test kept a backlog: {}",
-        model.len()
     );
 }
