@@ -10,9 +10,12 @@
 -- KEYS[13]: fair hash (prelude.lua: tenant keys)   KEYS[14]: expire zset (id -> deadline ms)
 -- KEYS[14 + j]: the unique-for reservation key of job j (same hash tag; used only if it asks)
 -- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms (the producer's clock)
--- ARGV[4..]: per job: id ("" to generate one), due ms, its stored value (a zero byte, the due ms
+-- ARGV[4]: how many arguments each job has: 3 when no job of the call has any of the options
+--          below (each argument costs Redis and Lua a string: the common bulk load sends a
+--          third of them), else 9
+-- ARGV[5..]: per job: id ("" to generate one), due ms, its stored value (a zero byte, the due ms
 --            as a big-endian double, the encoded record: prelude.lua stored_value's bytes, built by
---            the client: record.rs encode_stored), unique-for ms (0: none),
+--            the client: record.rs encode_stored), then the options: unique-for ms (0: none),
 --            replace (1: replace the waiting job with this id), account ('' for none), key ('' for none),
 --            deadline ms ('' for none: not started by then, it expires; claim.lua), priority
 --            ('' or '0': the highest; 1..9, index.lua: index_add)
@@ -20,14 +23,15 @@
 --          reserved; not enqueued), 2 = replaced a waiting job (payload and due time),
 --          3 = not replaced: that job is running, 4 = not replaced: that job has a journal (a
 --          durable handler's steps ran on its payload)
-local STRIDE = 9
+local STRIDE = tonumber(ARGV[4])
+local FIRST = 5
 local levels = KEYS[1] .. ':priority'
 redis.call('SET', KEYS[9], LAYOUT, 'NX')
 local before = head_due(KEYS[1])
 local ids, blanks = {}, 0
-for i = 4, #ARGV, STRIDE do
+for i = FIRST, #ARGV, STRIDE do
   local id = ARGV[i]
-  ids[(i - 4) / STRIDE + 1] = id
+  ids[(i - FIRST) / STRIDE + 1] = id
   if id == '' then blanks = blanks + 1 end
 end
 -- generated ids: one counter bump for the whole call
@@ -46,9 +50,12 @@ local earliest = nil
 local seen, adds, add_due, add_value, add_key, out = {}, {}, {}, {}, {}, {}
 local n_adds, n_out = 0, 0 -- counters: `#t` searches the table each time
 for j, id in ipairs(ids) do
-  local i = 4 + (j - 1) * STRIDE
-  local unique_for = tonumber(ARGV[i + 3])
-  local replace = ARGV[i + 4] == '1'
+  local i = FIRST + (j - 1) * STRIDE
+  local unique_for, replace, account, key, deadline, priority = 0, false, '', '', '', ''
+  if STRIDE > 3 then
+    unique_for, replace = tonumber(ARGV[i + 3]), ARGV[i + 4] == '1'
+    account, key, deadline, priority = ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+  end
   local status = 1
   local had = false -- an earlier job with this id (dead, or replaced): its account goes
   if ARGV[i] == '' then
@@ -104,24 +111,24 @@ for j, id in ipairs(ids) do
     if unique_for > 0 then
       redis.call('SET', KEYS[14 + j], '1', 'PX', unique_for)
     end
-    if ARGV[i + 5] ~= '' then
-      redis.call('HSET', KEYS[10], id, ARGV[i + 5])
+    if account ~= '' then
+      redis.call('HSET', KEYS[10], id, account)
     elseif had then
       redis.call('HDEL', KEYS[10], id)
     end
-    if ARGV[i + 6] ~= '' then
-      redis.call('HSET', KEYS[13] .. ':of', id, ARGV[i + 6])
+    if key ~= '' then
+      redis.call('HSET', KEYS[13] .. ':of', id, key)
     elseif had then
       redis.call('HDEL', KEYS[13] .. ':of', id)
     end
-    if ARGV[i + 7] ~= '' then
-      redis.call('ZADD', KEYS[14], ARGV[i + 7], id)
+    if deadline ~= '' then
+      redis.call('ZADD', KEYS[14], deadline, id)
     elseif had then
       redis.call('ZREM', KEYS[14], id)
     end
     -- after unwait above, which found a replaced job at its old priority
-    if ARGV[i + 8] ~= '' and ARGV[i + 8] ~= '0' then
-      redis.call('HSET', levels, id, ARGV[i + 8])
+    if priority ~= '' and priority ~= '0' then
+      redis.call('HSET', levels, id, priority)
     elseif had then
       redis.call('HDEL', levels, id)
     end
@@ -136,7 +143,7 @@ for j, id in ipairs(ids) do
     local d = tonumber(ARGV[i + 1])
     add_due[k] = d
     add_value[k] = ARGV[i + 2]
-    add_key[k] = ARGV[i + 6]
+    add_key[k] = key
     if earliest == nil or d < earliest then earliest = d end
   end
 end

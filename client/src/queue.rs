@@ -162,6 +162,17 @@ impl Queue {
             }
             self.wake_args(&mut inv, keys);
             inv.arg(now_ms);
+            // each argument is a string Redis and Lua make: a call whose jobs
+            // use none of the options sends three a job, not nine
+            let options = chunk.iter().any(|j| {
+                j.unique_for_ms > 0
+                    || j.replace
+                    || j.account.is_some()
+                    || j.key.is_some()
+                    || j.expires_at_ms.is_some()
+                    || j.priority != 0
+            });
+            inv.arg(if options { 9 } else { 3 });
             for job in chunk {
                 let record = Record {
                     max_attempts: job.max_attempts,
@@ -174,8 +185,11 @@ impl Queue {
                 };
                 inv.arg(job.id.as_deref().unwrap_or(""))
                     .arg(job.due_at_ms)
-                    .arg(record.encode_stored(job.due_at_ms))
-                    .arg(job.unique_for_ms)
+                    .arg(record.encode_stored(job.due_at_ms));
+                if !options {
+                    continue;
+                }
+                inv.arg(job.unique_for_ms)
                     .arg(if job.replace { "1" } else { "0" })
                     .arg(job.account.as_deref().unwrap_or(""))
                     .arg(job.key.as_deref().unwrap_or(""))
