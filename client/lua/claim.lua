@@ -12,9 +12,8 @@
 --   under a rate limit, which counts starts at claim time.
 -- Returns: { when to claim next: due ms of the first job still pending, or later when the rate
 --            allows no start before; -1 if none, -2 if the topic is paused,
---            then per job: id, due ms ('' but for an expired job: the one in its stored value),
---            attempt (the lease's fencing token), stored value (the record, after its due
---            time in layout 3: prelude.lua: record_of),
+--            then per job: id, due ms, attempt (the lease's fencing token), stored value (the
+--            record, after its due time in layout 3: prelude.lua: record_of),
 --            then, when a job has a last failure, an account, a journal or a deadline, one last
 --            entry with them (prelude.lua: claim_cols_told) }
 -- Jobs whose deadline has passed come first, claimed whether due or not, and count against
@@ -45,12 +44,12 @@ if interval > 0 then
 end
 -- jobs a runner of layout 2 put back after `hourglass migrate` (a rolling upgrade)
 if redis.call('EXISTS', KEYS[9]) == 1 then absorb(KEYS[1], KEYS[9], KEYS[3], 1000) end
--- the jobs' due times are in their stored values (the runner reads them there): only an
--- expired job's is answered, and '' for the rest
-local ids = index_take(KEYS[1], due_by, most, true)
-local scores = {}
+local ids, scores = index_take(KEYS[1], due_by, most)
 if n_expired > 0 then
-  for j = 1, #ids do expired[#expired + 1] = ids[j] end
+  for j = 1, #ids do
+    expired[#expired + 1] = ids[j]
+    expired_dues[#expired_dues + 1] = scores[j]
+  end
   ids, scores = expired, expired_dues
 end
 local out, cols = { -1 }, {}
@@ -74,7 +73,7 @@ if #ids > 0 then
       counted[n + 2] = string.format('%d', attempt) -- as text; twice as fast as tostring
       n = n + 2
       out[o + 1] = id
-      out[o + 2] = scores[i] or ''
+      out[o + 2] = scores[i]
       out[o + 3] = attempt
       out[o + 4] = records[i] -- the stored value: the runner skips its due time
       o = o + 4

@@ -150,28 +150,18 @@ local function index_del(idx, id, due)
 end
 
 -- Take up to `most` (in all) jobs due by `now` off one index, earliest first, appended to
--- `ids` and, unless it is nil, `dues` (due times as strings). Without `dues` Redis does not
--- format each job's due time (printf's %.17g, a few % of its time in a drain): the caller
--- reads it from the job's stored value, which always carries the due time the index holds.
+-- `ids` and `dues` (due times as strings).
 local function index_pop(idx, now, most, ids, dues)
   while #ids < most do
     local first = redis.call('ZRANGE', idx, 0, 0, 'WITHSCORES')
     if first[1] == nil or tonumber(first[2]) > now then break end
     local key = bucket_key(idx, first[1])
-    local n = 0
-    if dues then
-      local got = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most - #ids)
-      for i = 1, #got, 2 do
-        ids[#ids + 1] = got[i]
-        dues[#dues + 1] = got[i + 1]
-      end
-      n = #got / 2
-    else
-      local got = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, most - #ids)
-      for i = 1, #got do ids[#ids + 1] = got[i] end
-      n = #got
+    local got = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most - #ids)
+    for i = 1, #got, 2 do
+      ids[#ids + 1] = got[i]
+      dues[#dues + 1] = got[i + 1]
     end
-    if n > 0 then redis.call('ZREMRANGEBYRANK', key, 0, n - 1) end
+    if #got > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #got / 2 - 1) end
     if redis.call('EXISTS', key) == 1 then break end -- what is left is due later, or is not wanted now
     redis.call('ZREM', idx, first[1])
   end
@@ -238,10 +228,9 @@ local function index_remove(idx, id, due)
 end
 
 -- Take up to `most` jobs due by `now` off the index, the highest priority first, earliest
--- first within one: ids, due times (strings; nil when `no_dues`: see index_pop).
-local function index_take(idx, now, most, no_dues)
-  local ids, dues = {}, nil
-  if not no_dues then dues = {} end
+-- first within one: ids, due times (strings).
+local function index_take(idx, now, most)
+  local ids, dues = {}, {}
   index_pop(idx, now, most, ids, dues)
   if #ids < most and redis.call('EXISTS', idx .. ':priority') == 1 then
     for p = 1, LOWEST do

@@ -109,21 +109,11 @@ impl Pipeline<'_> {
             let [id, due, attempt, record] = job else {
                 return Err(QueueError::Protocol(format!("claim answered {job:?}")));
             };
-            let (stored_due, record) = stored_record(record)?;
-            // claim.lua answers '' for a due time the stored value carries
-            let due_at_ms = match due {
-                Value::BulkString(b) if b.is_empty() => stored_due.ok_or_else(|| {
-                    QueueError::Protocol(format!(
-                        "claim answered job {id:?} without a due time, and its stored value has none"
-                    ))
-                })?,
-                due => number(due)?,
-            };
             jobs.push(ClaimedJob {
                 id: string(id)?,
-                due_at_ms,
+                due_at_ms: number(due)?,
                 attempt: u32::try_from(number(attempt)?).unwrap_or(u32::MAX),
-                record,
+                record: stored_record(record)?,
                 last_failure: None,
                 account: None,
                 key,
@@ -158,18 +148,13 @@ impl Pipeline<'_> {
     }
 }
 
-/// The due time and record in a job's stored value, as a claim answers it:
-/// the script leaves layout 3's due time in front (`record::split_stored`)
-/// for the runner to read, rather than copy each value in Redis to cut it
-/// off or format the index's score for it.
-#[allow(clippy::type_complexity)]
-fn stored_record(v: &Value) -> Result<(Option<u64>, Result<Record, CorruptRecord>), QueueError> {
+/// The record in a job's stored value, as a claim answers it: the script
+/// leaves layout 3's due time in front (`record::split_stored`) for the
+/// runner to skip, rather than copy each value in Redis to cut it off.
+fn stored_record(v: &Value) -> Result<Result<Record, CorruptRecord>, QueueError> {
     Ok(match v {
-        Value::BulkString(stored) => {
-            let (due, record) = split_stored(stored);
-            (due, Record::decode(record))
-        }
-        v => (None, Record::decode(&bytes(v)?)),
+        Value::BulkString(stored) => Record::decode(split_stored(stored).1),
+        v => Record::decode(&bytes(v)?),
     })
 }
 
@@ -277,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn a_claimed_value_of_either_layout_gives_its_record_and_layout_3_its_due_time() {
+    fn a_claimed_value_of_either_layout_gives_its_record() {
         let record = Record {
             max_attempts: 3,
             enqueued_at_ms: 1_795_922_205_848,
@@ -291,14 +276,13 @@ mod tests {
         let mut stored = vec![0];
         stored.extend_from_slice(&1_795_922_205_900f64.to_be_bytes());
         stored.extend_from_slice(&bare);
-        for (value, due) in [(bare, None), (stored, Some(1_795_922_205_900))] {
-            let (got_due, got) = stored_record(&Value::BulkString(value)).unwrap();
-            assert_eq!((got_due, got.as_ref()), (due, Ok(&record)));
+        for value in [bare, stored] {
+            let got = stored_record(&Value::BulkString(value)).unwrap();
+            assert_eq!(got.as_ref(), Ok(&record));
         }
         assert!(
             stored_record(&Value::BulkString(vec![0, 1, 2]))
                 .unwrap()
-                .1
                 .is_err()
         );
     }
