@@ -2,10 +2,28 @@
 //! the test's hands: its order and shape against a model, and how bulk
 //! enqueues land in its buckets.
 
-use hourglass::redis::{Enqueued, JobState, Queue};
+use hourglass::redis::{Enqueued, JobState, Queue, TopicKeys};
 
 use crate::pipeline::{done, job};
 use crate::util::RedisServer;
+
+/// A fresh redis-server, topic `a` on it and a plain connection to read its keys.
+async fn topic() -> (
+    RedisServer,
+    Queue,
+    TopicKeys,
+    redis::aio::MultiplexedConnection,
+) {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let raw = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    (redis, q, k, raw)
+}
 
 /// A zset's members and scores, in order.
 async fn zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, u64)> {
@@ -29,14 +47,7 @@ async fn zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(S
 #[tokio::test]
 async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
     use std::collections::HashMap;
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("a");
-    let mut raw = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (_redis, q, k, mut raw) = topic().await;
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     let mut random = move |n: u64| {
         seed ^= seed << 13;
@@ -243,14 +254,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
 /// every job once, in due order.
 #[tokio::test]
 async fn batches_due_one_after_another_each_start_a_bucket_and_move_no_job_twice() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(&redis.url(), "t").await.unwrap();
-    let k = q.keys("a");
-    let mut raw = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (_redis, q, k, mut raw) = topic().await;
     let batch = |name: &str, n: usize, due: u64| -> Vec<hourglass::redis::NewJob> {
         (0..n)
             .map(|i| job(Some(&format!("{name}-{i:04}")), due))
