@@ -13,6 +13,7 @@
 -- structure whatever the backlog.
 local BUCKET = 48
 local SPLIT_AT = 96
+local LISTPACK_MOST = 128 -- Redis's zset-max-listpack-entries, as it ships
 
 local function bucket_key(idx, name) return idx .. ':' .. name end
 
@@ -60,7 +61,7 @@ local function split(idx, name)
   -- the first piece stays under its name. A zset that grew past 128 entries is a skiplist,
   -- and Redis does not make it a listpack again as it shrinks (about 130 bytes an entry
   -- instead of 15 to 20, and slower to change): a first piece small enough is written afresh
-  if starts[1] - 1 <= 128 and redis.call('OBJECT', 'ENCODING', key) == 'skiplist' then
+  if starts[1] - 1 <= LISTPACK_MOST and redis.call('OBJECT', 'ENCODING', key) == 'skiplist' then
     local head = {}
     for e = 1, starts[1] - 1 do
       head[#head + 1] = all[2 * e]
