@@ -33,15 +33,20 @@ for j, id in ipairs(ids) do
     refuse(stale, id, current[j])
   end
 end
-keys_released(KEYS[10], done)
-hdel_if(KEYS[10] .. ':of', done)
 each_chunk('ZREM', KEYS[1], done)
 each_chunk('HDEL', KEYS[2], done)
 each_chunk('HDEL', KEYS[3], done)
-hdel_if(KEYS[4], done)
-hdel_if(KEYS[7], done)
-hdel_if(KEYS[8], done)
-zrem_if(KEYS[11], done)
-hdel_if(KEYS[12], done)
-forget_journals(KEYS[9], done)
+-- what a plain topic's jobs never have (failures, accounts, progress, deadlines, priorities,
+-- journals, tenant keys): one EXISTS for all of them
+if #done > 0 and any_exists({ KEYS[4], KEYS[7], KEYS[8], KEYS[11], KEYS[12], KEYS[9],
+    KEYS[10] .. ':running', KEYS[10] .. ':of' }) then
+  keys_released(KEYS[10], done)
+  hdel_if(KEYS[10] .. ':of', done)
+  hdel_if(KEYS[4], done)
+  hdel_if(KEYS[7], done)
+  hdel_if(KEYS[8], done)
+  zrem_if(KEYS[11], done)
+  hdel_if(KEYS[12], done)
+  forget_journals(KEYS[9], done)
+end
 return stale

@@ -18,7 +18,11 @@
 --            entry with them (prelude.lua: claim_cols_told) }
 -- Jobs whose deadline has passed come first, claimed whether due or not, and count against
 -- ARGV[3] but not against a rate (they do not start).
-if redis.call('EXISTS', KEYS[6]) == 1 then
+-- a plain topic (no pause, deadlines, rolling upgrade, failures, accounts, journals,
+-- suspended jobs or priorities) pays one EXISTS for all of them
+local plain = not any_exists({ KEYS[6], KEYS[12], KEYS[9], KEYS[5], KEYS[8], KEYS[10], KEYS[11],
+  KEYS[1] .. ':priority' })
+if not plain and redis.call('EXISTS', KEYS[6]) == 1 then
   return { -2 }
 end
 local now = tonumber(ARGV[1])
@@ -27,7 +31,10 @@ local interval = tonumber(ARGV[4])
 local due_by = math.max(now, tonumber(ARGV[6] or ARGV[1]))
 if interval > 0 then due_by = now end
 local function remove(id, due) return index_remove(KEYS[1], id, due) end
-local expired, expired_dues, deadlines = expired_take(KEYS[12], KEYS[2], KEYS[3], remove, now, most)
+local expired, expired_dues, deadlines = {}, {}, false
+if not plain then
+  expired, expired_dues, deadlines = expired_take(KEYS[12], KEYS[2], KEYS[3], remove, now, most)
+end
 local n_expired = #expired
 most = most - n_expired
 local tau, tat = 0, now
@@ -37,14 +44,14 @@ if interval > 0 then
   tat = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), now)
   most = math.max(0, math.min(most, math.floor((now + tau - tat) / interval) + 1))
   if most <= 0 and n_expired == 0 then
-    local head = head_due(KEYS[1])
+    local head = head_due(KEYS[1], plain)
     if head == nil then return { -1 } end
     return { string.format('%d', math.max(head, math.ceil(tat - tau))) }
   end
 end
 -- jobs a runner of layout 2 put back after `hourglass migrate` (a rolling upgrade)
-if redis.call('EXISTS', KEYS[9]) == 1 then absorb(KEYS[1], KEYS[9], KEYS[3], 1000) end
-local ids, scores = index_take(KEYS[1], due_by, most)
+if not plain and redis.call('EXISTS', KEYS[9]) == 1 then absorb(KEYS[1], KEYS[9], KEYS[3], 1000) end
+local ids, scores, head = index_take(KEYS[1], due_by, most, plain)
 if n_expired > 0 then
   for j = 1, #ids do
     expired[#expired + 1] = ids[j]
@@ -56,11 +63,14 @@ local out, cols = { -1 }, {}
 if #ids > 0 then
   local records = hmget_all(KEYS[3], ids)
   local attempts = hmget_all(KEYS[4], ids)
-  local failures = hmget_if(KEYS[5], ids)
-  local accounts = hmget_if(KEYS[8], ids)
-  local journaled = hmget_if(KEYS[10], ids)
-  -- a suspended job runs again: it waits for nothing now
-  hdel_if(KEYS[11], ids)
+  local failures, accounts, journaled = {}, {}, {}
+  if not plain then
+    failures = hmget_if(KEYS[5], ids)
+    accounts = hmget_if(KEYS[8], ids)
+    journaled = hmget_if(KEYS[10], ids)
+    -- a suspended job runs again: it waits for nothing now
+    hdel_if(KEYS[11], ids)
+  end
   local leased, counted = {}, {}
   local deadline, n, o, k = ARGV[2], 0, 1, 0 -- counters: `#t` searches the table each time
   for i, id in ipairs(ids) do
@@ -83,14 +93,9 @@ if #ids > 0 then
       if journaled[i] then claim_col(cols, 'j', k, redis.call('HGETALL', KEYS[10] .. ':' .. id)) end
     end
   end
-  keep_hashed(KEYS[4])
-  keep_skiplist(KEYS[2])
-  for i = 1, #leased, 2 * CHUNK do
-    redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
-    redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
-  end
+  leases_write(KEYS[2], KEYS[4], leased, counted)
 end
-local head = head_due(KEYS[1])
+if head == nil then head = head_due(KEYS[1], plain) end
 if interval > 0 then
   local started = (#out - 1) / 4 - n_expired
   if started > 0 then

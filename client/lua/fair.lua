@@ -226,14 +226,7 @@ local function fair_lease(KEYS, deadline, ids, dues, keys, out, cols)
       gone[#gone + 1] = keys[i]
     end
   end
-  if #leased > 0 then
-    keep_hashed(KEYS[4])
-    keep_skiplist(KEYS[2])
-    for i = 1, #leased, 2 * CHUNK do
-      redis.call('ZADD', KEYS[2], unpack(leased, i, math.min(i + 2 * CHUNK - 1, #leased)))
-      redis.call('HSET', KEYS[4], unpack(counted, i, math.min(i + 2 * CHUNK - 1, #counted)))
-    end
-  end
+  leases_write(KEYS[2], KEYS[4], leased, counted)
   return gone
 end
 

@@ -170,15 +170,20 @@ local function index_pop(idx, now, most, ids, dues)
     local first = redis.call('ZRANGE', idx, 0, 0, 'WITHSCORES')
     if first[1] == nil or tonumber(first[2]) > now then break end
     local key = bucket_key(idx, first[1])
-    local got = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most - #ids)
-    for i = 1, #got, 2 do
+    local want = most - #ids
+    -- one more than wanted: when it comes, the bucket is not emptied and it is the index's head
+    local got = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, want + 1)
+    local n = math.min(#got / 2, want)
+    for i = 1, 2 * n, 2 do
       ids[#ids + 1] = got[i]
       dues[#dues + 1] = got[i + 1]
     end
-    if #got > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #got / 2 - 1) end
-    if redis.call('EXISTS', key) == 1 then break end -- what is left is due later, or is not wanted now
+    if n > 0 then redis.call('ZREMRANGEBYRANK', key, 0, n - 1) end
+    if #got / 2 > want then return tonumber(got[#got]) end
+    if redis.call('EXISTS', key) == 1 then break end -- what is left is due later
     redis.call('ZREM', idx, first[1])
   end
+  return nil
 end
 
 -- Runners sleep until their next known due time; when a job becomes due
@@ -242,23 +247,26 @@ local function index_remove(idx, id, due)
 end
 
 -- Take up to `most` jobs due by `now` off the index, the highest priority first, earliest
--- first within one: ids, due times (strings).
-local function index_take(idx, now, most)
+-- first within one: ids, due times (strings), and head_due's answer when it is known on the
+-- way (else nil). `plain`: the caller knows the topic has no priorities (no `idx:priority`).
+local function index_take(idx, now, most, plain)
   local ids, dues = {}, {}
-  index_pop(idx, now, most, ids, dues)
+  local head = index_pop(idx, now, most, ids, dues)
+  if plain then return ids, dues, head end
   if #ids < most and redis.call('EXISTS', idx .. ':priority') == 1 then
     for p = 1, LOWEST do
       index_pop(level_index(idx, p), now, most, ids, dues)
       if #ids >= most then break end
     end
   end
-  return ids, dues
+  return ids, dues, nil
 end
 
 -- The due time (number) of the first waiting job of any priority, or nil when none waits.
-local function head_due(idx)
+-- `plain` as for index_take.
+local function head_due(idx, plain)
   local head = index_head(idx)
-  if redis.call('EXISTS', idx .. ':priority') == 1 then
+  if not plain and redis.call('EXISTS', idx .. ':priority') == 1 then
     for p = 1, LOWEST do
       local h = index_head(level_index(idx, p))
       if h and (head == nil or h < head) then head = h end

@@ -55,6 +55,12 @@ local function zrem_if(key, members)
   if #members > 0 and redis.call('EXISTS', key) == 1 then each_chunk('ZREM', key, members) end
 end
 
+-- Whether any of `keys` exists: one EXISTS for the keys most topics never have (a pause,
+-- deadlines, failures, accounts, journals, ...), each of which would cost a call of its own.
+local function any_exists(keys)
+  return redis.call('EXISTS', unpack(keys)) > 0
+end
+
 -- The attempt hash holds only the jobs in flight: a few dozen fields, which Redis
 -- stores as a listpack and searches linearly on every HMGET, HSET and HDEL (an
 -- eighth of Redis's time at full speed). One field longer than any job id (ids
@@ -75,6 +81,24 @@ end
 -- (counts.lua, key_stats.lua).
 local function keep_skiplist(key)
   redis.call('ZADD', key, 'NX', '+inf', beyond_any_id())
+end
+
+-- Lease jobs (claim.lua, fair.lua: fair_lease): `leased` holds deadline, id pairs for the
+-- lease zset, `counted` id, attempt pairs for the attempt hash. The first write of each
+-- carries keep_skiplist's member and keep_hashed's field, first, so Redis makes a new key
+-- the right kind at once, without two calls of their own a claim.
+local function leases_write(lease, attempts, leased, counted)
+  local keep = beyond_any_id()
+  for i = 1, #leased, 2 * CHUNK do
+    local last = math.min(i + 2 * CHUNK - 1, #leased)
+    if i == 1 then
+      redis.call('ZADD', lease, '+inf', keep, unpack(leased, i, last))
+      redis.call('HSET', attempts, keep, '', unpack(counted, i, last))
+    else
+      redis.call('ZADD', lease, unpack(leased, i, last))
+      redis.call('HSET', attempts, unpack(counted, i, last))
+    end
+  end
 end
 
 -- A fenced change (ack, retry, bury, release) refused for `id`, whose attempt is

@@ -319,3 +319,82 @@ async fn batches_due_one_after_another_each_start_a_bucket_and_move_no_job_twice
     }
     assert_eq!(claimed, 4 * 500 + 30 + 300 + 20);
 }
+
+/// Redis's count of calls of each command since the last `CONFIG RESETSTAT`.
+async fn calls(
+    raw: &mut redis::aio::MultiplexedConnection,
+) -> std::collections::HashMap<String, u64> {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(raw)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            Some((name.to_owned(), rest.split(',').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A plain topic (no pause, deadlines, failures, accounts, journals,
+/// priorities or tenant keys) pays for what it lacks with one EXISTS a claim
+/// and one an ack, and a claim under a backlog makes eight calls in all: the
+/// one extra job it reads tells it the bucket is not emptied and when the next
+/// job is due. Each claim still says when that is.
+#[tokio::test]
+async fn a_plain_topic_claims_and_acks_in_a_few_calls_and_still_knows_what_is_next() {
+    let (_redis, q, k, mut raw) = topic().await;
+    let mut jobs: Vec<_> = (0..500)
+        .map(|i| job(Some(&format!("j{i:03}")), 1_000))
+        .collect();
+    jobs.push(job(Some("later"), 5_000));
+    q.enqueue(&k, &jobs, 0).await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+
+    let (mut claims, mut acks, mut nexts) = (0, 0, Vec::new());
+    loop {
+        let got = q.pipeline().claim(&k, 2_000, 70_000, 40).await.unwrap();
+        claims += 1;
+        nexts.push(got.next_due_ms);
+        if got.jobs.is_empty() {
+            break;
+        }
+        let finished: Vec<_> = got.jobs.iter().map(|c| done(&c.id, c.attempt)).collect();
+        assert!(
+            q.pipeline()
+                .ack(&k, &finished, 2_000, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        acks += 1;
+    }
+    // 12 claims of 40 with more at 1000 left, one of the last 20, one of none
+    let mut want = vec![Some(1_000); 12];
+    want.extend([Some(5_000), Some(5_000)]);
+    assert_eq!(nexts, want);
+
+    let calls = calls(&mut raw).await;
+    let all: u64 = calls
+        .iter()
+        .filter(|(name, _)| {
+            !name.starts_with("eval") && !name.contains('|') && name.as_str() != "info"
+        })
+        .map(|(_, n)| n)
+        .sum();
+    // one EXISTS a script, and one more in each of the last two claims: the
+    // bucket held no more due by now, but may hold later jobs (it does)
+    assert_eq!(calls.get("exists"), Some(&(claims + acks + 2)), "{calls:?}");
+    assert_eq!(calls.get("hsetnx"), None, "{calls:?}");
+    // a claim of 40 from a bucket that keeps more: 8 calls; an ack: 5
+    assert!(
+        all <= 8 * claims + 5 * acks + 8,
+        "{all} calls for {claims} claims and {acks} acks: {calls:?}"
+    );
+}
