@@ -11,22 +11,26 @@
 -- (A leased job is not on the time index: neither script touches it.)
 -- ARGV[1]: sweep time (ms) of follow-ups parked now
 -- ARGV[2]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[3]: the topic's events channel
--- ARGV[4..]: quadruples of id, attempt, encoded follow-ups ('' for none), encoded end ('' for none)
+-- ARGV[4]: how many arguments each job has: 2 when no job of the call has follow-ups or an end
+--          to keep (the common ack sends half of them), else 4
+-- ARGV[5..]: per job: id, attempt, then encoded follow-ups ('' for none), encoded end ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
+local STRIDE = tonumber(ARGV[4])
+local FIRST = 5
 local ids = {}
-for i = 4, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
+for i = FIRST, #ARGV, STRIDE do ids[#ids + 1] = ARGV[i] end
 local current = hmget_all(KEYS[3], ids)
 local done, stale = {}, {}
 for j, id in ipairs(ids) do
-  local i = 4 + (j - 1) * 4
+  local i = FIRST + (j - 1) * STRIDE
   if current[j] == ARGV[i + 1] then
     done[#done + 1] = id
-    if ARGV[i + 2] ~= '' then
+    if STRIDE > 2 and ARGV[i + 2] ~= '' then
       local token = ARGV[i + 1] .. ':' .. id -- redis::outbox_token
       redis.call('HSET', KEYS[5], token, ARGV[i + 2])
       redis.call('ZADD', KEYS[6], ARGV[1], token)
     end
-    if ARGV[i + 3] ~= '' then
+    if STRIDE > 2 and ARGV[i + 3] ~= '' then
       ended(KEYS[12 + j], ARGV[i + 3], ARGV[2], ARGV[3], id)
     end
   else
