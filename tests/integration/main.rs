@@ -6,7 +6,8 @@
 //! - `util`: the redis-server guard, project fixtures, runner and event helpers,
 //!   `eventually` (wait for a condition with a deadline), `RunnerProcess`.
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
-//! - `time_index`: the time index against a model; bulk enqueues in its buckets.
+//! - `time_index`: the time index against a model; bulk enqueues in its buckets;
+//!   how few calls a plain topic's claims and acks make.
 //! - `batched`: handlers that take jobs in batches: calls per `max`, outcomes per job, traps, `wait`.
 //! - `job_priority`: priority within a topic: higher first, due order within one, never early.
 //! - `expiry`: jobs not started by their deadline: dead-lettered or dropped unrun, counted.

@@ -1,6 +1,7 @@
 //! The time index (client/lua/index.lua) in Redis alone, with the clock in
-//! the test's hands: its order and shape against a model, and how bulk
-//! enqueues land in its buckets.
+//! the test's hands: its order and shape against a model, how bulk
+//! enqueues land in its buckets, and how few calls a claim and an ack of a
+//! plain topic make.
 
 use hourglass::redis::{Enqueued, JobState, Queue, TopicKeys};
 
