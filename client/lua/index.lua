@@ -164,7 +164,8 @@ local function index_del(idx, id, due)
 end
 
 -- Take up to `most` (in all) jobs due by `now` off one index, earliest first, appended to
--- `ids` and `dues` (due times as strings).
+-- `ids` and `dues` (due times as strings). Returns the index's head (a number) when a job due
+-- by `now` is left in the bucket it took the last ones from, else nil (not known).
 local function index_pop(idx, now, most, ids, dues)
   while #ids < most do
     local first = redis.call('ZRANGE', idx, 0, 0, 'WITHSCORES')
