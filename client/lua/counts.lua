@@ -9,7 +9,7 @@
 -- reading the index. The ready ones are summed over the buckets whose range has begun
 -- (a bucket over a hundred jobs), all of each but the last, which is counted by score.
 local now = ARGV[1]
--- (the lease zset's one member at +inf is no job: prelude.lua, keep_skiplist)
+-- (the lease zset's one member at +inf is no job: prelude.lua, leases_write)
 local running = redis.call('ZCOUNT', KEYS[3], '-inf', '(+inf')
 local dead = redis.call('ZCARD', KEYS[4])
 local waiting = math.max(0, redis.call('HLEN', KEYS[2]) - running - dead)

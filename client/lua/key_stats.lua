@@ -35,7 +35,7 @@ table.sort(by_size, function(a, b) return sizes[a] > sizes[b] or (sizes[a] == si
 for i = 1, math.min(top, #by_size) do pick(by_size[i]) end
 for _, k in ipairs(redis.call('SMEMBERS', fair .. ':paused')) do pick(k) end
 -- running: the topic's leases, by their jobs' keys (as many as run: bounded by concurrency)
--- (below +inf: the member there is no job, prelude.lua: keep_skiplist)
+-- (below +inf: the member there is no job, prelude.lua: leases_write)
 local leased = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(+inf')
 local running = {}
 if #leased > 0 then

@@ -73,25 +73,20 @@ local function keep_hashed(key)
   redis.call('HSETNX', key, beyond_any_id(), '')
 end
 
--- The same for the lease zset, which holds the jobs in flight (64 at the default
--- concurrency): as a listpack every claim's ZADD and every ack's ZREM walks it (about
--- 1.5 us an operation more than a skiplist's at 64 jobs, measured in a script). One
--- member longer than any job id, at score +inf, keeps it a skiplist for good; no expiry
--- scan reaches +inf, and whatever counts or lists leases reads scores below it
--- (counts.lua, key_stats.lua).
-local function keep_skiplist(key)
-  redis.call('ZADD', key, 'NX', '+inf', beyond_any_id())
-end
-
 -- Lease jobs (claim.lua, fair.lua: fair_lease): `leased` holds deadline, id pairs for the
 -- lease zset, `counted` id, attempt pairs for the attempt hash. The first write of each
--- carries keep_skiplist's member and keep_hashed's field, first, so Redis makes a new key
--- the right kind at once, without two calls of their own a claim.
+-- carries keep_hashed's field for the attempt hash, and the same for the lease zset, which
+-- holds the jobs in flight (64 at the default concurrency): as a listpack every claim's ZADD
+-- and every ack's ZREM walks it (about 1.5 us an operation more than a skiplist's at 64
+-- jobs, measured in a script). One member longer than any job id, at score +inf, keeps it a
+-- skiplist for good; no expiry scan reaches +inf, and whatever counts or lists leases reads
+-- scores below it (counts.lua, key_stats.lua). Each goes first in its write, so Redis makes a
+-- new key the right kind at once, without two calls of their own a claim.
 local function leases_write(lease, attempts, leased, counted)
-  local keep = beyond_any_id()
   for i = 1, #leased, 2 * CHUNK do
     local last = math.min(i + 2 * CHUNK - 1, #leased)
     if i == 1 then
+      local keep = beyond_any_id()
       redis.call('ZADD', lease, '+inf', keep, unpack(leased, i, last))
       redis.call('HSET', attempts, keep, '', unpack(counted, i, last))
     else

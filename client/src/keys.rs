@@ -28,7 +28,7 @@ pub struct TopicKeys {
     pub legacy_pending: String,
     /// zset id → lease deadline (ms): claimed by a runner; plus one member
     /// of 520 `~` at +inf, no job, that keeps it a skiplist (`lua/prelude.lua`:
-    /// keep_skiplist).
+    /// leases_write).
     pub lease: String,
     /// hash id → encoded record (max attempts, enqueued-at, payload).
     pub job: String,

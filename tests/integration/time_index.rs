@@ -41,7 +41,8 @@ async fn zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(S
 /// The time index against a model: 40 rounds of random enqueues (some due
 /// at one shared millisecond, some in the past), cancels, replaces, retries
 /// and claims with the clock moving on. Every claim is due and in order,
-/// nothing is lost or claimed twice, counts and `inspect` match the model,
+/// nothing is lost or claimed twice, each claim says when the next job is
+/// due, counts and `inspect` match the model,
 /// and the buckets keep their shape: none empty, each inside its range, all
 /// but the ones holding one due time many times small enough for Redis to
 /// keep as a listpack, and each such one kept so.
@@ -126,9 +127,6 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
         let mut retried = Vec::new();
         loop {
             let claimed = q.pipeline().claim(&k, now, now + 60_000, 64).await.unwrap();
-            if claimed.jobs.is_empty() {
-                break;
-            }
             for c in &claimed.jobs {
                 let due = model
                     .remove(&c.id)
@@ -140,6 +138,15 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
                     c.id
                 );
                 last = due;
+            }
+            // each claim says when the first job still waiting is due
+            assert_eq!(
+                claimed.next_due_ms,
+                model.values().min().copied(),
+                "round {round}: the next due time"
+            );
+            if claimed.jobs.is_empty() {
+                break;
             }
             // one in eight fails and waits again
             let (again, finished): (Vec<_>, Vec<_>) =
