@@ -63,7 +63,8 @@
 //!   dead-letter replay on a version, the rollout counters in /metrics, the
 //!   dashboard's Versions panel in a headless Chromium.
 //! - `reuse`: instance reuse: state kept across jobs only under `reuse` (Rust,
-//!   Python, JavaScript); dropped after `jobs`, a trap, a limit, idleness, a new version.
+//!   Python, JavaScript); dropped after `jobs`, a trap, a limit, idleness, a new version;
+//!   memory images made at load.
 //! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
 //!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
 //! - `metering`: each attempt's CPU, memory and calls; `cpu` limits; accounts.

@@ -2,7 +2,9 @@
 //! reused instance the next job sees, and in a fresh instance it does not
 //! (both sides, in Rust, Python and JavaScript); a reused instance serves at
 //! most `jobs` jobs, is dropped after a trap, a CPU limit, a time limit and
-//! once idle past `idle`, and never serves a second handler version.
+//! once idle past `idle`, and never serves a second handler version. A
+//! handler's memory images, what a fresh instance's memory starts from,
+//! are made as it loads.
 //!
 //! The probes count the jobs their instance ran (a global variable) and ack
 //! with `{"served": n}` when asked.
@@ -175,4 +177,33 @@ async fn a_reused_instance_goes_after_a_trap_a_limit_idleness_and_a_new_version(
         assert_eq!(*count, 3 + n as u64, "{seen:?}");
     }
     running.stop().await;
+}
+
+/// The file descriptors of this process that are wasmtime's memory images
+/// (each a memfd named `wasm-memory-image`).
+fn memory_images() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("wasm-memory-image"))
+        .count()
+}
+
+/// A fresh instance's memory comes from its handler's memory images; they
+/// are made as the handler loads, not by its first instance, so that no
+/// job pays for them or fails on them (the memfd's seals once failed a
+/// first Python job as a trap under a loaded CI run).
+#[test]
+fn a_handlers_memory_images_are_made_as_it_loads() {
+    let runtime = hourglass::wasm::Runtime::new(1, Some(crate::util::shared_compile_cache()))
+        .expect("a runtime");
+    for (name, path) in [("Rust", PROBE), ("Python", PY_PROBE)] {
+        let before = memory_images();
+        let _loaded = runtime
+            .load(std::path::Path::new(path))
+            .unwrap_or_else(|e| panic!("{name} probe does not load: {e}"));
+        let made = memory_images() - before;
+        assert!(made >= 1, "{name}: no memory image made by loading {path}");
+        eprintln!("{name}: memory images made at load: {made}");
+    }
 }

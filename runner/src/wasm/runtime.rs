@@ -248,6 +248,7 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(incompatible)?;
         let pre = bindings::HandlerPre::new(pre).map_err(incompatible)?;
+        prepare_images(name, &component);
         let needs = component.resources_required().map(|r| Needs {
             memories: r.num_memories,
             initial_memory: r
@@ -267,5 +268,28 @@ impl Runtime {
             batches,
             recent: Arc::default(),
         })
+    }
+}
+
+/// Make `component`'s memory images (the copy-on-write source of each new
+/// instance's linear memory: a sealed memfd per core module on Linux) while
+/// the handler loads, rather than in its first instance, so that no job's
+/// attempt pays for them or fails on them. Linux may refuse the seals for a
+/// moment (`EBUSY` while the new memfd's pages are still held elsewhere;
+/// seen once in a loaded CI run, where it failed the first Python job of a
+/// test as a trap): tried three times. If all three fail the handler loads
+/// anyway and its first instance tries again, as wasmtime does by itself.
+fn prepare_images(name: &str, component: &Component) {
+    let mut tries = [0, 50, 250].into_iter().peekable();
+    while let Some(pause) = tries.next() {
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+        match component.initialize_copy_on_write_image() {
+            Ok(()) => return,
+            Err(e) if tries.peek().is_none() => tracing::warn!(
+                handler = name,
+                "memory image not made at load: {e:#} (its first instance makes it)"
+            ),
+            Err(_) => {}
+        }
     }
 }
