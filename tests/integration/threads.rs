@@ -135,9 +135,12 @@ async fn a_light_handler_runs_on_the_runners_thread_and_a_heavy_one_on_the_pool(
     );
     runner.wait_for("hourglass running", Duration::from_secs(180));
     let api = Api(format!("127.0.0.1:{port}"));
-    // a version's first attempts, before any has been measured, go to the pool
+    // a version's first attempts, before any has been measured, go to the
+    // pool; the heavy ones spin long enough to read heavy even with a tenth
+    // of a core (with 20 ms each, under the whole suite, they once averaged
+    // under the 2 ms and the next claim's 16 went to the runner's thread)
     drain(&project, &api, "light", "{}", 20, 20).await;
-    drain(&project, &api, "heavy", r#"{"spin_ms": 20}"#, 4, 4).await;
+    drain(&project, &api, "heavy", r#"{"spin_ms": 100}"#, 4, 4).await;
     let (light_before, heavy_before) = (started(&api, "light").await, started(&api, "heavy").await);
 
     let cpu = threads(runner.id());
