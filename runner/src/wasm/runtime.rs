@@ -279,17 +279,22 @@ impl Runtime {
 /// seen once in a loaded CI run, where it failed the first Python job of a
 /// test as a trap): tried three times. If all three fail the handler loads
 /// anyway and its first instance tries again, as wasmtime does by itself.
+///
+/// Callers load on a blocking thread (the loader's, `check`'s, `build`'s),
+/// so the pauses hold no async worker.
 fn prepare_images(name: &str, component: &Component) {
-    let mut tries = [0, 50, 250].into_iter().peekable();
-    while let Some(pause) = tries.next() {
+    let mut failed = None;
+    for pause in [0, 50, 250] {
         std::thread::sleep(std::time::Duration::from_millis(pause));
         match component.initialize_copy_on_write_image() {
             Ok(()) => return,
-            Err(e) if tries.peek().is_none() => tracing::warn!(
-                handler = name,
-                "memory image not made at load: {e:#} (its first instance makes it)"
-            ),
-            Err(_) => {}
+            Err(e) => failed = Some(e),
         }
+    }
+    if let Some(e) = failed {
+        tracing::warn!(
+            handler = name,
+            "memory image not made at load: {e:#} (its first instance makes it)"
+        );
     }
 }
