@@ -855,6 +855,86 @@ pub async fn until_running(
     .await;
 }
 
+/// A sandbox for running the probe through `Runtime::run` directly: no
+/// grants, 64 MiB, 30 s.
+pub fn probe_sandbox() -> hourglass::wasm::Sandbox {
+    use hourglass::config::{Grants, HttpLimits};
+    let grants = std::sync::Arc::new(Grants::default());
+    hourglass::wasm::Sandbox {
+        result_max: 64 << 10,
+        reuse: None,
+        journal: Default::default(),
+        timeout: Duration::from_secs(30),
+        cpu: None,
+        memory: 64 << 20,
+        grants: grants.clone(),
+        may_enqueue: Vec::new().into(),
+        max_payload: 1 << 20,
+        http: std::sync::Arc::new(hourglass::wasm::HttpPolicy::new(
+            grants,
+            HttpLimits::default(),
+        )),
+    }
+}
+
+/// A first attempt of a job of topic `probe` carrying `payload`.
+pub fn probe_input(payload: &str) -> hourglass::wasm::JobInput {
+    hourglass::wasm::JobInput {
+        parent_result: None,
+        trace: None,
+        pass_through: None,
+        journal: None,
+        upstream: Default::default(),
+        topic: "probe".into(),
+        id: "probe-1".into(),
+        attempt: 1,
+        payload: payload.as_bytes().to_vec(),
+        max_attempts: 1,
+        enqueued_at_ms: 0,
+        due_at_ms: 0,
+    }
+}
+
+/// A thread spinning on CPU `cpu` until dropped: load on purpose.
+pub struct Spinner(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Spinner {
+    /// Spin all the time.
+    pub fn on(cpu: usize) -> Spinner {
+        Spinner::bursts(cpu, Duration::MAX, Duration::ZERO)
+    }
+
+    /// Spin for `on`, sleep for `off`, again and again: each wake-up takes
+    /// the CPU from what runs there (the scheduler favours a thread that
+    /// slept), so work on that CPU is interrupted every `on + off`.
+    pub fn bursts(cpu: usize, on: Duration, off: Duration) -> Spinner {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, (tx, rx)) = (stop.clone(), std::sync::mpsc::channel());
+        std::thread::spawn(move || {
+            let tid = nix::unistd::gettid().as_raw().to_string();
+            crate::util::taskset(&["-p", "-c", &cpu.to_string(), &tid]);
+            tx.send(()).unwrap();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let start = std::time::Instant::now();
+                while start.elapsed() < on && !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+                if !off.is_zero() {
+                    std::thread::sleep(off);
+                }
+            }
+        });
+        rx.recv().expect("the spinner is pinned");
+        Spinner(stop)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Run `taskset ARGS` (util-linux: set a thread's or a process's CPUs) and
 /// insist it worked.
 pub fn taskset(args: &[&str]) {

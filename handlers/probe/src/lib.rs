@@ -2,7 +2,8 @@
 //! do: read or write a file, read an environment variable, start follow-up
 //! jobs, then ack, fail or panic. Anything refused fails the job with the
 //! error the guest saw, so the dead letter says what was denied. Tests also
-//! use it to leave one file per execution (`touch`), to take time (`spin_ms`)
+//! use it to leave one file per execution (`touch`), to take time (`spin_ms`,
+//! `spin_us`; `work`: rounds of fixed arithmetic, a CPU measure of its own)
 //! and to GET a URL (`fetch`: its status and body end up in the fail reason).
 //! For results and progress: `progress` steps (reported, then slept on),
 //! `chatty_ms` (report in a tight loop), `sleep_ms`, and a `result` to ack
@@ -38,6 +39,14 @@ struct Plan {
     /// Busy-wait this long.
     #[serde(default)]
     spin_ms: Option<u64>,
+    /// Busy-wait this many microseconds (of wall time, like `spin_ms`).
+    #[serde(default)]
+    spin_us: Option<u64>,
+    /// Do this many rounds of fixed arithmetic: the same CPU whatever else
+    /// the machine runs, so a count of rounds is a measure of CPU that owes
+    /// nothing to the host's meter.
+    #[serde(default)]
+    work: Option<u64>,
     /// Open a raw TCP connection to this address (host:port): what a handler
     /// without outbound HTTP would try; a refusal fails the job with the error.
     #[serde(default)]
@@ -253,6 +262,20 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
         while start.elapsed() < std::time::Duration::from_millis(ms) {
             std::hint::spin_loop();
         }
+    }
+    if let Some(us) = plan.spin_us {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_micros(us) {
+            std::hint::spin_loop();
+        }
+    }
+    if let Some(rounds) = plan.work {
+        // an LCG the compiler cannot fold away: its result is logged
+        let mut x = job.attempt() as u64 | 1;
+        for _ in 0..rounds {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+        }
+        hourglass_sdk::debug!("worked {rounds} rounds: {x}");
     }
     if let Some(dir) = &plan.touch {
         let path = format!("{dir}/{}.{}", job.id(), job.attempt());

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::bindings::hourglass::handler::types as wit;
 use super::host::DurableState;
 use super::run::{Stop, stopped, used};
-use super::usage::{Metered, Usage};
+use super::usage::{Metered, Usage, thread_cpu_ns};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch};
 
 impl Runtime {
@@ -30,6 +30,8 @@ impl Runtime {
             return (vec![Finish::Crashed(why); n], Usage::default());
         }
         let began = Instant::now();
+        // the thread's CPU clock from here: the store's set-up is the attempt's
+        let began_cpu = thread_cpu_ns();
         let deadline = began + sandbox.timeout;
         let first = jobs.first().expect("a batch has a job");
         let ctx = JobContext {
@@ -48,6 +50,7 @@ impl Runtime {
             Err(why) => return (vec![Finish::Crashed(why); n], Usage::default()),
         };
         let cpu = store.data().cpu.clone();
+        cpu.started_at(began_cpu);
         let inputs: Vec<wit::Job> = jobs
             .into_iter()
             .map(|job| wit::Job {
@@ -60,7 +63,6 @@ impl Runtime {
                 due_at: job.due_at_ms,
             })
             .collect();
-        let setup = began.elapsed();
         let mut started = None;
         let call = async {
             let instance = self.instantiate_raw(handler, &mut store).await?;
@@ -90,7 +92,8 @@ impl Runtime {
         let wall = began.elapsed();
         let host = store.data_mut();
         host.flush_output();
-        let usage = used(host, wall, setup + cpu.used(), started);
+        // the CPU so far (for a limit's message); all of it once the store is dropped
+        let mut usage = used(host, wall, cpu.tick(), started);
         let finishes = match result {
             Ok(Ok(outcomes)) if outcomes.len() == n => outcomes.into_iter().map(finish).collect(),
             Ok(Ok(outcomes)) => vec![
@@ -103,6 +106,8 @@ impl Runtime {
             Ok(Err(stop)) => vec![stopped(host, Some(stop), sandbox, &usage); n],
             Err(_elapsed) => vec![stopped(host, None, sandbox, &usage); n],
         };
+        drop(store);
+        usage.cpu_us = cpu.close().as_micros() as u64;
         (finishes, usage)
     }
 }

@@ -10,7 +10,7 @@ use wasmtime::{Store, UpdateDeadline};
 use super::bindings::Handler;
 use super::bindings::hourglass::handler::types as wit;
 use super::host::{DurableState, EffectCounts, Host, Said, StepCounts};
-use super::usage::{Metered, Usage};
+use super::usage::{Metered, Usage, thread_cpu_ns};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
 /// One attempt's end: how, and at what cost.
@@ -36,6 +36,8 @@ impl Runtime {
         sandbox: &Sandbox,
     ) -> Attempted {
         let began = Instant::now();
+        // the thread's CPU clock from here: the store's set-up is the attempt's
+        let began_cpu = thread_cpu_ns();
         let deadline = began + sandbox.timeout;
         let ctx = JobContext {
             topic: job.topic.clone(),
@@ -73,6 +75,7 @@ impl Runtime {
             },
         };
         let cpu = store.data().cpu.clone();
+        cpu.started_at(began_cpu);
         let input = wit::Job {
             id: job.id,
             topic: job.topic,
@@ -84,8 +87,6 @@ impl Runtime {
         };
         // Epochs do not interrupt host calls (a guest waiting on a WASI clock):
         // the timer is the second line of defence, dropping the call outright.
-        // creating the store and host ran on this thread too: charged as CPU
-        let setup = began.elapsed();
         let mut started = None;
         let call = async {
             let instance = match instance {
@@ -115,10 +116,8 @@ impl Runtime {
             host.progress
                 .forget(&host.ctx.topic, &host.ctx.id, host.ctx.attempt);
         }
-        let usage = used(host, wall, setup + cpu.used(), started);
-        if started.is_some() {
-            handler.recent.observe(usage.cpu_us);
-        }
+        // CPU once the attempt is done with, below (its store dropped)
+        let mut usage = used(host, wall, Duration::ZERO, started);
         // an instance that answered may serve again (a topic that reuses)
         let (result, answered) = match result {
             Ok(Ok((instance, outcome))) => (Ok(Ok(outcome)), Some(instance)),
@@ -146,13 +145,26 @@ impl Runtime {
                 reason: r.reason,
             },
             Ok(Ok(wit::Outcome::Fail(reason))) => Finish::Fail(reason),
-            Ok(Err(stop)) => stopped(host, Some(stop), sandbox, &usage),
-            Err(_elapsed) => stopped(host, None, sandbox, &usage),
+            // the CPU so far, for a limit's message
+            Ok(Err(stop)) => {
+                usage.cpu_us = cpu.tick().as_micros() as u64;
+                stopped(host, Some(stop), sandbox, &usage)
+            }
+            Err(_elapsed) => {
+                usage.cpu_us = cpu.tick().as_micros() as u64;
+                stopped(host, None, sandbox, &usage)
+            }
         };
         let effects = match store.data().effects.clone() {
             // boxed: only journaled attempts flush here; every attempt's
-            // future would otherwise carry this one's state
-            Some(e) => Box::pin(end_journal(&e, &mut finish)).await,
+            // future would otherwise carry this one's state. Waiting on
+            // Redis is not the attempt's CPU (nor, on a pool, this thread's)
+            Some(e) => {
+                cpu.pause();
+                let counts = Box::pin(end_journal(&e, &mut finish)).await;
+                cpu.resume();
+                counts
+            }
             None => EffectCounts::default(),
         };
         let steps = store.data().durable.counts;
@@ -162,6 +174,12 @@ impl Runtime {
             let ctx = store.data().ctx.clone();
             self.warm
                 .put(&ctx.topic, handler, sandbox, store, instance, served + 1);
+        } else {
+            drop(store); // its memory reset is the attempt's work
+        }
+        usage.cpu_us = cpu.close().as_micros() as u64;
+        if started.is_some() {
+            handler.recent.observe(usage.cpu_us);
         }
         Attempted {
             finish,
