@@ -4,7 +4,8 @@
 -- flow, as any cancel of a flow job does).
 -- KEYS[1]: flow hash   KEYS[2]: flow outbox hash   KEYS[3]: flow outbox_due zset
 -- ARGV[1]: now ms   ARGV[2]: how long a finished flow is kept (ms)
--- ARGV[3]: the encoded end of a job cancelled here
+-- ARGV[3]: the encoded end of a job cancelled here   ARGV[4]: the namespace (a job
+-- cancelled here is announced on its topic's events channel, for those waiting on it)
 -- Returns: false when there is no such flow, else 1 if it is done now (0 if not), then
 -- the indices released and not ended
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
@@ -20,6 +21,7 @@ for i = 0, n - 1 do
     if waiting > 0 or parked then
       redis.call('HSET', KEYS[1], 's:' .. i, 'cancelled', 'r:' .. i, ARGV[3])
       cancelled = cancelled + 1
+      flow_job_ended(KEYS[1], i, ARGV[4])
     else
       live[#live + 1] = i
     end

@@ -10,8 +10,9 @@
 -- over its dead letter; its own ack revives what it blocked in turn.
 -- KEYS[1]: flow hash   KEYS[2]: flow outbox hash   KEYS[3]: flow outbox_due zset
 -- ARGV[1]: now ms   ARGV[2]: sweep time (ms) of what is parked now
--- ARGV[3]: how long a finished flow is kept (ms)
--- ARGV[4..]: quadruples of job index, state ('acked', 'dead', 'cancelled'), encoded end,
+-- ARGV[3]: how long a finished flow is kept (ms)   ARGV[4]: the namespace (a callback
+-- skipped here is announced on its topic's events channel, for those waiting on it)
+-- ARGV[5..]: quadruples of job index, state ('acked', 'dead', 'cancelled'), encoded end,
 -- '1' if it was dead-lettered unrun because a dependency it requires did not ack; or
 -- 'seal', '', '', '0': seal the batch (its callbacks no longer wait for more jobs)
 -- Returns: flags (1: the flow should now be cancelled, it is fail_fast and a job died;
@@ -46,6 +47,7 @@ local function skipped(m)
     at = tonumber(ARGV[1]), result = false}) .. '\n'
   redis.call('HSET', flow, 's:' .. m, 'cancelled', 'r:' .. m, end_, 'b:' .. m, '1')
   redis.call('HINCRBY', flow, 'ended', 1)
+  flow_job_ended(flow, m, ARGV[4])
   return true
 end
 -- job m's last wait ended: release it (a job cancelled with its flow never is)
@@ -105,7 +107,7 @@ local function seal()
     if redis.call('HINCRBY', flow, 'w:' .. m, -1) == 0 then ready(m) end
   end
 end
-for k = 4, #ARGV, 4 do
+for k = 5, #ARGV, 4 do
   if ARGV[k] == 'seal' then
     seal()
   else

@@ -143,6 +143,15 @@ local function rollout_changed(key, fields, now, who)
   redis.call('HINCRBY', key, 'gen', 1)
 end
 
+-- Job `i` of the flow whose hash is `flow` ended in the flow, never reaching its topic
+-- (cancelled while it waited, a skipped callback): tell those waiting on it in its topic
+-- (`namespace` names the topic's events channel, client/src/keys.rs).
+local function flow_job_ended(flow, i, namespace)
+  local described = cjson.decode(redis.call('HGET', flow, 'x:' .. i))
+  redis.call('PUBLISH', namespace .. ':{' .. described.topic .. '}:events',
+    described.id .. '\n{"event":"end"}')
+end
+
 -- A job ended (acked, dead, cancelled) on a topic that keeps ends: keep `record`
 -- at `key` for `keep` ms and tell its waiters ("<id>\n<json>", client/src/wait.rs).
 local function ended(key, record, keep, channel, id)

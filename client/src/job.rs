@@ -227,6 +227,9 @@ pub struct DeadInfo {
     /// Each attempt, with what it used (the most recent [`KEPT_ATTEMPTS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub costs: Vec<AttemptCost>,
+    /// For a job that expired: the deadline it was not started by (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
 }
 
 /// What one attempt used, as the runner measured it.

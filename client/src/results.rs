@@ -150,6 +150,20 @@ pub enum Standing {
     },
     /// Not live, and its end is kept.
     Ended(JobEnd),
+    /// A job of a flow that its topic does not hold yet: waiting in its
+    /// flow for the jobs it depends on, or released and about to be
+    /// enqueued. A wait waits for it as for a live job.
+    InFlow {
+        /// Its flow.
+        flow: String,
+        /// Its index in the flow.
+        index: u32,
+        /// Whether its flow released it (every dependency ended): it is
+        /// being enqueued into its topic.
+        released: bool,
+        /// The names of the jobs it waits for that have not ended.
+        waiting_for: Vec<String>,
+    },
     /// Neither live nor kept: never enqueued, or its end expired (or its
     /// topic keeps no results).
     Unknown,
@@ -177,7 +191,7 @@ impl Queue {
             });
         }
         match end {
-            Value::Nil => Ok(Standing::Unknown),
+            Value::Nil => self.flows().standing_of(&keys.topic, id).await,
             v => JobEnd::decode(&bytes(v)?)
                 .map(Standing::Ended)
                 .map_err(|e| QueueError::Protocol(e.to_string())),

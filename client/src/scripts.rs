@@ -282,14 +282,9 @@ script!(
     [flow, outbox, outbox_due],
     alone
 );
-script!(FLOW_END, "flow_end.lua", [flow, outbox, outbox_due], alone);
+script!(FLOW_END, "flow_end.lua", [flow, outbox, outbox_due]);
 script!(FLOW_READ, "flow_read.lua", [flow], alone);
-script!(
-    FLOW_CANCEL,
-    "flow_cancel.lua",
-    [flow, outbox, outbox_due],
-    alone
-);
+script!(FLOW_CANCEL, "flow_cancel.lua", [flow, outbox, outbox_due]);
 script!(FLOW_ADD, "flow_add.lua", [flow, outbox, outbox_due], alone);
 script!(FLOW_UNINDEX, "flow_unindex.lua", [], alone);
 

@@ -22,6 +22,27 @@ pub enum JobJson {
     Live(Box<LiveJson>),
     /// Ended and kept (a topic with `results`).
     Ended(EndJson),
+    /// A job of a flow that its topic does not hold yet: waiting in its
+    /// flow for the jobs it depends on.
+    InFlow(Box<InFlowJson>),
+}
+
+/// A job of a flow still waiting in its flow (not yet in its topic).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InFlowJson {
+    /// Its topic.
+    pub topic: String,
+    /// Its id.
+    pub id: String,
+    /// `waiting_in_flow` (jobs it depends on have not all ended) or
+    /// `released` (they have: it is being enqueued into its topic)
+    pub state: &'static str,
+    /// The names of the jobs it waits for that have not ended.
+    pub waiting_for: Vec<String>,
+    /// Its place in its flow: the jobs it waits for and those that wait
+    /// for it, with how each stands.
+    pub flow: FlowPlace,
 }
 
 /// A job stored in its topic.
@@ -361,7 +382,11 @@ impl JobView {
             suspended: v.suspension.clone(),
             key: v.key.clone(),
             priority: v.priority,
-            expires_at_ms: v.expires_at_ms,
+            // an expired dead letter left the expiry index: its record keeps the deadline
+            expires_at_ms: v.expires_at_ms.or(match &v.state {
+                JobState::Dead(info) => info.expires_at_ms,
+                _ => None,
+            }),
             flow: None,
         }
     }
@@ -401,6 +426,25 @@ impl Queue {
                 let mut shown = end.shown(id);
                 shown.topic = Some(topic.to_owned());
                 Some(JobJson::Ended(shown))
+            }
+            Standing::InFlow {
+                flow,
+                index,
+                released,
+                waiting_for,
+            } => {
+                let flow = self.flow_place(&FlowRef { flow, index }).await?;
+                Some(JobJson::InFlow(Box::new(InFlowJson {
+                    topic: topic.to_owned(),
+                    id: id.to_owned(),
+                    state: if released {
+                        "released"
+                    } else {
+                        "waiting_in_flow"
+                    },
+                    waiting_for,
+                    flow,
+                })))
             }
             _ => None,
         })

@@ -127,7 +127,10 @@ impl Waiters {
             .await
             .map_err(|_| QueueError::Protocol("the waiters' listener stopped".into()))?;
         watch.standing = self.inner.queue.standing(keys, id).await?;
-        watch.ended = !matches!(watch.standing, Standing::Live { .. });
+        watch.ended = !matches!(
+            watch.standing,
+            Standing::Live { .. } | Standing::InFlow { .. }
+        );
         Ok(watch)
     }
 
@@ -143,7 +146,7 @@ impl Waiters {
             match watch.standing() {
                 Standing::Ended(end) => return Ok(Waited::Ended(end.clone())),
                 Standing::Unknown => return Ok(Waited::Unknown),
-                Standing::Live { .. } => {}
+                Standing::Live { .. } | Standing::InFlow { .. } => {}
             }
             while let Some(event) = watch.next().await? {
                 if let JobEvent::End(end) = event {
@@ -197,7 +200,7 @@ impl Watch {
                         return Ok(Some(JobEvent::End(end)));
                     }
                     Standing::Unknown => self.ended = true,
-                    Standing::Live { .. } => {}
+                    Standing::Live { .. } | Standing::InFlow { .. } => {}
                 },
                 Some("attempt") => return Ok(Some(JobEvent::Attempt(event))),
                 // a progress report has no "event" field: it is the stored JSON

@@ -311,6 +311,11 @@ pub struct FlowJobJson<'a> {
     /// For a batch's callback: `on_complete` or `on_success`.
     #[serde(skip_serializing_if = "Option::is_none")]
     callback: Option<&'static str>,
+    /// Why a job that did not ack ended so: a skipped `on_success`'s
+    /// `skipped: N job(s) of the batch were dead-lettered`, a cancel's, a
+    /// dead letter's reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
 }
 
 /// A job a flow job waits for.
@@ -343,6 +348,7 @@ pub fn to_json(flow: &FlowView) -> FlowJson<'_> {
                 state: state(j),
                 after,
                 callback: j.callback.map(|kind| kind.name()),
+                reason: j.reason.as_deref(),
             }
         })
         .collect();

@@ -107,6 +107,19 @@ async fn on_complete_runs_with_the_counts_and_on_success_is_skipped_when_a_job_d
         text.contains("batch bad: 5 jobs") && text.contains("after every job, if none is dead"),
         "{text}"
     );
+    // why it was skipped: in the flow's view, the text and the JSON
+    let why = "skipped: 1 job(s) of the batch were dead-lettered";
+    assert_eq!(skipped.reason.as_deref(), Some(why), "{bad:?}");
+    assert!(text.contains(&format!("({why})")), "{text}");
+    let shown = hourglass(&project, &["flow", "show", "bad", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let callback = json["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "on_success")
+        .unwrap();
+    assert_eq!(callback["reason"], why, "{json:#}");
     runner.stop().await;
 }
 

@@ -121,6 +121,11 @@ async fn a_job_not_started_by_its_deadline_is_dead_lettered_unrun() {
     assert_eq!(info.attempts, 0, "no attempt ran");
     let stats = queue.stats(&keys, now_ms()).await.unwrap();
     assert_eq!((stats.expired, stats.dead), (1, 1), "{stats:?}");
+    // its view still says by when it had to start
+    let view = hourglass(&project, &["inspect", "codes", "late", "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&view.stdout).unwrap();
+    assert_eq!(view["state"], "dead", "{view:#}");
+    assert_eq!(view["expires_at_ms"], now + 300, "{view:#}");
     // its end says so to waiters
     let end = end_of(&queue, "codes", "late").await;
     assert_eq!(end.state.as_str(), "dead");
@@ -265,7 +270,11 @@ async fn the_cli_and_the_api_take_a_deadline_and_refuse_bad_ones() {
         (&["--expires-in", "soon"][..], "--expires-in"),
         (
             &["--expires-at", "2001-01-01T00:00:00Z"],
-            "is not in the future",
+            "--expires-at: is not after now: the job would expire before it could start",
+        ),
+        (
+            &["--expires-in", "0s"],
+            "--expires-in: must be longer than 0",
         ),
         (
             &["--expires-in", "1s", "--delay", "5s"],
@@ -273,6 +282,11 @@ async fn the_cli_and_the_api_take_a_deadline_and_refuse_bad_ones() {
         ),
         (&["--priority", "10"], "out of range"),
         (&["--priority", "-1"], "out of range"),
+        // a word, not clap's "invalid digit found in string"
+        (
+            &["--priority", "high"],
+            "\"high\" is not a priority: a number from 0 (the highest, the default) to 9",
+        ),
     ] {
         let mut all = vec!["enqueue", "codes", "{}"];
         all.extend_from_slice(args);

@@ -373,6 +373,7 @@ async fn park_as_a_dead_runner(
         .arg(now_ms())
         .arg(0)
         .arg(60_000)
+        .arg("test")
         .arg(0)
         .arg("acked")
         .arg(acked().encode())
@@ -752,6 +753,150 @@ async fn fail_fast_cancels_the_rest_when_one_job_dies() {
         states,
         [Some("dead"), Some("cancelled"), Some("cancelled")],
         "{flow:?}"
+    );
+    runner.stop().await;
+}
+
+/// fail_fast: the end that dead-letters `x` also releases `q`, which waits
+/// for nothing else (`ignore`); the cancel that end raises comes first, so
+/// `q` never starts (it used to start ~5 ms later, then its ack was
+/// discarded as cancelled while it ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_never_starts_a_job_the_dead_job_released() {
+    let project = Project::new("concurrency = 2", &crate::util::probe_topics(&["t"]));
+    let mut runner = Running::start(project.config()).await;
+    let queue = project.queue().await;
+    let plan = FlowSpec {
+        id: Some("ffq".into()),
+        jobs: vec![
+            job("x", "t", json!({"then": "fail"}), &[]),
+            job("q", "t", json!({}), &[("x", Policy::Ignore)]),
+        ],
+        fail_fast: true,
+    }
+    .plan(|| unreachable!())
+    .unwrap();
+    queue.flows().create(&plan, now_ms()).await.unwrap();
+    let first = runner.until_settled("t", "ffq/x", WAIT).await;
+    let flow = crate::util::flow_done(&queue, "ffq").await;
+    let later = runner.after_drained(&queue, &["t"], WAIT).await;
+    let events = [first, later].concat();
+    assert!(
+        any_started(&events, &["ffq/q"]).is_empty(),
+        "q started: {events:#?}"
+    );
+    let states: Vec<_> = flow.jobs.iter().map(|j| j.ended.as_deref()).collect();
+    assert_eq!(states, [Some("dead"), Some("cancelled")], "{flow:?}");
+    assert_eq!(
+        flow.jobs[1].reason.as_deref(),
+        Some("flow ffq was cancelled"),
+        "{flow:?}"
+    );
+    runner.stop().await;
+}
+
+/// A job still waiting in its flow (not in its topic yet) is inspected and
+/// waited for by its id like any job: `inspect` (text and JSON) and the
+/// API's job view say what it waits for; `hourglass wait` and the API's
+/// long poll wait until it ends; one cancelled while it waits ends the
+/// wait as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_waiting_in_its_flow_is_inspected_and_waited_for_by_its_id() {
+    let toml = format!(
+        "{}\n[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{}\"\n",
+        crate::util::probe_topics(&["t", "p"]),
+        crate::util::TOKEN
+    );
+    let project = Project::new("concurrency = 2", &toml);
+    let queue = project.queue().await;
+    // p stays paused: its flow's first job waits there, the second in its flow
+    assert!(hourglass(&project, &["pause", "p"]).status.success());
+    create(
+        &queue,
+        "wa",
+        vec![
+            job("a", "p", json!({}), &[]),
+            job("b", "p", json!({}), &[("a", Policy::Require)]),
+        ],
+    )
+    .await;
+    for id in ["wf", "wc"] {
+        create(
+            &queue,
+            id,
+            vec![
+                job("a", "t", json!({}), &[]),
+                job(
+                    "b",
+                    "t",
+                    json!({"result": "b ran"}),
+                    &[("a", Policy::Require)],
+                ),
+            ],
+        )
+        .await;
+    }
+    // no runner yet: a waits in its topic, b in its flow
+    let out = hourglass(&project, &["inspect", "t", "wf/b"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text.contains("waiting in its flow for a"), "{text}");
+    assert!(text.contains("wf, after a not ended"), "{text}");
+    let out = hourglass(&project, &["inspect", "t", "wf/b", "--json"]);
+    let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view["state"], "waiting_in_flow", "{view:#}");
+    assert_eq!(view["waiting_for"], json!(["a"]), "{view:#}");
+    assert_eq!(view["flow"]["dependencies"][0]["name"], "a", "{view:#}");
+    let waiting = |id: &str| {
+        tokio::process::Command::new(crate::util::hourglass_bin())
+            .args(["wait", "t", id, "--timeout", "60s", "--json", "--config"])
+            .arg(project.config_path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // one cancelled while it waits in its flow: the wait ends, cancelled
+    let cancelled = waiting("wc/b");
+    // (a wait that begins after the cancel reads the end its flow keeps)
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let out = hourglass(&project, &["flow", "cancel", "wc"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = tokio::time::timeout(WAIT, cancelled.wait_with_output())
+        .await
+        .expect("the wait on a job cancelled in its flow ended")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let end: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(end["state"], "cancelled", "{end}");
+    // one that runs once its flow releases it
+    let acked = waiting("wf/b");
+    let runner = Running::start(project.config()).await;
+    let api = crate::util::Api(runner.http.unwrap().to_string());
+    let out = tokio::time::timeout(WAIT, acked.wait_with_output())
+        .await
+        .expect("the wait on a flow job ended")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let end: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (end["state"].as_str(), end["result"].as_str()),
+        (Some("acked"), Some("b ran")),
+        "{end}"
+    );
+    // the API takes the id with its slash encoded
+    let later = api.get("/api/topics/t/jobs/wf%2Fb/result").await;
+    assert_eq!(later.status, 200, "{}", later.body);
+    // a flow job waiting in its flow, over the API
+    let view = api.get("/api/topics/p/jobs/wa%2Fb").await;
+    assert_eq!(view.status, 200, "{}", view.body);
+    assert_eq!(view.json()["state"], "waiting_in_flow", "{}", view.body);
+    let live = api.get("/api/topics/p/jobs/wa%2Fb/result").await;
+    assert_eq!(
+        (live.status, live.json()["state"].clone()),
+        (202, json!("waiting_in_flow")),
+        "{}",
+        live.body
     );
     runner.stop().await;
 }

@@ -191,6 +191,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         failed_at_ms: 10,
         handler: None,
         costs: Vec::new(),
+        expires_at_ms: None,
     };
     q.pipeline()
         .bury(

@@ -228,6 +228,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
             failed_at_ms: 10 + n as u64,
             handler: None,
             costs: Vec::new(),
+            expires_at_ms: None,
         };
         q.pipeline()
             .bury(

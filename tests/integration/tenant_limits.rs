@@ -180,6 +180,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         failed_at_ms: 71_000,
         handler: None,
         costs: Vec::new(),
+        expires_at_ms: None,
     };
     let retention = hourglass::config::DeadLetter {
         keep: 10,

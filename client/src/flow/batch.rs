@@ -328,6 +328,7 @@ impl Flows<'_> {
         inv.arg(now_ms)
             .arg(sweep_at)
             .arg(millis(super::RESERVE))
+            .arg(&self.q.namespace)
             .arg("seal")
             .arg("")
             .arg("")

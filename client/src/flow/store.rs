@@ -181,6 +181,13 @@ impl Flows<'_> {
             if token.starts_with("v:") {
                 entry.jobs.iter_mut().for_each(|p| p.job.unique_for_ms = 0);
             }
+            // a released job is due when it became ready, now: its lateness
+            // (and the due time its handler sees) counts from here
+            for p in &mut entry.jobs {
+                if p.job.due_at_ms == 0 {
+                    p.job.due_at_ms = now_ms;
+                }
+            }
         }
         let entries = &entries[..];
         let new = p.enqueue_parked(entries, now_ms).await?;
@@ -205,7 +212,10 @@ impl Flows<'_> {
             let keys = self.keys(id);
             self.mark(id, sweep_at).await?;
             let mut inv = scripts::FLOW_END.on(&keys);
-            inv.arg(now_ms).arg(sweep_at).arg(millis(RESERVE));
+            inv.arg(now_ms)
+                .arg(sweep_at)
+                .arg(millis(RESERVE))
+                .arg(&self.q.namespace);
             for n in notices {
                 let blocked = n.end.state == crate::EndState::Dead
                     && n.end
@@ -223,15 +233,18 @@ impl Flows<'_> {
             };
             let flags = crate::reply::number(flags)?;
             self.count_end(flags).await?;
+            if flags & 1 == 1 {
+                // fail_fast: a job died; the rest of the flow will not
+                // start. What this end released stays parked, unsent: the
+                // cancel finds it in the outbox and ends it as cancelled.
+                Box::pin(self.cancel(id, now_ms, &|_| None)).await?;
+                continue;
+            }
             let entries = parked_entries(parked)?;
             if !entries.is_empty() {
                 for (topic, n) in self.deliver(&keys, &entries, now_ms).await? {
                     *new.entry(topic).or_default() += n;
                 }
-            }
-            if flags & 1 == 1 {
-                // fail_fast: a job died; the rest of the flow will not start
-                Box::pin(self.cancel(id, now_ms, &|_| None)).await?;
             }
         }
         Ok(new)
@@ -261,6 +274,7 @@ impl Flows<'_> {
             .arg(now_ms)
             .arg(millis(RESERVE))
             .arg(end.encode())
+            .arg(&self.q.namespace)
             .invoke_async(&mut self.q.conn.clone())
             .await?;
         let live: Vec<u32> = match reply {

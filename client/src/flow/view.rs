@@ -8,7 +8,7 @@ use super::batch::{BatchSummary, CallbackKind, summary};
 use super::spec::Policy;
 use super::wire::FlowRef;
 use crate::reply::optional_bytes;
-use crate::{Flows, JobEnd, QueueError, scripts};
+use crate::{Flows, JobEnd, QueueError, Standing, scripts};
 
 /// A job's description as its flow keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,6 +82,9 @@ pub struct FlowJobView {
     pub released: bool,
     /// For a batch's callback: which.
     pub callback: Option<CallbackKind>,
+    /// Why it ended so, for a job that did not ack (a skipped callback's
+    /// `skipped: ...`, a cancel's, a dead letter's last error).
+    pub reason: Option<String>,
 }
 
 impl Flows<'_> {
@@ -227,7 +230,29 @@ impl Flows<'_> {
                     ended: pair[0].clone(),
                     released: waiting.is_none_or(|w| w <= 0),
                     callback: d.callback,
+                    reason: None,
                 });
+            }
+        }
+        // the reasons of what did not ack (an acked job's end holds its
+        // result, not read here)
+        let failed: Vec<usize> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| j.ended.as_deref().is_some_and(|e| e != "acked"))
+            .map(|(i, _)| i)
+            .collect();
+        for chunk in failed.chunks(1000) {
+            let fields: Vec<String> = chunk.iter().map(|i| format!("r:{i}")).collect();
+            let ends: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+                .arg(&key)
+                .arg(&fields)
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            for (&i, end) in chunk.iter().zip(ends) {
+                jobs[i].reason = end
+                    .and_then(|e| JobEnd::decode(&e).ok())
+                    .and_then(|e| e.reason);
             }
         }
         Ok(Some(FlowView {
@@ -238,5 +263,55 @@ impl Flows<'_> {
             batch,
             jobs,
         }))
+    }
+
+    /// Where job `id` of `topic` stands when its topic does not know it: a
+    /// job of a flow still waiting there for its dependencies
+    /// ([`Standing::InFlow`]), or one that ended in its flow without
+    /// reaching its topic (cancelled while it waited, a skipped callback)
+    /// or whose end its topic no longer keeps ([`Standing::Ended`], the
+    /// flow's copy). [`Standing::Unknown`] for anything else.
+    pub(crate) async fn standing_of(self, topic: &str, id: &str) -> Result<Standing, QueueError> {
+        let Some((flow, _)) = id.split_once('/') else {
+            return Ok(Standing::Unknown);
+        };
+        if super::check_flow_id(flow).is_err() {
+            return Ok(Standing::Unknown);
+        }
+        let Some(view) = self.show(flow).await? else {
+            return Ok(Standing::Unknown);
+        };
+        let Some((i, job)) = view
+            .jobs
+            .iter()
+            .enumerate()
+            .find(|(_, j)| j.id == id && j.topic == topic)
+        else {
+            return Ok(Standing::Unknown);
+        };
+        if job.ended.is_some() {
+            let end: Option<Vec<u8>> = redis::cmd("HGET")
+                .arg(self.keys(flow).flow)
+                .arg(format!("r:{i}"))
+                .query_async(&mut self.q.conn.clone())
+                .await?;
+            return Ok(match end.map(|e| JobEnd::decode(&e)) {
+                Some(Ok(end)) => Standing::Ended(end),
+                _ => Standing::Unknown,
+            });
+        }
+        let waiting_for = job
+            .after
+            .iter()
+            .filter_map(|&(d, _)| view.jobs.get(d as usize))
+            .filter(|d| d.ended.is_none())
+            .map(|d| d.name.clone())
+            .collect();
+        Ok(Standing::InFlow {
+            flow: flow.to_owned(),
+            index: i as u32,
+            released: job.released,
+            waiting_for,
+        })
     }
 }

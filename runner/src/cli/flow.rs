@@ -343,8 +343,13 @@ fn draw(flow: &FlowView, now: u64) -> String {
                 .collect();
             format!("  after {}", names.join(", "))
         };
+        let why = j
+            .reason
+            .as_deref()
+            .map(|r| format!("  ({r})"))
+            .unwrap_or_default();
         let line = format!(
-            "    {mark} {:<width$}  {:<topic_width$}  {:<9}{after}",
+            "    {mark} {:<width$}  {:<topic_width$}  {:<9}{after}{why}",
             j.name,
             j.topic,
             state(j)

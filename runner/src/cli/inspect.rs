@@ -62,7 +62,24 @@ pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {
         // gone from the pipeline: its end may be kept (a topic with `results`)
         None => match queue.standing(&keys, &args.id).await? {
             Standing::Ended(end) => print!("{}", end_text(&args.topic, &args.id, &end, now)),
-            _ => return Err(unknown()),
+            // a flow's job its flow has not released yet
+            Standing::InFlow {
+                flow,
+                index,
+                released,
+                waiting_for,
+            } => {
+                println!("{}/{}", args.topic, args.id);
+                let state = if released {
+                    "released by its flow: being enqueued".to_owned()
+                } else {
+                    format!("waiting in its flow for {}", waiting_for.join(", "))
+                };
+                println!("  {:<10} {state}", "state");
+                let place = crate::redis::FlowRef { flow, index };
+                println!("  {:<10} {}", "flow", flow_text(&queue, &place).await?);
+            }
+            Standing::Live { .. } | Standing::Unknown => return Err(unknown()),
         },
     }
     Ok(())
@@ -129,7 +146,16 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
             None => " (the topic's max_attempts: not in this queues.toml)".into(),
         },
     };
-    line(&mut out, "attempts", format!("{} started{max}", v.attempts));
+    let attempts = if v.suspension.is_some() {
+        // its handler ran, but suspending gives the attempt back
+        format!(
+            "{} used{max} (it ran until it suspended: a durable sleep or wait uses no attempt)",
+            v.attempts
+        )
+    } else {
+        format!("{} started{max}", v.attempts)
+    };
+    line(&mut out, "attempts", attempts);
     if let JobState::Dead(info) = &v.state {
         line(&mut out, "reason", info.reason.clone());
         if let Some(h) = &info.handler {
@@ -223,10 +249,22 @@ fn costs_table(costs: &[AttemptCost]) -> String {
     out
 }
 
-/// The payload's size and its first 200 characters (escaped if not text).
+/// The payload's size and its first 200 characters, as written (quotes
+/// and all); control characters escaped, bytes that are not UTF-8 shown as
+/// U+FFFD.
 fn preview(payload: &[u8]) -> String {
     let text = String::from_utf8_lossy(&payload[..payload.len().min(200)]);
-    let shown: String = text.chars().flat_map(char::escape_debug).collect();
+    let shown: String = text
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
     let more = if payload.len() > 200 { "…" } else { "" };
     format!("{} bytes: {shown}{more}", payload.len())
 }

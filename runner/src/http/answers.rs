@@ -71,7 +71,8 @@ pub(super) struct EndedNow {
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct StillLive {
     pub(super) id: String,
-    /// `waiting` or `running`; `live` when a wait ran out
+    /// `waiting`, `running` or `waiting_in_flow` (a flow job waiting for its
+    /// dependencies); `live` when a wait ran out
     pub(super) state: &'static str,
     /// How long this call waited (ms), when it waited.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -117,6 +117,8 @@ pub(super) struct JobPath {
     /// the topic's name
     #[param(example = "echo")]
     topic: String,
-    /// the job's id
+    /// the job's id, percent-encoded as one path segment: a flow job's
+    /// `FLOW/NAME` is `FLOW%2FNAME`
+    #[param(example = "dia-1%2FD")]
     id: String,
 }

@@ -151,6 +151,16 @@ pub(super) async fn result(
             };
             Ok((StatusCode::ACCEPTED, Json(live)).into_response())
         }
+        Standing::InFlow { .. } => {
+            let live = StillLive {
+                id,
+                state: "waiting_in_flow",
+                waited_ms: None,
+                progress: None,
+                status: None,
+            };
+            Ok((StatusCode::ACCEPTED, Json(live)).into_response())
+        }
         Standing::Unknown => Err(no_such_job(&name, &id)),
     }
 }
@@ -187,9 +197,12 @@ pub(super) async fn events(
         Standing::Live {
             progress: Some(p), ..
         } => Some(sse("progress", &json!(p))),
-        Standing::Live { .. } => None,
+        Standing::Live { .. } | Standing::InFlow { .. } => None,
     };
-    let ended = !matches!(watch.standing(), Standing::Live { .. });
+    let ended = !matches!(
+        watch.standing(),
+        Standing::Live { .. } | Standing::InFlow { .. }
+    );
     let stream = futures::stream::unfold(
         (Some(watch), first, ended, id),
         |(watch, first, ended, id)| async move {

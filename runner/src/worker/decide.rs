@@ -165,17 +165,20 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
 /// `attempts` attempts.
 fn expired(attempts: u32, at: u64, now: u64, costs: Vec<AttemptCost>) -> Decision {
     let late = std::time::Duration::from_millis(now.saturating_sub(at));
-    Decision::Expired(dead(
-        attempts,
-        format!(
-            "expired: not started by its deadline, {} ({} ago)",
-            time_of(at),
-            humantime::format_duration(late)
-        ),
-        None,
-        now,
-        costs,
-    ))
+    Decision::Expired(DeadInfo {
+        expires_at_ms: Some(at),
+        ..dead(
+            attempts,
+            format!(
+                "expired: not started by its deadline, {} ({} ago)",
+                time_of(at),
+                humantime::format_duration(late)
+            ),
+            None,
+            now,
+            costs,
+        )
+    })
 }
 
 /// `at` (ms since the Unix epoch) as RFC 3339.
@@ -194,17 +197,20 @@ pub(super) fn before_deadline(decision: Decision, deadline: Option<u64>, attempt
                 failure,
             },
             Some(at),
-        ) if next_due_ms >= at => Decision::Expired(dead(
-            attempt,
-            format!(
-                "expired: its next attempt would start after its deadline, {}; last error: {}",
-                time_of(at),
-                failure.error
-            ),
-            failure.handler,
-            failure.at,
-            failure.attempts,
-        )),
+        ) if next_due_ms >= at => Decision::Expired(DeadInfo {
+            expires_at_ms: Some(at),
+            ..dead(
+                attempt,
+                format!(
+                    "expired: its next attempt would start after its deadline, {}; last error: {}",
+                    time_of(at),
+                    failure.error
+                ),
+                failure.handler,
+                failure.at,
+                failure.attempts,
+            )
+        }),
         (decision, _) => decision,
     }
 }
@@ -429,6 +435,7 @@ fn dead(
         failed_at_ms: now,
         handler,
         costs,
+        expires_at_ms: None,
     }
 }
 
