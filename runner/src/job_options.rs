@@ -133,7 +133,12 @@ impl JobOptions {
                 "expires_at"
             };
             if deadline <= now {
-                return Err(bad(field, "is not in the future".into()));
+                let why = if self.expires_in.is_some() {
+                    "must be longer than 0: the job would expire before it could start"
+                } else {
+                    "is not after now: the job would expire before it could start"
+                };
+                return Err(bad(field, why.into()));
             }
             if deadline <= due_at_ms {
                 return Err(bad(

@@ -181,6 +181,40 @@ async fn inspect_shows_state_attempts_last_error_and_the_handler_version() {
         text.contains("0 started") && text.contains("5 bytes: later"),
         "{text}"
     );
+    // a JSON payload reads as written, quotes unescaped; a control
+    // character is escaped
+    let out = hourglass(
+        &project,
+        &[
+            "enqueue",
+            "echo",
+            "{\"order\":1042,\"note\":\"a\tb\"}",
+            "--id",
+            "j-2",
+            "--delay",
+            "10m",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = hourglass(&project, &["inspect", "echo", "j-2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#"bytes: {"order":1042,"note":"a\tb"}"#),
+        "{text}"
+    );
+    // dead retry and purge show TOPIC first, as they take it
+    let out = hourglass(&project, &["dead", "retry", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("hourglass dead retry [OPTIONS] <TOPIC> <IDS>...")
+            && help.contains("hourglass dead retry [OPTIONS] <TOPIC> --all"),
+        "{help}"
+    );
+    let out = hourglass(&project, &["dead", "purge", "--help"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hourglass dead purge <TOPIC> --all"),
+        "{out:?}"
+    );
 
     let out = hourglass(&project, &["inspect", "echo", "nope"]);
     assert_eq!(out.status.code(), Some(3), "no such job: its own status");

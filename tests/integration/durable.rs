@@ -165,6 +165,21 @@ async fn a_durable_sleep_holds_no_slot_and_wakes_early_on_command() {
         text.contains("charge") && text.contains("reserve"),
         "{text}"
     );
+    // its handler ran, but a suspension uses no attempt: the text says so
+    assert!(
+        text.contains("0 used of") && text.contains("a durable sleep or wait uses no attempt"),
+        "{text}"
+    );
+    // journal --json is exactly inspect --json's `journal`
+    let journal = hourglass(&project, &["journal", "checkout", &id, "--json"]);
+    let journal: serde_json::Value = serde_json::from_slice(&journal.stdout).unwrap();
+    let view = hourglass(&project, &["inspect", "checkout", &id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&view.stdout).unwrap();
+    assert_eq!(
+        journal, view["journal"],
+        "journal --json and inspect --json differ"
+    );
+    assert!(!view["suspended"].is_null(), "{view:#}");
 
     // the one slot serves a thousand other jobs while the job sleeps
     let others: Vec<hourglass::redis::NewJob> = (0..1000)
@@ -263,6 +278,17 @@ async fn signals_before_and_after_the_wait_and_a_timeout() {
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("the first one stands"),
+        "{out:?}"
+    );
+    // --json: the API's words
+    let out = hourglass(
+        &project,
+        &["signal", "checkout", &early, "approved", "eve", "--json"],
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"id": early, "signal": "approved", "delivered": "duplicate"}),
         "{out:?}"
     );
     let events = running

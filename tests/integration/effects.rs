@@ -233,6 +233,14 @@ async fn clock_and_random_reads_come_back_the_same_on_a_retry() {
 /// A job whose call's body is read from a granted file, changed while the
 /// first attempt waits for its answer: the retry asks for another request.
 async fn diverging(extra: &str) -> (HttpServer, Project, Queue, Running, String) {
+    diverging_then(extra, 1).await
+}
+
+/// [`diverging`], the job retrying its first `retries` attempts.
+async fn diverging_then(
+    extra: &str,
+    retries: u32,
+) -> (HttpServer, Project, Queue, Running, String) {
     let server = HttpServer::start(vec![Reply::Delay(1500, Box::new(Reply::status(200, "ok")))]);
     let data = tempfile::tempdir().unwrap().keep();
     std::fs::write(data.join("amount"), "10").unwrap();
@@ -254,7 +262,7 @@ async fn diverging(extra: &str) -> (HttpServer, Project, Queue, Running, String)
     let queue = project.queue().await;
     let running = Running::start(project.config()).await;
     let payload = format!(
-        r#"{{"calls": [{{"url": "{}/charge", "body_file": "/data/amount"}}], "retry_first": 1}}"#,
+        r#"{{"calls": [{{"url": "{}/charge", "body_file": "/data/amount"}}], "retry_first": {retries}}}"#,
         server.url()
     );
     let id = enqueue(&queue, "t", &payload, 0, 0).await;
@@ -345,6 +353,26 @@ async fn on_divergence_live_drops_the_journal_there_and_goes_on() {
         bodies,
         vec![b"10".to_vec(), b"200".to_vec()],
         "sent live again"
+    );
+    running.stop().await;
+}
+
+/// What went live after a divergence is not recorded: the attempt after
+/// it sends the diverging request live again (the journal stopped there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_divergence_live_records_nothing_from_the_divergence_on() {
+    let (server, _project, _queue, mut running, id) =
+        diverging_then("on_divergence = \"live\"", 2).await;
+    let events = running
+        .until_settled("t", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(settled(&events, "t", &id), Ok(()));
+    assert_eq!(acked_on(&events, &id), Some(3));
+    let bodies: Vec<Vec<u8>> = server.received().into_iter().map(|r| r.body).collect();
+    assert_eq!(
+        bodies,
+        vec![b"10".to_vec(), b"200".to_vec(), b"200".to_vec()],
+        "the diverging request went live on attempt 2 and, unrecorded, again on 3"
     );
     running.stop().await;
 }

@@ -29,6 +29,7 @@ pub(super) enum Command {
     /// Run dead letters again: due now, with their attempts reset (on a
     /// chosen handler version with --version).
     #[command(
+        override_usage = "hourglass dead retry [OPTIONS] <TOPIC> <IDS>...\n       hourglass dead retry [OPTIONS] <TOPIC> --all",
         after_help = "Examples:\n  \
         hourglass dead retry webhook --all\n  \
         hourglass dead retry refund --all --version 3fa1c2d4e5b60718   (replay on that version)",
@@ -50,6 +51,9 @@ pub(super) enum Command {
         reset_journal: bool,
     },
     /// Delete dead letters and their payloads for good.
+    #[command(
+        override_usage = "hourglass dead purge <TOPIC> <IDS>...\n       hourglass dead purge <TOPIC> --all"
+    )]
     Purge(Selection),
 }
 

@@ -92,8 +92,19 @@ pub(super) struct Args {
     expires_at: Option<String>,
     /// Among the topic's due jobs, a higher priority starts first: 0 (the
     /// highest, the default) to 9. Never before it is due.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = priority_arg)]
     priority: Option<i64>,
+}
+
+/// `--priority` as a number; the range is checked with the job's other
+/// options (`JobOptions`), so the CLI and the API say the same.
+fn priority_arg(text: &str) -> Result<i64, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "{text:?} is not a priority: a number from 0 (the highest, the default) to {}",
+            crate::redis::LOWEST_PRIORITY
+        )
+    })
 }
 
 pub(super) async fn run(config: &Path, args: Args) -> Result<(), Exit> {

@@ -48,8 +48,9 @@ pub(super) async fn journal(config: &Path, args: Args) -> Result<(), Exit> {
         .into());
     };
     if args.json {
-        let mut json = journal.to_json();
-        json["waits"] = serde_json::to_value(&waits).unwrap_or_default();
+        // exactly inspect --json's `journal`; what a suspended job waits
+        // for is its `suspended`, beside it there
+        let json = journal.to_json();
         println!("{}", serde_json::to_string_pretty(&json).expect("JSON"));
         return Ok(());
     }

@@ -30,6 +30,10 @@ pub(super) struct SignalArgs {
     /// The payload the handler receives: literal text, @FILE to read a
     /// file, or - to read standard input (none if not given; at most 64 KiB).
     payload: Option<String>,
+    /// Print the API's answer as JSON: `{"id", "signal", "delivered"}`,
+    /// delivered being `woken`, `kept` or `duplicate`.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -44,6 +48,9 @@ pub(super) struct WakeArgs {
     topic: String,
     /// The job's id.
     id: String,
+    /// Print the API's answer as JSON: `{"id", "woken": true}`.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(super) async fn signal(config: &Path, args: SignalArgs) -> Result<(), Exit> {
@@ -65,6 +72,17 @@ pub(super) async fn signal(config: &Path, args: SignalArgs) -> Result<(), Exit> 
             crate::redis::QueueError::Invalid(why) => Exit::input(anyhow!(why)),
             e => e.into(),
         })?;
+    let delivered = match answer {
+        Signalled::Woken => Some("woken"),
+        Signalled::Kept => Some("kept"),
+        Signalled::Duplicate => Some("duplicate"),
+        Signalled::Dead | Signalled::NoSuchJob => None,
+    };
+    if let (true, Some(delivered)) = (args.json, delivered) {
+        let answer = serde_json::json!({ "id": id, "signal": name, "delivered": delivered });
+        println!("{answer}");
+        return Ok(());
+    }
     match answer {
         Signalled::Woken => {
             println!("signalled {topic}/{id} {name:?}: it waited for it and runs now")
@@ -91,6 +109,7 @@ pub(super) async fn wake(config: &Path, args: WakeArgs) -> Result<(), Exit> {
     let (queue, _embedded) = connect(&config).await?;
     let (topic, id) = (&args.topic, &args.id);
     match queue.wake(&queue.keys(topic), id, now_ms()).await? {
+        Woken::Woken if args.json => println!("{}", serde_json::json!({ "id": id, "woken": true })),
         Woken::Woken => println!("woke {topic}/{id}: it runs now"),
         Woken::NotSuspended => {
             return Err(anyhow!(
