@@ -288,6 +288,104 @@ async fn a_job_is_one_trace_from_the_callers_request_through_retries_calls_and_f
     );
 }
 
+/// `parent = "link"`: only an attempt starts a trace of its own (linked to
+/// the span that enqueued its job); the producers' spans stay in their
+/// callers' traces: the API's enqueue under the caller's span, a
+/// follow-up's delivery under the attempt that made it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_links_only_attempts_start_traces_and_producer_spans_keep_their_callers() {
+    let receiver = HttpServer::start(vec![Reply::status(200, "")]);
+    let project = Project::new(
+        "concurrency = 4",
+        &format!(
+            "[[topic]]\nname = \"charge\"\nhandler = \"probe.wasm\"\nmay_enqueue = [\"receipt\"]\n\n\
+             [[topic]]\nname = \"receipt\"\nhandler = \"echo.wasm\"\n\n\
+             [telemetry]\nendpoint = \"{receiver}\"\nparent = \"link\"\n\n\
+             [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"test-token-0123456789abcdef\"\n",
+            receiver = receiver.url(),
+        ),
+    );
+    let running = Running::start(project.config()).await;
+    let addr = running.http.expect("[http]").to_string();
+    let plan = json!({
+        "follow_ups": [{ "topic": "receipt", "payload": "r-1", "id": "receipt-1" }],
+    });
+    let body = json!({ "id": "charge-1", "payload": plan }).to_string();
+    let answer = test_support::http_client::call_with_headers(
+        &addr,
+        "POST",
+        "/api/topics/charge/jobs",
+        Some(crate::util::TOKEN),
+        Some(&body),
+        &[("traceparent", &format!("00-{TRACE}-{CALLER}-01"))],
+    )
+    .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    let all = eventually(WAIT, "the spans arrived", || async {
+        let spans = spans(&receiver);
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        match [
+            "enqueue charge",
+            "process charge",
+            "send receipt",
+            "process receipt",
+        ]
+        .iter()
+        .all(|n| names.contains(n))
+        {
+            true => Ok(spans),
+            false => Err(format!("spans so far: {names:?}")),
+        }
+    })
+    .await;
+    let named = |name: &str| all.iter().find(|s| s.name == name).unwrap();
+    let enqueue = named("enqueue charge");
+    assert_eq!(
+        hex(&enqueue.trace_id),
+        TRACE,
+        "the enqueue stays in the caller's trace"
+    );
+    assert_eq!(
+        hex(&enqueue.parent_span_id),
+        CALLER,
+        "under the caller's span"
+    );
+    let attempt = named("process charge");
+    assert_ne!(
+        hex(&attempt.trace_id),
+        TRACE,
+        "the attempt starts a trace of its own"
+    );
+    assert!(
+        attempt.parent_span_id.is_empty(),
+        "with no parent: {attempt:#?}"
+    );
+    assert!(
+        attempt
+            .links
+            .iter()
+            .any(|l| l.trace_id == enqueue.trace_id && l.span_id == enqueue.span_id),
+        "linked to the enqueue: {:#?}",
+        attempt.links
+    );
+    let delivery = named("send receipt");
+    assert_eq!(
+        (delivery.trace_id.clone(), delivery.parent_span_id.clone()),
+        (attempt.trace_id.clone(), attempt.span_id.clone()),
+        "the follow-up's delivery is the attempt's child, in its trace"
+    );
+    let receipt = named("process receipt");
+    assert_ne!(
+        receipt.trace_id, attempt.trace_id,
+        "the follow-up's attempt: a trace of its own"
+    );
+    assert!(
+        receipt.links.iter().any(|l| l.span_id == attempt.span_id),
+        "linked to the attempt that made it: {:#?}",
+        receipt.links
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_collector_slows_nothing_and_the_drops_are_counted() {
     // a port nobody listens on: every export fails at once

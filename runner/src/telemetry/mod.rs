@@ -221,13 +221,21 @@ impl Telemetry {
         self.on.is_some()
     }
 
-    /// Begin a span continuing `from` (a job's stored context; `None`
-    /// starts a trace): its child, or linked to it (`parent = "link"`).
-    /// `None` when export is off.
+    /// Begin a span continuing `from` (the caller's context; `None` starts
+    /// a trace): always its child, whatever `parent` says, so that a
+    /// producer's spans (an enqueue by the API or the CLI, a follow-up's
+    /// delivery) stay in their caller's trace, as the messaging conventions
+    /// keep them. `None` when export is off.
     pub fn begin(&self, from: Option<&TraceContext>) -> Option<Begun> {
-        let on = self.on.as_ref()?;
+        self.begin_as(from, SpanParent::Child)
+    }
+
+    /// Begin a span continuing `from` as `parent` says: its child, or the
+    /// first span of a trace of its own linked to it (`parent = "link"`).
+    fn begin_as(&self, from: Option<&TraceContext>, parent: SpanParent) -> Option<Begun> {
+        self.on.as_ref()?;
         let from = from.and_then(remote);
-        Some(match (from, on.parent) {
+        Some(match (from, parent) {
             (Some(parent), SpanParent::Child) => Begun {
                 context: SpanContext::new(
                     parent.trace_id(),
@@ -257,8 +265,9 @@ impl Telemetry {
 
     /// Begin an attempt's span continuing `from` (the job's stored
     /// context), for what runs under it; `None` when export is off.
+    /// Only an attempt starts a trace of its own under `parent = "link"`.
     pub fn attempt(self: &Arc<Self>, from: Option<&TraceContext>) -> Option<Arc<AttemptTrace>> {
-        let span = self.begin(from)?;
+        let span = self.begin_as(from, self.on.as_ref()?.parent)?;
         Some(Arc::new(AttemptTrace::new(span, self.clone())))
     }
 
