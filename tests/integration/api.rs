@@ -119,6 +119,22 @@ async fn every_route_with_a_valid_and_an_invalid_request() {
         400,
         "paylod",
     );
+    // a missing field is named itself, not the object that lacks it
+    refused(
+        &api.post("/api/topics/echo/jobs", r#"{"id":"no-payload"}"#)
+            .await,
+        400,
+        "payload",
+    );
+    refused(
+        &api.post(
+            "/api/topics/echo/jobs",
+            r#"[{"payload":"a"},{"payload":"b"},{"payload":"c"},{"id":"d"}]"#,
+        )
+        .await,
+        400,
+        "[3].payload",
+    );
     refused(
         &api.post(
             "/api/topics/echo/jobs",

@@ -30,9 +30,18 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
 ) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let field = match (prefix, path.as_str()) {
-            (p, ".") => p.trim_end_matches('.').to_owned(),
-            (p, path) => format!("{p}{path}"),
+        // serde places a missing field at the object that lacks it: name
+        // the field itself (`payload`, `[3].payload`)
+        let why = e.inner().to_string();
+        let missing = why
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split_once('`'))
+            .map(|(name, _)| name);
+        let field = match (prefix, path.as_str(), missing) {
+            (p, ".", Some(name)) => format!("{p}{name}"),
+            (p, ".", None) => p.trim_end_matches('.').to_owned(),
+            (p, path, Some(name)) => format!("{p}{path}.{name}"),
+            (p, path, None) => format!("{p}{path}"),
         };
         let field = if field.is_empty() {
             "body".to_owned()
