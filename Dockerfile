@@ -11,7 +11,7 @@
 # docs' "Run it in production" (docs/src/production.md).
 
 # --- build: the binary, and the example handlers for the demo image --------
-FROM rust:1.95-bookworm AS build
+FROM docker.io/library/rust:1.95-bookworm AS build
 RUN rustup target add wasm32-wasip2
 WORKDIR /src
 COPY . .
@@ -24,7 +24,7 @@ RUN cargo build --release --locked -p hourglass \
     done
 
 # --- runtime: the binary, a user, nothing else -----------------------------
-FROM debian:bookworm-slim AS runtime
+FROM docker.io/library/debian:bookworm-slim AS runtime
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /srv/hourglass --create-home hourglass \

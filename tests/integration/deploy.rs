@@ -90,6 +90,32 @@ fn the_compose_queues_toml_passes_check_with_the_handlers_the_image_holds() {
     assert!(compose.contains("noeviction") && compose.contains("--appendonly"));
 }
 
+/// Every base image named in full (`registry/namespace/name:tag`): buildah
+/// and podman refuse a short name such as `debian:bookworm-slim` before
+/// they reach any network unless the machine configures a search registry.
+#[test]
+fn every_base_image_of_the_dockerfile_is_named_in_full() {
+    let dockerfile = read("Dockerfile");
+    let mut stages: Vec<&str> = Vec::new();
+    for line in dockerfile.lines().filter(|l| l.starts_with("FROM ")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let image = words[1];
+        if !stages.contains(&image) {
+            let registry = image.split('/').next().unwrap_or("");
+            assert!(
+                image.matches('/').count() >= 2 && registry.contains('.'),
+                "{line:?}: name the image in full, e.g. docker.io/library/{image}"
+            );
+        }
+        if let [_, _, as_, name] = words[..]
+            && as_.eq_ignore_ascii_case("as")
+        {
+            stages.push(name);
+        }
+    }
+    assert!(stages.len() >= 2, "the Dockerfile's stages: {stages:?}");
+}
+
 #[test]
 fn the_systemd_unit_passes_systemd_analyze_verify() {
     let unit = read("deploy/hourglass.service");
@@ -212,8 +238,8 @@ fn with_libraries(root: &Path, file: &Path, with_file: bool) {
 /// entry point and command) is the Dockerfile's own text.
 fn runtime_stage(dockerfile: &str) -> String {
     let start = dockerfile
-        .find("FROM debian:bookworm-slim AS runtime")
-        .expect("a runtime stage FROM debian:bookworm-slim");
+        .find("FROM docker.io/library/debian:bookworm-slim AS runtime")
+        .expect("a runtime stage FROM docker.io/library/debian:bookworm-slim");
     let stage = &dockerfile[start..];
     let stage = &stage[..stage.find("\nFROM ").unwrap_or(stage.len())];
     // instructions as written (with their continuation lines), comments dropped
