@@ -901,6 +901,67 @@ async fn a_job_waiting_in_its_flow_is_inspected_and_waited_for_by_its_id() {
     runner.stop().await;
 }
 
+/// Jobs a flow or a batch released are late from their release, not from
+/// the Unix epoch (they used to be enqueued due at 0): the topic's
+/// lateness in the API (what `stats` and the dashboard show) and every
+/// observation of `/metrics`' lateness histogram are seconds at most.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_jobs_are_late_from_their_release() {
+    let toml = format!(
+        "{}\n[http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{}\"\n",
+        crate::util::probe_topics(&["t", "done"]),
+        crate::util::TOKEN
+    );
+    let project = Project::new("concurrency = 2", &toml);
+    let mut runner = Running::start(project.config()).await;
+    let api = crate::util::Api(runner.http.unwrap().to_string());
+    let queue = project.queue().await;
+    create(
+        &queue,
+        "late",
+        vec![
+            job("a", "t", json!({"sleep_ms": 300}), &[]),
+            job("b", "done", json!({}), &[("a", Policy::Require)]),
+            job("c", "done", json!({}), &[("b", Policy::Require)]),
+        ],
+    )
+    .await;
+    let batch = json!({"id": "lb", "jobs": [{"name": "j", "topic": "t", "payload": {}}],
+        "on_complete": {"topic": "done", "payload": {}}});
+    let created = api.post("/api/flows", &batch.to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    runner
+        .until(WAIT, |seen| {
+            ["late/c", "lb/on_complete"].iter().all(|id| {
+                seen.iter()
+                    .any(|e| e.id == *id && matches!(e.kind, EventKind::Acked))
+            })
+        })
+        .await;
+    let topic = api
+        .until("/api/topics/done", |v| v["late_p99_ms"].is_u64())
+        .await;
+    let p99 = topic["late_p99_ms"].as_u64().unwrap();
+    assert!(p99 < 10_000, "released jobs {p99} ms late: {topic:#}");
+    let metrics = api.get("/metrics").await.body;
+    let count = |le: &str| -> u64 {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("hourglass_lateness_seconds_bucket{")
+                    && l.contains("topic=\"done\"")
+                    && l.contains(&format!("le=\"{le}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .unwrap_or_else(|| panic!("no lateness bucket le={le} for done: {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("+Inf"), 3, "three attempts of `done`: {metrics}");
+    assert_eq!(count("10.0"), 3, "every one under 10 s late: {metrics}");
+    runner.stop().await;
+}
+
 /// A dependency dead-lettered, its dependents dead-lettered unrun because
 /// of it (and theirs in turn); the dependency retried from the dead-letter
 /// set acks: the flow goes on, each blocked job running once.
