@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::reuse::{self, Files};
 use crate::tool::{self, Step};
 use crate::{BuildError, Lang, Project, component_name, contract, folder_name, write_if_changed};
 
@@ -101,26 +102,36 @@ pub(crate) fn build(
     contract::write_plain(&wit)?;
     let warm_up = work.join("warm-up.js");
     write_if_changed(&warm_up, contract::JS_WARM_UP)?;
-    let out = project.output_file()?;
-    step("componentize-js").run(
-        Command::new(toolchain.join("node_modules/.bin/componentize-js"))
-            .env(WARM_UP_ENV, &warm_up)
-            .arg("--wit")
-            .arg(&wit)
-            .arg("--world-name")
-            // a handler that takes batches exports `handleBatch` too: its world
-            .arg(
-                match crate::python::batches(&project.dir.join(&project.entry)) {
-                    true => "handler-batch",
-                    false => "handler",
-                },
-            )
-            .arg("-o")
-            .arg(&out)
-            .arg(&project.entry)
-            .current_dir(&project.dir),
-    )?;
-    Ok(out)
+    // a handler that takes batches exports `handleBatch` too: its world
+    let world_name = match crate::python::batches(&project.dir.join(&project.entry)) {
+        true => "handler-batch",
+        false => "handler",
+    };
+    let mut inputs = reuse::Inputs::new(&format!("componentize-js {COMPONENTIZE_JS}"));
+    for (file, text) in contract::JS_TOOLCHAIN {
+        inputs.text(file, text);
+    }
+    inputs.text("patch", WRITES_BINDINGS_AND_WARM_UP);
+    inputs.text("world", world_name);
+    inputs.text("main", &project.entry);
+    inputs.folder("project", &project.dir, Files::Content)?;
+    inputs.folder("contract", &wit, Files::Content)?;
+    inputs.text("warm-up", contract::JS_WARM_UP);
+    project.build_once(inputs, |out| {
+        step("componentize-js").run(
+            Command::new(toolchain.join("node_modules/.bin/componentize-js"))
+                .env(WARM_UP_ENV, &warm_up)
+                .arg("--wit")
+                .arg(&wit)
+                .arg("--world-name")
+                .arg(world_name)
+                .arg("-o")
+                .arg(out)
+                .arg(&project.entry)
+                .current_dir(&project.dir),
+        )?;
+        Ok(())
+    })
 }
 
 /// The file componentize-js writes its generated bindings from.

@@ -8,6 +8,9 @@
 //! - `rust.rs`: a crate or workspace, built by cargo for `wasm32-wasip2`.
 //! - `python.rs`: a Python project, built by componentize-py.
 //! - `js.rs`: a JavaScript project, built by componentize-js.
+//! - `reuse.rs`: a Python or JavaScript build keyed by its inputs, and the
+//!   component built before from the same inputs handed back (the tools do
+//!   not build reproducibly; a handler version is its content hash).
 //! - `tool.rs`: the pinned toolchains, installed on first use from PyPI and
 //!   the npm registry into the project's `.hourglass/` folder, and running them.
 //! - `contract.rs`: the handler contract (`wit/`) and the Python and
@@ -21,6 +24,7 @@
 mod contract;
 mod js;
 mod python;
+mod reuse;
 mod rust;
 mod scaffold;
 mod tool;
@@ -196,6 +200,31 @@ impl Project {
             Some(shared) => shared.join(id),
             None => self.work_dir().join("toolchain").join(id),
         }
+    }
+
+    /// Where components are kept by their inputs' key (`reuse.rs`): beside
+    /// the toolchains, so projects that share those share these.
+    fn store_dir(&self) -> PathBuf {
+        match &self.toolchains {
+            Some(shared) => shared.join("builds"),
+            None => self.work_dir().join("builds"),
+        }
+    }
+
+    /// The component built before from `inputs`, in `.hourglass/out/`, if
+    /// there is one; else `build` makes it, and it is kept for the next time.
+    fn build_once(
+        &self,
+        inputs: reuse::Inputs,
+        build: impl FnOnce(&Path) -> Result<(), BuildError>,
+    ) -> Result<PathBuf, BuildError> {
+        let (store, key, out) = (self.store_dir(), inputs.key(), self.output_file()?);
+        if reuse::reuse(&store, &self.name, &key, &out)? {
+            return Ok(out);
+        }
+        build(&out)?;
+        reuse::keep(&store, &self.name, &key, &out)?;
+        Ok(out)
     }
 
     fn shown(&self) -> String {

@@ -5,11 +5,15 @@
 //! componentize-py comes from PyPI into a virtual environment in the
 //! project's `.hourglass/` folder; the contract (for the world
 //! `handler-http`, so the SDK can call out over `wasi:http`) and the SDK
-//! are written next to it from this binary.
+//! are written next to it from this binary. The only packages a build adds
+//! to the handler's Python path are those of the virtual environment it
+//! runs in (`VIRTUAL_ENV`), if any; a build keyed by its inputs is done
+//! once (`reuse.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::reuse::{self, Files};
 use crate::tool::{self, Step};
 use crate::{BuildError, Lang, Project, component_name, contract, folder_name, write_if_changed};
 
@@ -117,11 +121,6 @@ pub(crate) fn build(
     for (file, text) in contract::PYTHON_SDK {
         write_if_changed(&sdk.join(file), text)?;
     }
-    let bindings = work.join("bindings");
-    if bindings.exists() {
-        std::fs::remove_dir_all(&bindings)
-            .map_err(BuildError::io(format!("removing {}", bindings.display())))?;
-    }
     // a handler that takes batches exports `handle-batch` too: its world
     let module = project
         .dir
@@ -130,28 +129,76 @@ pub(crate) fn build(
         true => "handler-batch-http",
         false => "handler-http",
     };
-    let world = |cmd: &mut Command| {
-        cmd.arg("-q").arg("-d").arg(&wit).args(["-w", world_name]);
-    };
-    let mut cmd = Command::new(&componentize_py);
-    world(&mut cmd);
-    step("componentize-py bindings").run(cmd.arg("bindings").arg(&bindings))?;
-    let out = project.output_file()?;
-    let mut cmd = Command::new(&componentize_py);
-    world(&mut cmd);
-    cmd.arg("componentize")
-        .arg("-p")
-        .arg(&project.dir)
-        .arg("-p")
-        .arg(&bindings)
-        .arg("-p")
-        .arg(&sdk)
-        .arg(&project.entry)
-        .arg("-o")
-        .arg(&out)
-        .current_dir(&project.dir);
-    step("componentize-py componentize").run(&mut cmd)?;
-    Ok(out)
+    let site = site_packages(&work)?;
+    let mut inputs = reuse::Inputs::new(&format!("componentize-py {COMPONENTIZE_PY}"));
+    inputs.text("world", world_name);
+    inputs.text("module", &project.entry);
+    inputs.folder("project", &project.dir, Files::Content)?;
+    inputs.folder("contract", &wit, Files::Content)?;
+    inputs.folder("sdk", &sdk, Files::Content)?;
+    match &site {
+        Site::Own(venv) => inputs.folder("venv", venv, Files::Listing)?,
+        Site::None(_) => inputs.text("venv", "none"),
+    }
+    project.build_once(inputs, |out| {
+        let bindings = work.join("bindings");
+        if bindings.exists() {
+            std::fs::remove_dir_all(&bindings)
+                .map_err(BuildError::io(format!("removing {}", bindings.display())))?;
+        }
+        let world = |cmd: &mut Command| {
+            cmd.arg("-q").arg("-d").arg(&wit).args(["-w", world_name]);
+        };
+        let mut cmd = Command::new(&componentize_py);
+        world(&mut cmd);
+        step("componentize-py bindings").run(cmd.arg("bindings").arg(&bindings))?;
+        let mut cmd = Command::new(&componentize_py);
+        world(&mut cmd);
+        cmd.arg("componentize")
+            .arg("-p")
+            .arg(&project.dir)
+            .arg("-p")
+            .arg(&bindings)
+            .arg("-p")
+            .arg(&sdk)
+            .arg(&project.entry)
+            .arg("-o")
+            .arg(out)
+            .env("VIRTUAL_ENV", site.dir())
+            .current_dir(&project.dir);
+        step("componentize-py componentize").run(&mut cmd)?;
+        Ok(())
+    })
+}
+
+/// The packages a build adds to the handler's Python path.
+enum Site {
+    /// The virtual environment the build runs in (`$VIRTUAL_ENV`): the
+    /// project's dependencies.
+    Own(PathBuf),
+    /// None: an empty stand-in, so that componentize-py does not fall back
+    /// to the `site-packages` of whatever `python3` the machine has (which
+    /// made the build depend on the machine, and scanned all of it).
+    None(PathBuf),
+}
+
+impl Site {
+    fn dir(&self) -> &Path {
+        match self {
+            Site::Own(dir) | Site::None(dir) => dir,
+        }
+    }
+}
+
+fn site_packages(work: &Path) -> Result<Site, BuildError> {
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        return Ok(Site::Own(PathBuf::from(venv)));
+    }
+    let none = work.join("no-venv");
+    let empty = none.join("lib/site-packages");
+    std::fs::create_dir_all(&empty)
+        .map_err(BuildError::io(format!("creating {}", empty.display())))?;
+    Ok(Site::None(none))
 }
 
 /// Whether the handler's entry file takes batches: it names the SDK's

@@ -67,6 +67,8 @@
 //!   memory images made at load.
 //! - `languages`: Python and JavaScript handlers on their SDKs and bare, the
 //!   pool at full concurrency, the examples, `new` + `build` + `check` per language.
+//! - `reproducible`: a project built twice, and in another folder, gives the
+//!   same component (Rust, Python, JavaScript).
 //! - `metering`: each attempt's CPU, memory and calls; `cpu` limits; accounts.
 //! - `results`: results, progress and waiting in three languages; 2,000 API
 //!   waiters (in `results::alone`, run alone by `scripts/test`).
@@ -115,6 +117,7 @@ mod pipeline;
 mod priority;
 mod producers;
 mod reload;
+mod reproducible;
 mod results;
 mod reuse;
 mod rollout;

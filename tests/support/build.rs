@@ -72,6 +72,12 @@ fn main() {
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let toolchains = shared_toolchains(&out_dir);
+    consts.push_str(&format!(
+        "/// Where these builds install the Python and JavaScript toolchains \
+         (`HOURGLASS_TOOLCHAINS`), for tests that build more projects.\n\
+         pub const TOOLCHAINS: &str = {:?};\n",
+        toolchains.display().to_string()
+    ));
     for (name, dir, files, doc) in OTHER_LANGUAGES {
         let dir = root.join(dir);
         for file in files {
