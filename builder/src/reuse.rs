@@ -185,7 +185,7 @@ pub(crate) fn keep(store: &Path, name: &str, key: &str, built: &Path) -> Result<
         })
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    kept.sort_by(|a, b| b.0.cmp(&a.0));
+    kept.sort_by_key(|k| std::cmp::Reverse(k.0));
     for (_, old) in kept.into_iter().skip(KEEP) {
         // another build may have dropped it already
         let _ = std::fs::remove_file(old);
