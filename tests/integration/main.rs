@@ -46,6 +46,8 @@
 //! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
+//! - `scale`: what autoscalers read: the read against a model, the API and
+//!   gauges, the suggestion following the attempt time, scaling from zero.
 //! - `api`: the HTTP API, /metrics and health: every route valid and invalid,
 //!   authentication, bulk enqueue, a Redis outage as 503, metrics that match.
 //! - `dashboard`: the page in a headless Chromium: counts, dead letters,
@@ -121,6 +123,7 @@ mod rollout;
 mod rollout_api;
 mod rollout_runners;
 mod runners;
+mod scale;
 mod scheduling;
 mod security;
 mod standards;
