@@ -80,6 +80,9 @@
 //!   runner's own thread, a heavy one's on the pool (metrics and thread CPU).
 //! - `traces`: OpenTelemetry spans from the producer through attempts, outbound
 //!   calls and follow-ups, exported to a real OTLP receiver.
+//! - `upgrade`: the previous release (built from git) upgraded on live state
+//!   of every kind, a mixed fleet of both builds under load, and a layout-2
+//!   namespace migrated by this build.
 //! - `warm_up`: run first and alone by `scripts/test`: every test component
 //!   compiled once into the run's shared compile cache.
 
@@ -133,5 +136,6 @@ mod tenants;
 mod threads;
 mod time_index;
 mod traces;
+mod upgrade;
 mod util;
 mod warm_up;
