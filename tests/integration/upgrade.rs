@@ -73,7 +73,7 @@ fn run(binary: &Path, config: &Path, args: &[&str]) -> Output {
 fn starts(logs: &[String]) -> Vec<(String, u32, String, usize)> {
     let field = |line: &str, name: &str| -> Option<String> {
         let at = line.find(&format!(" {name}="))? + name.len() + 2;
-        Some(line[at..].split(' ').next()?.to_owned())
+        Some(line[at..].split(' ').next()?.trim_matches('"').to_owned())
     };
     let mut out = Vec::new();
     for (i, log) in logs.iter().enumerate() {
