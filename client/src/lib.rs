@@ -54,6 +54,8 @@
 //!   waits), `wake.rs` (runners woken when a job becomes due earlier).
 //! - Connecting: `connect.rs` ([`Endpoint`]: a server, a Cluster, Sentinel,
 //!   TLS), `sentinel.rs`, `durable.rs` (replica-confirmed writes), `error.rs`.
+//! - Autoscaling: [`scale`] (a topic's load in one read, and the runners it
+//!   takes).
 
 mod admin;
 mod claim;
@@ -77,6 +79,7 @@ mod reply;
 pub mod results;
 pub mod rollout;
 mod runners;
+pub mod scale;
 mod scripts;
 mod sentinel;
 mod shown;
@@ -113,6 +116,7 @@ pub use rollout::{
     Canary, Change, Pin, Policy, Role, Rollout, Rollouts, Tally, Verdict, VersionInfo,
 };
 pub use runners::{MissingVersion, RunnerInfo, Runners, TopicMeter};
+pub use scale::Load;
 pub use sentinel::Sentinel;
 pub use shown::{
     BatchCounts, DependencyJson, DependentJson, EndJson, FlowPlace, JobJson, JournalJson, LiveJson,

@@ -73,6 +73,11 @@ pub struct TopicMeter {
     /// Peak linear memory of its recent attempts: 99th percentile, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_p99: Option<u64>,
+    /// Wall time of its recent attempts, µs: a moving average over about
+    /// the last 64 (what [`crate::scale::suggest`] takes). Absent from
+    /// runners of 0.1.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_us: Option<u64>,
 }
 
 /// What runners share beyond jobs: heartbeats, account usage, schedule cursors ([`Queue::runners`]).

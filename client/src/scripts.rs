@@ -271,6 +271,11 @@ script!(
         expired
     ]
 );
+script!(
+    SCALE,
+    "scale.lua",
+    [pending, lease, suspended, fair, legacy_pending, paused]
+);
 script!(KEY_PAUSE, "key_pause.lua", [fair]);
 script!(KEY_CHARGE, "key_charge.lua", [fair], alone);
 script!(KEY_STATS, "key_stats.lua", [fair, lease]);
@@ -390,6 +395,7 @@ mod tests {
             (&PROGRESS, 0),
             (&PEEK, 1),
             (&COUNTS, 0),
+            (&SCALE, 0),
             (&MIGRATE, 0),
             (&STEP, 0),
             (&SUSPEND, 0),

@@ -36,6 +36,16 @@ pub mod telemetry;
 pub mod wasm;
 pub mod worker;
 
+/// This build's version and the commit it was built from (`runner/build.rs`:
+/// git's `HEAD`, `HOURGLASS_COMMIT` if set, else "unknown"), as `hourglass
+/// --version` and each runner's heartbeat say it: `0.2.0-dev (23054fc1a2b3)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("HOURGLASS_COMMIT"),
+    ")"
+);
+
 pub use config::Config;
 pub use reload::Notice;
 pub use worker::Runner;

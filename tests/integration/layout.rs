@@ -192,7 +192,7 @@ async fn a_redis_that_may_evict_keys_is_named_at_start() {
 }
 
 /// The last commit whose `hourglass` wrote layout 2 (one `pending` zset).
-const LAYOUT_2_COMMIT: &str = "20772beba4fd17e85543374d0ee4152afc5d04fc";
+pub(crate) const LAYOUT_2_COMMIT: &str = "20772beba4fd17e85543374d0ee4152afc5d04fc";
 
 /// `hourglass` as built at `commit`: its source from git (`git archive`),
 /// compiled with this build's intermediate files as cargo's build-dir (so
@@ -202,7 +202,7 @@ const LAYOUT_2_COMMIT: &str = "20772beba4fd17e85543374d0ee4152afc5d04fc";
 /// versions and dependencies cargo would give them this build's file names in
 /// the shared build-dir, and judge either build's files fresh by their times.
 /// Built once per test run; a rebuild after that is a no-op (a second or so).
-fn old_binary(commit: &'static str) -> PathBuf {
+pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(&str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, path)) = built.iter().find(|(c, _)| *c == commit) {

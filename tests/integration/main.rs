@@ -46,6 +46,8 @@
 //! - `cluster`: the pipeline on a 3-master Redis Cluster; two runners sharing topics.
 //! - `cli`: the binary: bad queues.toml, check, enqueue, inspect, the log.
 //! - `runners`: heartbeats: live runners listed, a killed one drops out.
+//! - `scale`: what autoscalers read: the read against a model, the API and
+//!   gauges, the suggestion following the attempt time, scaling from zero.
 //! - `api`: the HTTP API, /metrics and health: every route valid and invalid,
 //!   authentication, bulk enqueue, a Redis outage as 503, metrics that match.
 //! - `dashboard`: the page in a headless Chromium: counts, dead letters,
@@ -80,6 +82,9 @@
 //!   runner's own thread, a heavy one's on the pool (metrics and thread CPU).
 //! - `traces`: OpenTelemetry spans from the producer through attempts, outbound
 //!   calls and follow-ups, exported to a real OTLP receiver.
+//! - `upgrade`: the previous release (built from git) upgraded on live state
+//!   of every kind, a mixed fleet of both builds under load, and a layout-2
+//!   namespace migrated by this build.
 //! - `warm_up`: run first and alone by `scripts/test`: every test component
 //!   compiled once into the run's shared compile cache.
 
@@ -124,6 +129,7 @@ mod rollout;
 mod rollout_api;
 mod rollout_runners;
 mod runners;
+mod scale;
 mod scheduling;
 mod security;
 mod standards;
@@ -133,5 +139,6 @@ mod tenants;
 mod threads;
 mod time_index;
 mod traces;
+mod upgrade;
 mod util;
 mod warm_up;

@@ -559,6 +559,18 @@ impl RunnerProcess {
         rust_log: &str,
         args: &[&str],
     ) -> RunnerProcess {
+        RunnerProcess::launch_config(binary, project, &project.config_path(), rust_log, args)
+    }
+
+    /// [`RunnerProcess::launch_with`] of another configuration file than the
+    /// project's queues.toml (its log in the project's folder all the same).
+    pub fn launch_config(
+        binary: &Path,
+        project: &Project,
+        config: &Path,
+        rust_log: &str,
+        args: &[&str],
+    ) -> RunnerProcess {
         let mut log = project.dir.path().join("runner.log");
         let mut n = 1;
         while log.exists() {
@@ -567,7 +579,7 @@ impl RunnerProcess {
         }
         let child = std::process::Command::new(binary)
             .args(["run", "--config"])
-            .arg(project.config_path())
+            .arg(config)
             .args(args)
             .env("RUST_LOG", rust_log)
             .stdout(std::process::Stdio::null())

@@ -115,6 +115,7 @@ class Sync(unittest.TestCase):
                 self.assertEqual(event.end.state, "acked")
         self.assertIn("progress", kinds)
         self.assertEqual(kinds[-1], "end")
+        self.assertIn("suggested_runners", await hg.scale())
 
     def test_dead_letters_list_retry_and_purge(self):
         id = fresh("d")
@@ -139,6 +140,18 @@ class Sync(unittest.TestCase):
         self.assertTrue(self.hg.pause(PARKED))
         names = [t["name"] for t in self.hg.topics()]
         self.assertIn(WORK, names)
+
+    def test_scale_reads_every_topic_and_one(self):
+        self.hg.pause(PARKED)
+        self.hg.enqueue(PARKED, "x", id=fresh("sc"))
+        view = self.hg.scale()
+        self.assertIsInstance(view["suggested_runners"], int)
+        self.assertIn(WORK, [t["topic"] for t in view["topics"]])
+        parked = self.hg.scale(PARKED)
+        self.assertEqual((parked["topic"], parked["paused"]), (PARKED, True))
+        self.assertGreaterEqual(parked["ready"], 1)
+        with self.assertRaises(NotFound):
+            self.hg.scale("no-such-topic")
 
 
 class Async(unittest.IsolatedAsyncioTestCase):

@@ -427,4 +427,10 @@ export class Client {
   async stats(): Promise<Record<string, any>> {
     return (await this.call('GET', '/api/stats'))[1];
   }
+
+  /** What an autoscaler reads: every topic's load and `suggested_runners`, or one topic's. */
+  async scale(topic?: string): Promise<Record<string, any>> {
+    const path = topic === undefined ? '/api/scale' : `${this.topic(topic)}/scale`;
+    return (await this.call('GET', path))[1];
+  }
 }

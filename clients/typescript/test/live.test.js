@@ -106,6 +106,18 @@ test('pause and resume say whether they changed it', async () => {
   assert.ok((await hg.topics()).some((t) => t.name === WORK));
 });
 
+test('scale reads every topic and one', async () => {
+  await hg.pause(PARKED);
+  await hg.enqueue(PARKED, 'x', { id: fresh('sc') });
+  const view = await hg.scale();
+  assert.equal(typeof view.suggested_runners, 'number');
+  assert.ok(view.topics.some((t) => t.topic === WORK));
+  const parked = await hg.scale(PARKED);
+  assert.deepEqual([parked.topic, parked.paused], [PARKED, true]);
+  assert.ok(parked.ready >= 1);
+  await assert.rejects(hg.scale('no-such-topic'), NotFound);
+});
+
 test('the active span goes with the enqueue when @opentelemetry/api is installed', async () => {
   const otel = await import('@opentelemetry/api');
   const { AsyncLocalStorageContextManager } = await import('@opentelemetry/context-async-hooks');

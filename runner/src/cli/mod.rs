@@ -34,7 +34,7 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "hourglass",
-    version,
+    version = crate::VERSION,
     propagate_version = true,
     after_help = "Usually: `hourglass check` (validate queues.toml and every handler), then \
         `hourglass run`; jobs come from `hourglass enqueue`, the Rust API or handlers' follow-ups.\n\

@@ -5,7 +5,8 @@
 //! (`hourglass serve`). Every route is one function: reads in `api.rs`,
 //! changes in `change.rs` (jobs, pause) and `dead.rs` (dead letters), a
 //! topic's handler versions and rollout (reads and changes) in `rollout.rs`,
-//! jobs' results, events and waits in `wait.rs`,
+//! jobs' results, events and waits in `wait.rs`, what autoscalers read
+//! in `scale.rs`,
 //! the metrics scrape in `scrape.rs`, the embedded page in `dashboard.rs`.
 //! Authentication (`auth`) runs before all of them.
 
@@ -21,6 +22,7 @@ mod job_in;
 mod keys;
 mod openapi;
 mod rollout;
+mod scale;
 mod scrape;
 mod signal;
 mod views;
@@ -168,6 +170,8 @@ fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::runners))
         .routes(routes!(api::usage))
         .routes(routes!(api::reloads))
+        .routes(routes!(scale::all))
+        .routes(routes!(scale::topic))
         .split_for_parts()
 }
 
@@ -285,20 +289,7 @@ impl Ops {
         let q = &self.queue;
         let now = crate::clock::now_ms();
         let runners = q.runners().list(now).await?;
-        let mut names: Vec<String> = serving
-            .config
-            .topics
-            .iter()
-            .map(|t| t.name.clone())
-            .collect();
-        if names.is_empty() {
-            names = runners
-                .iter()
-                .flat_map(|r| r.topics.iter().cloned())
-                .collect();
-            names.sort();
-            names.dedup();
-        }
+        let names = topic_names(&serving, &runners);
         let keys: Vec<_> = names.iter().map(|n| q.keys(n)).collect();
         let stats = futures::future::try_join_all(keys.iter().map(|k| q.stats(k, now))).await?;
         Ok(Overview {
@@ -307,6 +298,25 @@ impl Ops {
             topics: names.into_iter().zip(stats).collect(),
         })
     }
+}
+
+/// The configured topics, or (a file without topics) those the live runners serve.
+fn topic_names(serving: &Serving, runners: &[crate::redis::RunnerInfo]) -> Vec<String> {
+    let mut names: Vec<String> = serving
+        .config
+        .topics
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    if names.is_empty() {
+        names = runners
+            .iter()
+            .flat_map(|r| r.topics.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+    }
+    names
 }
 
 /// The topic a path names: one of the configuration's, or (a file with no

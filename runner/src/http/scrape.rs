@@ -107,6 +107,7 @@ async fn refresh(app: &App) {
         Err(e) => tracing::debug!("metrics: flow counts unreadable: {e}"),
     }
     count_keys(app).await;
+    count_scale(app).await;
     m.jobs.clear();
     m.paused.clear();
     for (topic, s) in o.topics {
@@ -185,6 +186,36 @@ async fn count_keys(app: &App) {
         m.key_cpu
             .get_or_create(&other)
             .set((stats.cpu_us.saturating_sub(cpu) / 1000) as i64);
+    }
+}
+
+/// The autoscaling gauges: one `scale.lua` read per topic (`scale.rs`).
+async fn count_scale(app: &App) {
+    let m = &app.ops.metrics.scale;
+    let view = match super::scale::read(&app.ops).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::debug!("metrics: scale unreadable: {e}");
+            return;
+        }
+    };
+    m.clear();
+    m.fleet.set(i64::from(view.suggested_runners));
+    for t in view.topics {
+        let label = TopicLabel { topic: t.topic };
+        let age = t.load.oldest_ready_age_ms.unwrap_or(0);
+        m.oldest_ready
+            .get_or_create(&label)
+            .set(age as f64 / 1000.0);
+        m.due_next_minute
+            .get_or_create(&label)
+            .set(t.load.due_soon as i64);
+        if let Some(us) = t.attempt_us {
+            m.attempt.get_or_create(&label).set(us as f64 / 1e6);
+        }
+        m.suggested
+            .get_or_create(&label)
+            .set(i64::from(t.suggested_runners));
     }
 }
 

@@ -17,11 +17,13 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 mod labels;
+mod scale;
 
 pub use labels::{
     DirectionLabels, EffectLabels, KeyLabels, MissingLabels, OutcomeLabels, ResultLabel,
     RolloutLabels, StateLabels, StatusLabels, StepLabels, ThreadLabels, TopicLabel, VersionLabels,
 };
+pub use scale::ScaleMetrics;
 
 /// Buckets in seconds that tell 1 ms from 2 ms and still reach a minute.
 const BUCKETS: [f64; 16] = [
@@ -127,6 +129,8 @@ pub struct Metrics {
     pub key_running: Family<KeyLabels, Gauge>,
     /// CPU per tenant key over the last minute (ms): the top keys and `other`.
     pub key_cpu: Family<KeyLabels, Gauge>,
+    /// What autoscalers read (`hourglass_scale_*`, from Redis at scrape time).
+    pub scale: ScaleMetrics,
 }
 
 impl Default for Metrics {
@@ -173,6 +177,7 @@ impl Metrics {
             key_queued: Family::default(),
             key_running: Family::default(),
             key_cpu: Family::default(),
+            scale: ScaleMetrics::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -341,6 +346,7 @@ impl Metrics {
             "Flows and batches finished with a job dead-lettered, or cancelled",
             m.flows_failed.clone(),
         );
+        m.scale.register(r);
         Metrics { registry, ..m }
     }
 

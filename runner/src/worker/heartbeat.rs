@@ -48,7 +48,7 @@ impl Heartbeat {
                 id,
                 host,
                 pid,
-                version: env!("CARGO_PKG_VERSION").into(),
+                version: crate::VERSION.into(),
                 started_at_ms: now,
                 seen_at_ms: now,
                 topics: Vec::new(),

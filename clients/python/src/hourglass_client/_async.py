@@ -78,3 +78,6 @@ class AsyncClient:
 
     async def stats(self) -> Dict[str, Any]:
         return await self._run("stats")
+
+    async def scale(self, topic: Optional[str] = None) -> Dict[str, Any]:
+        return await self._run("scale", topic)

@@ -226,6 +226,12 @@ class Client:
         """Counts per topic (as `hourglass stats --json`)."""
         return self._request("GET", "/api/stats")[1]
 
+    def scale(self, topic: Optional[str] = None) -> Dict[str, Any]:
+        """What an autoscaler reads: every topic's load and the runners the
+        namespace needs (`suggested_runners`), or one topic's."""
+        path = f"{self._topic(topic)}/scale" if topic is not None else "/api/scale"
+        return self._request("GET", path)[1]
+
 
 def _seconds(value: Duration) -> float:
     """A duration in seconds, for the socket's timeout (text: at most a day)."""

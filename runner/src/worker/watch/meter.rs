@@ -23,6 +23,10 @@ use crate::wasm::Finish;
 /// Lateness samples kept per topic: the most recent attempts.
 const RECENT: usize = 1024;
 
+/// The attempts the moving average of an attempt's wall time follows (its
+/// weight on the newest is one in this many).
+const ATTEMPT_WINDOW: f64 = 64.0;
+
 /// How an attempt ended, as counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -88,6 +92,8 @@ struct Counts {
     cpu_us: u64,
     /// Peak memory of its most recent attempts, bytes.
     memory: VecDeque<u64>,
+    /// Wall time of its recent attempts, µs (a moving average), if any ran.
+    attempt_us: Option<f64>,
     versions: Vec<VersionCounts>,
 }
 
@@ -110,6 +116,7 @@ impl Counts {
             }),
             cpu_us: 0,
             memory: VecDeque::new(),
+            attempt_us: None,
             versions: Vec::new(),
         }
     }
@@ -236,6 +243,13 @@ impl Meter {
                 c.memory.pop_front();
             }
             c.memory.push_back(usage.memory_peak);
+            if tally.is_some() {
+                let wall = usage.wall_us as f64;
+                c.attempt_us = Some(match c.attempt_us {
+                    Some(mean) => mean + (wall - mean) / ATTEMPT_WINDOW,
+                    None => wall,
+                });
+            }
             let v = c.version(&self.metrics, version);
             v.duration.observe(usage.wall().as_secs_f64());
             let cpu = usage.cpu().as_secs_f64();
@@ -411,6 +425,7 @@ impl Meter {
                     late_p99_ms: quantile(&late, 0.99),
                     cpu_us: c.cpu_us,
                     memory_p99: quantile(&sorted(&c.memory), 0.99),
+                    attempt_us: c.attempt_us.map(|us| us.round() as u64),
                 };
                 (name.clone(), meter)
             })
