@@ -87,6 +87,12 @@ pub struct TopicKeys {
     /// hash: a flow's state, when these are the keys of flow `<id>`
     /// (`Queue::flow_keys`, topic name `flow:<id>`; see `flow/`).
     pub flow: String,
+    /// hash id → the log lines a stored job's attempts wrote (`logs.rs`),
+    /// at most the topic's `logs.keep` bytes each (`lua/prelude.lua`: logs_add).
+    pub logs: String,
+    /// zset id → when it ended (ms): the most recent ends of a topic that
+    /// keeps them (`results`), newest 10,000 at most (`lua/prelude.lua`: ended).
+    pub ended: String,
 }
 
 impl TopicKeys {
@@ -147,6 +153,8 @@ impl TopicKeys {
             suspended: key("suspended"),
             fair: key("fair"),
             flow: key("flow"),
+            logs: key("logs"),
+            ended: key("ended"),
         }
     }
 }
@@ -237,6 +245,8 @@ mod tests {
             suspended,
             fair,
             flow,
+            logs,
+            ended,
         } = &k;
         for key in [
             pending,
@@ -265,6 +275,8 @@ mod tests {
             suspended,
             fair,
             flow,
+            logs,
+            ended,
             &k.journal_of("order-1"),
             &k.schedule("nightly"),
             &k.result("order-1"),

@@ -69,6 +69,7 @@ mod job;
 pub mod journal;
 pub mod keys;
 pub mod layout;
+pub mod logs;
 pub mod outbox;
 mod pipeline;
 mod queue;
@@ -80,6 +81,7 @@ mod runners;
 mod scripts;
 mod sentinel;
 mod shown;
+pub mod story;
 mod tenants;
 pub mod trace;
 mod usage;
@@ -97,13 +99,13 @@ pub use error::QueueError;
 pub use flow::{BatchSpec, BatchSummary, Dependency, FlowRef, FlowSpec, Flows, Notice, Upstream};
 pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
-    AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,
-    KEPT_ATTEMPTS, LOWEST_PRIORITY, NewJob, OnExpire, Refusal, Refused, Retrying, TopicStats,
-    Usage, check_account, check_id, check_key, with_attempt,
+    Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Held, LOWEST_PRIORITY, NewJob, OnExpire,
+    Refusal, Refused, Retrying, TopicStats, check_account, check_id, check_key,
 };
 pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use layout::Layouts;
+pub use logs::{JobLogs, LogLine};
 pub use outbox::{Entry, Parked, outbox_token};
 pub use pipeline::Pipeline;
 pub use queue::Queue;
@@ -118,6 +120,7 @@ pub use shown::{
     BatchCounts, DependencyJson, DependentJson, EndJson, FlowPlace, JobJson, JournalJson, LiveJson,
     SignalJson, StepJson,
 };
+pub use story::{AttemptCost, AttemptOutcome, Failure, KEPT_ATTEMPTS, Usage, with_attempt};
 pub use tenants::{Fairness, KeyStats, KeysStats, MAX_WEIGHT, Share, Tenants};
 pub use trace::TraceContext;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
@@ -134,6 +137,16 @@ pub struct DeadLetter {
     pub keep: u64,
     /// None older than this.
     pub max_age: Duration,
+}
+
+/// What a topic keeps of its jobs beyond their state: each job's end for
+/// waiters (`results`), and each job's logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// How long each end is kept; `None`: no ends are kept.
+    pub results: Option<Duration>,
+    /// The most bytes of logs a job keeps; 0: the topic keeps none.
+    pub logs: u64,
 }
 
 /// How long follow-ups parked by an ack wait for their runner to deliver

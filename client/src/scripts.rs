@@ -187,23 +187,27 @@ script!(
     "ack.lua",
     [
         lease, job, attempt, error, outbox, outbox_due, account, progress, journal, fair, expire,
-        priority
+        priority, logs, ended
     ]
 );
 script!(
     RETRY,
     "retry.lua",
-    [lease, pending, attempt, error, job, fair]
+    [lease, pending, attempt, error, job, fair, logs]
 );
 script!(
     BURY,
     "bury.lua",
     [
         lease, job, attempt, error, dead, dead_info, account, progress, journal, outbox,
-        outbox_due, fair, expire, priority, expired
+        outbox_due, fair, expire, priority, expired, logs, ended
     ]
 );
-script!(REQUEUE, "requeue.lua", [lease, pending, error, job, fair]);
+script!(
+    REQUEUE,
+    "requeue.lua",
+    [lease, pending, error, job, fair, attempt]
+);
 script!(RELEASE, "release.lua", [lease, pending, attempt, job, fair]);
 script!(OUTBOX_TAKE, "outbox_take.lua", [outbox, outbox_due]);
 script!(OUTBOX_CLEAR, "outbox_clear.lua", [outbox, outbox_due]);
@@ -224,7 +228,9 @@ script!(
         journal,
         suspended,
         fair,
-        expire
+        expire,
+        logs,
+        ended
     ]
 );
 script!(
@@ -235,13 +241,15 @@ script!(
 script!(
     DEAD_PURGE,
     "dead_purge.lua",
-    [dead, dead_info, job, account, journal, fair, priority]
+    [dead, dead_info, job, account, journal, fair, priority, logs]
 );
 script!(STEP, "step.lua", [attempt, journal], alone);
 script!(
     SUSPEND,
     "suspend.lua",
-    [lease, pending, attempt, job, journal, suspended, fair]
+    [
+        lease, pending, attempt, job, journal, suspended, fair, error, logs
+    ]
 );
 script!(
     SIGNAL,

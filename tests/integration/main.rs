@@ -70,6 +70,8 @@
 //! - `reproducible`: a project built twice, and in another folder, gives the
 //!   same component (Rust, Python, JavaScript).
 //! - `metering`: each attempt's CPU, memory and calls; `cpu` limits; accounts.
+//! - `story`: a job's story and logs kept with it, its dead letter and its
+//!   kept end; bounded; a lost lease in the story; nothing left by a plain ack.
 //! - `results`: results, progress and waiting in three languages; 2,000 API
 //!   waiters (in `results::alone`, run alone by `scripts/test`).
 //! - `rollout_runners`: runners whose handler folders differ: no canary of a
@@ -127,6 +129,7 @@ mod runners;
 mod scheduling;
 mod security;
 mod standards;
+mod story;
 mod tenant_limits;
 mod tenant_ops;
 mod tenants;

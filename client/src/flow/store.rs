@@ -268,6 +268,8 @@ impl Flows<'_> {
             version: None,
             attempts: 0,
             at_ms: now_ms,
+            history: Vec::new(),
+            logs: None,
         };
         let reply: Value = scripts::FLOW_CANCEL
             .on(&self.keys(id))
