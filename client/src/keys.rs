@@ -190,6 +190,25 @@ pub fn usage_key(namespace: &str, hour_s: u64) -> String {
     format!("{namespace}:{{:usage}}:{hour_s}")
 }
 
+/// A topic's history in the hour starting at `hour_s` (Unix seconds), by
+/// the minute (`minutes.rs`): one hash, in the `{:minutes}` slot.
+pub fn minutes_key(namespace: &str, topic: &str, hour_s: u64) -> String {
+    format!("{namespace}:{{:minutes}}:{topic}:{hour_s}")
+}
+
+/// Which runner takes each topic's counts in minute `minute` (Unix
+/// minutes): topic → runner, the first to claim it (`minutes.rs`).
+pub fn minute_claims(namespace: &str, minute: u64) -> String {
+    format!("{namespace}:{{:minutes}}:claims:{minute}")
+}
+
+/// Recent flows (flow id → when it was created, ms), the newest
+/// [`crate::flow::RECENT_FLOWS`]: in the slot of [`flows_stats`], which a
+/// flow's creation writes too.
+pub fn flows_recent(namespace: &str) -> String {
+    format!("{{{}}}:recent", flows_stats(namespace))
+}
+
 /// The pub/sub channel on which scripts announce a job that became due earlier
 /// than anything before it: runners sleep until the next due time or this.
 pub fn wake_channel(namespace: &str) -> String {

@@ -56,6 +56,7 @@
 //!   TLS), `sentinel.rs`, `durable.rs` (replica-confirmed writes), `error.rs`.
 
 mod admin;
+mod browse;
 mod claim;
 pub mod clock;
 mod connect;
@@ -70,6 +71,7 @@ pub mod journal;
 pub mod keys;
 pub mod layout;
 pub mod logs;
+mod minutes;
 pub mod outbox;
 mod pipeline;
 mod queue;
@@ -91,6 +93,7 @@ mod wake;
 use std::time::Duration;
 
 pub use admin::{Admin, Cancelled};
+pub use browse::{BROWSE_LOOK, BROWSE_MOST, Browse, BrowsePage, BrowseState, JobRow};
 pub use claim::RateLimit;
 pub use connect::{Endpoint, Servers, Tls, redact};
 pub use dead::{DEAD_BATCH, DeadLetters};
@@ -106,6 +109,7 @@ pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use layout::Layouts;
 pub use logs::{JobLogs, LogLine};
+pub use minutes::{LATE_BOUNDS, MINUTES_KEEP, Minute, MinuteCounts, MinuteSums, late_bucket};
 pub use outbox::{Entry, Parked, outbox_token};
 pub use pipeline::Pipeline;
 pub use queue::Queue;

@@ -110,6 +110,23 @@ impl JobEnd {
         out
     }
 
+    /// The end a stored value's header line says (its result and logs not
+    /// read): for a listing that reads only the start of each end.
+    pub fn header_of(bytes: &[u8]) -> Option<JobEnd> {
+        let split = bytes.iter().position(|&b| b == b'\n')?;
+        let header: Header = serde_json::from_slice(&bytes[..split]).ok()?;
+        Some(JobEnd {
+            state: header.state,
+            result: None,
+            reason: header.reason,
+            version: header.version,
+            attempts: header.attempts,
+            at_ms: header.at,
+            history: header.history,
+            logs: None,
+        })
+    }
+
     /// Read back what [`JobEnd::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<JobEnd, CorruptRecord> {
         let split = bytes

@@ -8,6 +8,8 @@
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
 //! - `time_index`: the time index against a model; bulk enqueues in its buckets;
 //!   how few calls a plain topic's claims and acks make.
+//! - `browse`: a topic's jobs by state over the API, paged from a cursor
+//!   (100,000 dead letters), filtered; bulk actions; the read-only token.
 //! - `batched`: handlers that take jobs in batches: calls per `max`, outcomes per job, traps, `wait`.
 //! - `job_priority`: priority within a topic: higher first, due order within one, never early.
 //! - `expiry`: jobs not started by their deadline: dead-lettered or dropped unrun, counted.
@@ -88,6 +90,7 @@
 mod api;
 mod batched;
 mod batches;
+mod browse;
 mod cli;
 mod cluster;
 mod crash;

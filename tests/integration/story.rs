@@ -94,7 +94,11 @@ async fn a_retried_jobs_story_and_logs_hold_both_attempts_and_go_with_its_dead_l
     );
 
     // purged, the logs go with it
-    queue.dead().purge(&keys, std::slice::from_ref(&id)).await.unwrap();
+    queue
+        .dead()
+        .purge(&keys, std::slice::from_ref(&id))
+        .await
+        .unwrap();
     assert_eq!(queue.logs(&keys, &id).await.unwrap(), None);
     running.stop().await;
 }

@@ -108,7 +108,7 @@ impl Flows<'_> {
                 "a flow with id {id:?} exists: choose another id"
             )));
         }
-        self.count("created", 1).await?;
+        self.created(id, now_ms).await?;
         let entries = vec![(
             "roots".to_owned(),
             Entry {

@@ -41,6 +41,7 @@ pub(super) struct File {
 pub(super) struct Http {
     pub listen: Spanned<String>,
     pub token: Option<Spanned<String>>,
+    pub read_token: Option<Spanned<String>>,
     #[serde(default)]
     pub public_read: bool,
 }
