@@ -106,6 +106,7 @@ pub async fn case(
             .jobs
             .iter()
             .map(|j| Done {
+                logs: String::new(),
                 notice: None,
                 end: None,
                 id: j.id.clone(),
@@ -114,7 +115,9 @@ pub async fn case(
                 flows: Vec::new(),
             })
             .collect();
-        q.pipeline().ack(&k, &acks, now_ms(), None).await?;
+        q.pipeline()
+            .ack(&k, &acks, now_ms(), Default::default())
+            .await?;
         done += acks.len();
     }
     let secs = started.elapsed().as_secs_f64();

@@ -285,6 +285,7 @@ pub async fn scaling_round(
             .jobs
             .into_iter()
             .map(|j| Done {
+                logs: String::new(),
                 notice: None,
                 end: None,
                 id: j.id,
@@ -294,7 +295,9 @@ pub async fn scaling_round(
             })
             .collect();
         let t = Instant::now();
-        q.pipeline().ack(&k, &done, now_ms(), None).await?;
+        q.pipeline()
+            .ack(&k, &done, now_ms(), Default::default())
+            .await?;
         ack_secs += t.elapsed().as_secs_f64();
     }
     Ok(serde_json::json!({
@@ -316,6 +319,7 @@ pub async fn instance(
     let runtime = Runtime::new(72, cache)?;
     let handler = runtime.load(std::path::Path::new(component))?;
     let sandbox = Sandbox {
+        logs: 0,
         result_max: 64 << 10,
         reuse: reuse.then_some(hourglass::config::Reuse {
             jobs: 1_000,

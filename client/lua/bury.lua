@@ -7,17 +7,21 @@
 -- KEYS[12]: fair hash (prelude.lua: tenant keys; a dead letter keeps its key)
 -- KEYS[13]: expire zset (prelude.lua: expired_take)   KEYS[14]: priority hash (index.lua:
 -- index_add; a dead letter keeps its priority)   KEYS[15]: the topic's count of expired jobs
--- KEYS[15 + j]: the result key of job j (only when the topic keeps results; a leased job
+-- KEYS[16]: logs hash (prelude.lua: logs_add; a dead letter keeps its logs)
+-- KEYS[17]: recent ends zset (prelude.lua: ended)
+-- KEYS[17 + j]: the result key of job j (only when the topic keeps results; a leased job
 -- is not on the time index)
 -- ARGV[1]: now ms   ARGV[2]: most dead letters kept   ARGV[3]: drop dead letters older than this (ms)
 -- ARGV[4]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[5]: the topic's events channel
--- ARGV[6]: sweep time (ms) of what is parked now
--- ARGV[7..]: sextuples of id, attempt, info JSON (reason, attempts, last error), encoded end
--- ('' for none), outbox entry ('' for none), and how: '' (dead-lettered), 'x' (expired:
--- dead-lettered and counted) or 'd' (expired and dropped: counted, nothing kept)
+-- ARGV[6]: sweep time (ms) of what is parked now   ARGV[7]: most bytes of logs a job keeps
+-- ARGV[8..]: septuples of id, attempt, info JSON (reason, attempts, last error, the job's
+-- story), encoded end ('' for none), outbox entry ('' for none), how: '' (dead-lettered), 'x'
+-- (expired: dead-lettered and counted) or 'd' (expired and dropped: counted, nothing kept),
+-- and the attempt's log lines ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local stale, buried, dropped, expired = {}, {}, {}, 0
-for i = 7, #ARGV, 6 do
+local keep, ends = tonumber(ARGV[7]), false
+for i = 8, #ARGV, 7 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
@@ -31,11 +35,13 @@ for i = 7, #ARGV, 6 do
     else
       redis.call('ZADD', KEYS[5], ARGV[1], id)
       redis.call('HSET', KEYS[6], id, ARGV[i + 2])
+      logs_add(KEYS[16], id, ARGV[i + 6], keep)
     end
     if how ~= '' then expired = expired + 1 end
     redis.call('HDEL', KEYS[8], id)
     if ARGV[i + 3] ~= '' then
-      ended(KEYS[15 + (i - 1) / 6], ARGV[i + 3], ARGV[4], ARGV[5], id)
+      ended(KEYS[17 + (i - 1) / 7], ARGV[i + 3], ARGV[4], ARGV[5], id, KEYS[17], ARGV[1])
+      ends = true
     end
     if ARGV[i + 4] ~= '' then
       local token = ARGV[i + 1] .. ':' .. id -- redis::outbox_token
@@ -46,6 +52,7 @@ for i = 7, #ARGV, 6 do
     refuse(stale, id, current)
   end
 end
+if ends then ended_trim(KEYS[17], tonumber(ARGV[1]), tonumber(ARGV[4])) end
 keys_released(KEYS[12], buried)
 zrem_if(KEYS[13], buried)
 if expired > 0 then redis.call('INCRBY', KEYS[15], expired) end
@@ -59,6 +66,7 @@ local function drop(ids)
     redis.call('HDEL', KEYS[12] .. ':of', id)
   end
   hdel_if(KEYS[14], ids)
+  hdel_if(KEYS[16], ids)
   forget_journals(KEYS[9], ids)
 end
 drop(dropped)

@@ -5,12 +5,14 @@
 -- KEYS[9]: progress hash   KEYS[10]: layout 2's zset of waiting jobs
 -- KEYS[11]: journal hash (step.lua)   KEYS[12]: suspended hash (suspend.lua)
 -- KEYS[13]: fair hash (prelude.lua: tenant keys)   KEYS[14]: expire zset (prelude.lua: expired_take)
--- KEYS[14 + j]: the result key of job j (only when the topic keeps results)
+-- KEYS[15]: logs hash (prelude.lua: logs_add)   KEYS[16]: recent ends zset (prelude.lua: ended)
+-- KEYS[16 + j]: the result key of job j (only when the topic keeps results)
 -- ARGV[1]: how long ends are kept (ms; '0': the topic keeps none)   ARGV[2]: the topic's events channel
--- ARGV[3]: the encoded end of a cancelled job   ARGV[4..]: ids
+-- ARGV[3]: the encoded end of a cancelled job   ARGV[4]: now ms   ARGV[5..]: ids
 -- Returns: per id, where it was: 'pending', 'running', 'dead' or '' (no such job)
 local out = {}
-for i = 4, #ARGV do
+local ends = false
+for i = 5, #ARGV do
   local id = ARGV[i]
   local was = ''
   if redis.call('ZREM', KEYS[2], id) == 1 then
@@ -38,10 +40,13 @@ for i = 4, #ARGV do
     redis.call('ZREM', KEYS[14], id)
     redis.call('HDEL', KEYS[1] .. ':priority', id) -- after unwait, which needed it
     forget_journals(KEYS[11], { id })
+    hdel_if(KEYS[15], { id })
     if ARGV[1] ~= '0' then
-      ended(KEYS[14 + i - 3], ARGV[3], ARGV[1], ARGV[2], id)
+      ended(KEYS[16 + i - 4], ARGV[3], ARGV[1], ARGV[2], id, KEYS[16], ARGV[4])
+      ends = true
     end
   end
-  out[i - 3] = was
+  out[i - 4] = was
 end
+if ends then ended_trim(KEYS[16], tonumber(ARGV[4]), tonumber(ARGV[1])) end
 return out

@@ -1,7 +1,7 @@
 -- Delete dead letters and their payloads for good.
 -- KEYS[1]: dead zset   KEYS[2]: dead_info hash   KEYS[3]: job hash   KEYS[4]: account hash
 -- KEYS[5]: journal hash (step.lua)   KEYS[6]: fair hash (prelude.lua: tenant keys)
--- KEYS[7]: priority hash (index.lua: index_add)
+-- KEYS[7]: priority hash (index.lua: index_add)   KEYS[8]: logs hash (prelude.lua: logs_add)
 -- ARGV[1]: most jobs when no ids are given   ARGV[2..]: ids; none means the oldest ARGV[1]
 -- Returns: the ids deleted
 local ids = {}
@@ -22,4 +22,5 @@ for _, id in ipairs(ids) do
   end
 end
 forget_journals(KEYS[5], out)
+hdel_if(KEYS[8], out)
 return out

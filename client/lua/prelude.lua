@@ -153,10 +153,47 @@ local function flow_job_ended(flow, i, namespace)
 end
 
 -- A job ended (acked, dead, cancelled) on a topic that keeps ends: keep `record`
--- at `key` for `keep` ms and tell its waiters ("<id>\n<json>", client/src/wait.rs).
-local function ended(key, record, keep, channel, id)
+-- at `key` for `keep` ms, list it among the topic's recent ends (the zset `index`, id -> ms,
+-- cut by ended_trim) and tell its waiters ("<id>\n<json>", client/src/wait.rs).
+local function ended(key, record, keep, channel, id, index, now)
   redis.call('SET', key, record, 'PX', keep)
+  redis.call('ZADD', index, now, id)
   redis.call('PUBLISH', channel, id .. '\n{"event":"end"}')
+end
+
+-- The recent ends' index (ended) holds the newest ENDED_KEPT ends and none older than `keep`
+-- ms: trimmed once per script call, in steps, so it costs a call a few commands.
+local ENDED_KEPT = 10000
+
+local function ended_trim(index, now, keep)
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. string.format('%d', now - keep))
+  local excess = redis.call('ZCARD', index) - ENDED_KEPT
+  if excess > 0 then redis.call('ZREMRANGEBYRANK', index, 0, excess - 1) end
+end
+
+-- Logs per job (client/src/logs.rs): the hash `logs` holds each stored job's lines ("<ms>
+-- <attempt> <stream> <text>"), at most `keep` bytes of them: an attempt's `chunk` is added
+-- when it ends, and past `keep` the oldest lines go first, a first line '0 0 dropped <n>'
+-- then counting the bytes that went. A topic's logs are all absent while no job logged.
+local function logs_joined(old, chunk, keep)
+  local all = (old or '') .. chunk
+  if #all <= keep then return all end
+  local dropped = 0
+  local n, rest = string.match(all, '^0 0 dropped (%d+)\n()')
+  if n then
+    dropped = tonumber(n)
+    all = string.sub(all, rest)
+  end
+  -- room for the marker line (at most 33 bytes)
+  local nl = string.find(all, '\n', math.max(1, #all - keep + 40), true) or #all
+  dropped = dropped + nl
+  return '0 0 dropped ' .. string.format('%d', dropped) .. '\n' .. string.sub(all, nl + 1)
+end
+
+-- Add job `id`'s attempt's `chunk` ('' for none: nothing to do) to its logs.
+local function logs_add(key, id, chunk, keep)
+  if chunk == '' then return end
+  redis.call('HSET', key, id, logs_joined(redis.call('HGET', key, id), chunk, keep))
 end
 
 -- Expiry: a job enqueued with a deadline (not started by then, it is not run) has it in the

@@ -5,16 +5,19 @@
 -- A job that waits for a signal already sent is due at once.
 -- KEYS[1]: lease zset   KEYS[2]: time index (index.lua)   KEYS[3]: attempt hash
 -- KEYS[4]: job hash   KEYS[5]: journal hash (step.lua)   KEYS[6]: suspended hash
--- KEYS[7]: fair hash (prelude.lua: tenant keys)
--- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms
--- ARGV[4..]: sextuples of id, attempt, wake ms, timer field, handler version, what it waits
---   for (JSON: client/src/journal.rs Suspension, whose 'signal' names the signal, if any)
+-- KEYS[7]: fair hash (prelude.lua: tenant keys)   KEYS[8]: error hash (the job's story)
+-- KEYS[9]: logs hash (prelude.lua: logs_add)
+-- ARGV[1]: wake channel   ARGV[2]: topic   ARGV[3]: now ms   ARGV[4]: most bytes of logs a job keeps
+-- ARGV[5..]: octuples of id, attempt, wake ms, timer field, handler version, what it waits
+--   for (JSON: client/src/journal.rs Suspension, whose 'signal' names the signal, if any),
+--   the job's story (JSON, client/src/story.rs: Failure) and the attempt's log lines ('' for none)
 -- Returns: the refused (normally none): per job, id and 'newer' or 'gone' (see refuse)
 local before = head_due(KEYS[2])
 local now = tonumber(ARGV[3])
 local earliest = nil
 local stale, back, dues = {}, {}, {}
-for i = 4, #ARGV, 6 do
+local keep = tonumber(ARGV[4])
+for i = 5, #ARGV, 8 do
   local id = ARGV[i]
   local current = redis.call('HGET', KEYS[3], id)
   if current == ARGV[i + 1] then
@@ -25,6 +28,8 @@ for i = 4, #ARGV, 6 do
     redis.call('HSETNX', journal, ARGV[i + 3], ARGV[i + 2])
     redis.call('HSET', KEYS[5], id, '1')
     redis.call('HSET', KEYS[6], id, ARGV[i + 5])
+    redis.call('HSET', KEYS[8], id, ARGV[i + 6])
+    logs_add(KEYS[9], id, ARGV[i + 7], keep)
     local due = tonumber(redis.call('HGET', journal, ARGV[i + 3]))
     local waits = cjson.decode(ARGV[i + 5])
     if type(waits.signal) == 'string' and redis.call('HEXISTS', journal, 'g:' .. waits.signal) == 1 then

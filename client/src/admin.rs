@@ -54,11 +54,14 @@ impl Admin<'_> {
             version: None,
             attempts: 0,
             at_ms: now_ms,
+            history: Vec::new(),
+            logs: None,
         };
         let flows = self.flows_of(keys, ids).await?;
         inv.arg(crate::results::keep_ms(keep))
             .arg(&keys.events)
-            .arg(end.encode());
+            .arg(end.encode())
+            .arg(now_ms);
         for id in ids {
             inv.arg(id);
         }

@@ -6,8 +6,8 @@ use redis::Value;
 use super::record::split_stored;
 use super::reply::{bytes, number, optional_string};
 use super::{
-    CorruptRecord, DeadInfo, Failure, Journal, Progress, Queue, QueueError, Record, Rollout,
-    Suspension, TopicKeys,
+    AttemptCost, CorruptRecord, DeadInfo, Failure, Journal, Progress, Queue, QueueError, Record,
+    Rollout, Suspension, TopicKeys,
 };
 
 /// Where a job is in its life.
@@ -36,6 +36,11 @@ pub struct JobView {
     pub record: Option<Result<Record, CorruptRecord>>,
     /// How the last failed attempt failed, if one did.
     pub last_failure: Option<Failure>,
+    /// Its story: each attempt so far (the most recent
+    /// [`crate::KEPT_ATTEMPTS`]), with how it ended and what it used.
+    pub history: Vec<AttemptCost>,
+    /// The bytes of log lines it keeps (`Queue::logs` reads them).
+    pub logs_bytes: u64,
     /// The latest progress an attempt reported, if any did.
     pub progress: Option<Progress>,
     /// A durable handler's journal, if it has one.
@@ -82,6 +87,9 @@ impl Queue {
             .hget(format!("{}:of", keys.fair), id)
             .hget(&keys.priority, id)
             .zscore(&keys.expire, id)
+            .cmd("HSTRLEN")
+            .arg(&keys.logs)
+            .arg(id)
             .query_async(&mut self.conn.clone())
             .await?;
         let [
@@ -97,6 +105,7 @@ impl Queue {
             key,
             priority,
             deadline,
+            logs_bytes,
         ] = &reply[..]
         else {
             return Err(QueueError::Protocol(format!("inspect answered {reply:?}")));
@@ -136,12 +145,21 @@ impl Queue {
             JobState::Dead(info) => info.attempts,
             _ => score(attempts)?.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         };
+        let failure = optional_string(failure)?.map(Failure::parse);
+        let history = match (&state, &failure) {
+            (JobState::Dead(info), _) => info.costs.clone(),
+            (_, Some(f)) => f.attempts.clone(),
+            _ => Vec::new(),
+        };
         Ok(Some(JobView {
             id: id.to_owned(),
             state,
             attempts,
             record: record.map(Record::decode),
-            last_failure: optional_string(failure)?.map(Failure::parse),
+            // a story with no failure in it (a durable job that slept) is no failure
+            last_failure: failure.filter(Failure::failed),
+            history,
+            logs_bytes: score(logs_bytes)?.unwrap_or(0),
             progress: optional_string(progress)?.and_then(|p| serde_json::from_str(&p).ok()),
             journal: Some(Journal::from_reply(journal)?).filter(|j| *j != Journal::default()),
             suspension: optional_string(suspension)?.and_then(|s| serde_json::from_str(&s).ok()),

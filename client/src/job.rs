@@ -2,7 +2,7 @@
 //! out, what an ack, retry or burial records.
 
 use super::flow::{FlowRef, Notice};
-use super::{CorruptRecord, JobEnd, Parked, Record, TraceContext};
+use super::{AttemptCost, CorruptRecord, Failure, JobEnd, Parked, Record, TraceContext};
 
 /// Job ids are Redis hash fields and zset members and appear in logs:
 /// 1 to 512 bytes of printable text. (Scripts rely on the bound: the attempt
@@ -224,107 +224,13 @@ pub struct DeadInfo {
     /// The content hash of the handler that ran the last attempt, if one ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler: Option<String>,
-    /// Each attempt, with what it used (the most recent [`KEPT_ATTEMPTS`]).
+    /// Its story: each attempt, with what it used (the most recent
+    /// [`crate::KEPT_ATTEMPTS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub costs: Vec<AttemptCost>,
     /// For a job that expired: the deadline it was not started by (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
-}
-
-/// What one attempt used, as the runner measured it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Usage {
-    /// From the start of instantiation to the handler's answer (or its stop), µs.
-    pub wall_us: u64,
-    /// CPU the runner's threads spent running the instance, µs.
-    pub cpu_us: u64,
-    /// The most linear memory the instance held at once, bytes.
-    pub memory_peak: u64,
-    /// How long the fresh instance took to start, µs.
-    pub start_us: u64,
-    /// Outbound HTTP requests sent.
-    pub requests: u32,
-    /// Request body bytes sent.
-    pub bytes_out: u64,
-    /// Response body bytes received.
-    pub bytes_in: u64,
-}
-
-impl Usage {
-    /// The CPU time.
-    pub fn cpu(&self) -> std::time::Duration {
-        std::time::Duration::from_micros(self.cpu_us)
-    }
-
-    /// The wall time.
-    pub fn wall(&self) -> std::time::Duration {
-        std::time::Duration::from_micros(self.wall_us)
-    }
-}
-
-/// One finished attempt of a job that did not ack, with what it used: kept
-/// with the job's last failure while it lives, and with its dead letter.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct AttemptCost {
-    /// Which attempt (1 for the first).
-    pub attempt: u32,
-    /// The content hash of the handler that ran it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handler: Option<String>,
-    /// What it used.
-    #[serde(flatten)]
-    pub usage: Usage,
-}
-
-/// Attempts whose costs a job keeps: the most recent ones.
-pub const KEPT_ATTEMPTS: usize = 25;
-
-/// `earlier` with `this` added, the oldest dropped past [`KEPT_ATTEMPTS`].
-pub fn with_attempt(mut earlier: Vec<AttemptCost>, this: AttemptCost) -> Vec<AttemptCost> {
-    earlier.push(this);
-    if earlier.len() > KEPT_ATTEMPTS {
-        earlier.drain(..earlier.len() - KEPT_ATTEMPTS);
-    }
-    earlier
-}
-
-/// How an attempt failed, kept (as JSON) until the job's next attempt ends.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Failure {
-    /// What went wrong.
-    pub error: String,
-    /// The content hash of the handler that ran the attempt, if one ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handler: Option<String>,
-    /// When (ms since the Unix epoch).
-    #[serde(default)]
-    pub at: u64,
-    /// Each attempt so far that did not ack, with what it used (the most
-    /// recent [`KEPT_ATTEMPTS`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attempts: Vec<AttemptCost>,
-}
-
-impl Failure {
-    /// The stored form (JSON), the one encoding of a failure: Lua stores what
-    /// it is given and never builds one.
-    pub(super) fn encode(&self) -> String {
-        serde_json::to_string(self).expect("a failure serializes")
-    }
-
-    /// Read a stored failure; text from before failures were JSON is the error itself.
-    pub(super) fn parse(text: String) -> Failure {
-        serde_json::from_str(&text).unwrap_or(Failure {
-            error: text,
-            handler: None,
-            at: 0,
-            attempts: Vec::new(),
-        })
-    }
 }
 
 /// A finished attempt to acknowledge.
@@ -342,6 +248,8 @@ pub struct Done {
     pub notice: Option<Notice>,
     /// Flows its handler created, each created once the ack is delivered.
     pub flows: Vec<crate::FlowSpec>,
+    /// The attempt's log lines (`logs.rs`; '' for none): kept with its end.
+    pub logs: String,
 }
 
 /// A failed attempt whose job runs again.
@@ -353,8 +261,10 @@ pub struct Retrying {
     pub attempt: u32,
     /// When the next attempt is due (ms).
     pub next_due_ms: u64,
-    /// What went wrong.
+    /// What went wrong, with the job's story.
     pub failure: Failure,
+    /// The attempt's log lines (`logs.rs`; '' for none).
+    pub logs: String,
 }
 
 /// An attempt whose job goes to the dead-letter set.
@@ -373,6 +283,8 @@ pub struct Burial {
     /// It expired: counted as such, and dropped instead of dead-lettered
     /// when its topic says so.
     pub expired: Option<OnExpire>,
+    /// The attempt's log lines (`logs.rs`; '' for none).
+    pub logs: String,
 }
 
 /// A claimed attempt given back without counting it.

@@ -174,6 +174,10 @@ pub struct Suspending {
     pub version: String,
     /// What it waits for.
     pub suspension: Suspension,
+    /// Its story, this attempt included (kept in the topic's error hash).
+    pub story: Vec<crate::AttemptCost>,
+    /// The attempt's log lines (`logs.rs`; '' for none).
+    pub logs: String,
 }
 
 /// What a signal found.
@@ -265,16 +269,18 @@ impl Pipeline<'_> {
         Ok(recorded == 1)
     }
 
-    /// Suspend jobs (`suspend.lua`); the jobs left alone and why.
+    /// Suspend jobs (`suspend.lua`), keeping each one's story and logs (as
+    /// `kept` says); the jobs left alone and why.
     pub async fn suspend(
         self,
         keys: &TopicKeys,
         jobs: &[Suspending],
         now_ms: u64,
+        kept: crate::Kept,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::SUSPEND.on(keys);
         self.q.wake_args(&mut inv, keys);
-        inv.arg(now_ms);
+        inv.arg(now_ms).arg(kept.logs);
         for s in jobs {
             let waits = serde_json::to_string(&s.suspension).expect("a suspension is JSON");
             inv.arg(&s.id)
@@ -282,7 +288,9 @@ impl Pipeline<'_> {
                 .arg(s.suspension.until_ms)
                 .arg(&s.suspension.timer)
                 .arg(&s.version)
-                .arg(waits);
+                .arg(waits)
+                .arg(crate::Failure::story(s.story.clone()).encode())
+                .arg(&s.logs);
         }
         job::refusals(self.q.invoke_durable(&inv).await?)
     }

@@ -87,6 +87,12 @@ pub struct TopicKeys {
     /// hash: a flow's state, when these are the keys of flow `<id>`
     /// (`Queue::flow_keys`, topic name `flow:<id>`; see `flow/`).
     pub flow: String,
+    /// hash id → the log lines a stored job's attempts wrote (`logs.rs`),
+    /// at most the topic's `logs.keep` bytes each (`lua/prelude.lua`: logs_add).
+    pub logs: String,
+    /// zset id → when it ended (ms): the most recent ends of a topic that
+    /// keeps them (`results`), newest 10,000 at most (`lua/prelude.lua`: ended).
+    pub ended: String,
 }
 
 impl TopicKeys {
@@ -147,6 +153,8 @@ impl TopicKeys {
             suspended: key("suspended"),
             fair: key("fair"),
             flow: key("flow"),
+            logs: key("logs"),
+            ended: key("ended"),
         }
     }
 }
@@ -180,6 +188,25 @@ pub fn layout_key(namespace: &str) -> String {
 /// summed per account: one hash per hour, a hash tag of its own.
 pub fn usage_key(namespace: &str, hour_s: u64) -> String {
     format!("{namespace}:{{:usage}}:{hour_s}")
+}
+
+/// A topic's history in the hour starting at `hour_s` (Unix seconds), by
+/// the minute (`minutes.rs`): one hash, in the `{:minutes}` slot.
+pub fn minutes_key(namespace: &str, topic: &str, hour_s: u64) -> String {
+    format!("{namespace}:{{:minutes}}:{topic}:{hour_s}")
+}
+
+/// Which runner takes each topic's counts in minute `minute` (Unix
+/// minutes): topic → runner, the first to claim it (`minutes.rs`).
+pub fn minute_claims(namespace: &str, minute: u64) -> String {
+    format!("{namespace}:{{:minutes}}:claims:{minute}")
+}
+
+/// Recent flows (flow id → when it was created, ms), the newest
+/// [`crate::flow::RECENT_FLOWS`]: in the slot of [`flows_stats`], which a
+/// flow's creation writes too.
+pub fn flows_recent(namespace: &str) -> String {
+    format!("{{{}}}:recent", flows_stats(namespace))
 }
 
 /// The pub/sub channel on which scripts announce a job that became due earlier
@@ -237,6 +264,8 @@ mod tests {
             suspended,
             fair,
             flow,
+            logs,
+            ended,
         } = &k;
         for key in [
             pending,
@@ -265,6 +294,8 @@ mod tests {
             suspended,
             fair,
             flow,
+            logs,
+            ended,
             &k.journal_of("order-1"),
             &k.schedule("nightly"),
             &k.result("order-1"),

@@ -58,6 +58,7 @@
 //!   takes).
 
 mod admin;
+mod browse;
 mod claim;
 pub mod clock;
 mod connect;
@@ -71,6 +72,8 @@ mod job;
 pub mod journal;
 pub mod keys;
 pub mod layout;
+pub mod logs;
+mod minutes;
 pub mod outbox;
 mod pipeline;
 mod queue;
@@ -83,6 +86,7 @@ pub mod scale;
 mod scripts;
 mod sentinel;
 mod shown;
+pub mod story;
 mod tenants;
 pub mod trace;
 mod usage;
@@ -92,6 +96,7 @@ mod wake;
 use std::time::Duration;
 
 pub use admin::{Admin, Cancelled};
+pub use browse::{BROWSE_LOOK, BROWSE_MOST, Browse, BrowsePage, BrowseState, JobRow};
 pub use claim::RateLimit;
 pub use connect::{Endpoint, Servers, Tls, redact};
 pub use dead::{DEAD_BATCH, DeadLetters};
@@ -100,13 +105,14 @@ pub use error::QueueError;
 pub use flow::{BatchSpec, BatchSummary, Dependency, FlowRef, FlowSpec, Flows, Notice, Upstream};
 pub use inspect::{JobState, JobView, TopicDefaults};
 pub use job::{
-    AttemptCost, Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Failure, Held,
-    KEPT_ATTEMPTS, LOWEST_PRIORITY, NewJob, OnExpire, Refusal, Refused, Retrying, TopicStats,
-    Usage, check_account, check_id, check_key, with_attempt,
+    Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Held, LOWEST_PRIORITY, NewJob, OnExpire,
+    Refusal, Refused, Retrying, TopicStats, check_account, check_id, check_key,
 };
 pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use layout::Layouts;
+pub use logs::{JobLogs, LogLine};
+pub use minutes::{LATE_BOUNDS, MINUTES_KEEP, Minute, MinuteCounts, MinuteSums, late_bucket};
 pub use outbox::{Entry, Parked, outbox_token};
 pub use pipeline::Pipeline;
 pub use queue::Queue;
@@ -122,6 +128,7 @@ pub use shown::{
     BatchCounts, DependencyJson, DependentJson, EndJson, FlowPlace, JobJson, JournalJson, LiveJson,
     SignalJson, StepJson,
 };
+pub use story::{AttemptCost, AttemptOutcome, Failure, KEPT_ATTEMPTS, Usage, with_attempt};
 pub use tenants::{Fairness, KeyStats, KeysStats, MAX_WEIGHT, Share, Tenants};
 pub use trace::TraceContext;
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
@@ -138,6 +145,16 @@ pub struct DeadLetter {
     pub keep: u64,
     /// None older than this.
     pub max_age: Duration,
+}
+
+/// What a topic keeps of its jobs beyond their state: each job's end for
+/// waiters (`results`), and each job's logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// How long each end is kept; `None`: no ends are kept.
+    pub results: Option<Duration>,
+    /// The most bytes of logs a job keeps; 0: the topic keeps none.
+    pub logs: u64,
 }
 
 /// How long follow-ups parked by an ack wait for their runner to deliver

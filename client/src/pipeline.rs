@@ -4,12 +4,10 @@
 //! (`requeue.lua`). Claims are in `claim.rs`, follow-up delivery in
 //! `outbox.rs`, progress in `results.rs`: the same handle.
 
-use std::time::Duration;
-
 use super::clock::millis;
 use super::{
-    Burial, DeadLetter, Done, Failure, Held, OUTBOX_SWEEP, OnExpire, Queue, QueueError, Refusal,
-    Retrying, TopicKeys, job, outbox, results, scripts,
+    Burial, DeadLetter, Done, Failure, Held, Kept, OUTBOX_SWEEP, OnExpire, Queue, QueueError,
+    Refusal, Retrying, TopicKeys, job, outbox, results, scripts,
 };
 
 /// The runner's side of the job path ([`Queue::pipeline`]).
@@ -23,15 +21,16 @@ impl Pipeline<'_> {
     /// the same step. Returns the jobs left alone and why (a newer attempt owns
     /// them, or they are gone); their follow-ups are dropped with them.
     /// Deliver the parked follow-ups afterwards with [`Pipeline::deliver`].
-    /// On a topic that keeps results (`keep`), each job's `end` is kept
-    /// that long and announced to its waiters.
+    /// On a topic that keeps results (`kept.results`), each job's `end` is
+    /// kept that long, with its logs, and announced to its waiters.
     pub async fn ack(
         self,
         keys: &TopicKeys,
         done: &[Done],
         now_ms: u64,
-        keep: Option<Duration>,
+        kept: Kept,
     ) -> Result<Vec<Refusal>, QueueError> {
+        let keep = kept.results;
         let mut inv = scripts::ACK.on(keys);
         if keep.is_some() {
             for d in done {
@@ -42,7 +41,7 @@ impl Pipeline<'_> {
             .arg(results::keep_ms(keep))
             .arg(&keys.events);
         // an ack with no follow-ups and no end to keep sends two arguments a
-        // job, not four: each costs Redis and Lua a string
+        // job, not five: each costs Redis and Lua a string
         let plain = |d: &Done| {
             d.follow_ups.is_empty()
                 && d.notice.is_none()
@@ -50,13 +49,13 @@ impl Pipeline<'_> {
                 && (d.end.is_none() || keep.is_none())
         };
         if done.iter().all(plain) {
-            inv.arg(2);
+            inv.arg(2).arg(now_ms).arg(kept.logs);
             for d in done {
                 inv.arg(&d.id).arg(d.attempt);
             }
             return job::refusals(self.q.invoke_durable(&inv).await?);
         }
-        inv.arg(4);
+        inv.arg(5).arg(now_ms).arg(kept.logs);
         for d in done {
             inv.arg(&d.id).arg(d.attempt);
             if d.follow_ups.is_empty() && d.notice.is_none() && d.flows.is_empty() {
@@ -66,44 +65,50 @@ impl Pipeline<'_> {
                 inv.arg(outbox::encode_full(&d.follow_ups, notices, &d.flows));
             }
             match (&d.end, keep) {
-                (Some(end), Some(_)) => inv.arg(end.encode()),
-                _ => inv.arg(""),
+                (Some(end), Some(_)) => inv.arg(end.encode()).arg(&d.logs),
+                _ => inv.arg("").arg(""),
             };
         }
         job::refusals(self.q.invoke_durable(&inv).await?)
     }
 
-    /// Schedule the next attempts of `failed`; `announce` tells each
-    /// failure to the job's waiters (topics that keep results).
+    /// Schedule the next attempts of `failed`, each keeping its story and
+    /// its attempt's logs (up to `kept.logs` bytes a job); a topic that keeps
+    /// results (`kept.results`) tells each failure to the job's waiters.
     pub async fn retry(
         self,
         keys: &TopicKeys,
         failed: &[Retrying],
-        announce: bool,
+        kept: Kept,
     ) -> Result<Vec<Refusal>, QueueError> {
         let mut inv = scripts::RETRY.on(keys);
         self.q.wake_args(&mut inv, keys);
-        inv.arg(if announce { keys.events.as_str() } else { "" });
+        let announce = kept.results.is_some();
+        inv.arg(if announce { keys.events.as_str() } else { "" })
+            .arg(kept.logs);
         for f in failed {
             inv.arg(&f.id)
                 .arg(f.attempt)
                 .arg(f.next_due_ms)
-                .arg(f.failure.encode());
+                .arg(f.failure.encode())
+                .arg(&f.logs);
         }
         job::refusals(self.q.invoke_durable(&inv).await?)
     }
 
-    /// Dead-letter jobs. Enforces `retention`. Returns the jobs left alone,
-    /// and why. On a topic that keeps results (`keep`), each job's `end` is
-    /// kept that long and announced to its waiters.
+    /// Dead-letter jobs, each keeping its story and logs. Enforces
+    /// `retention`. Returns the jobs left alone, and why. On a topic that
+    /// keeps results (`kept.results`), each job's `end` is kept that long and
+    /// announced to its waiters.
     pub async fn bury(
         self,
         keys: &TopicKeys,
         dead: &[Burial],
         retention: DeadLetter,
         now_ms: u64,
-        keep: Option<Duration>,
+        kept: Kept,
     ) -> Result<Vec<Refusal>, QueueError> {
+        let keep = kept.results;
         let mut inv = scripts::BURY.on(keys);
         if keep.is_some() {
             for d in dead {
@@ -116,7 +121,8 @@ impl Pipeline<'_> {
             .arg(oldest)
             .arg(results::keep_ms(keep))
             .arg(&keys.events)
-            .arg(now_ms + millis(OUTBOX_SWEEP));
+            .arg(now_ms + millis(OUTBOX_SWEEP))
+            .arg(kept.logs);
         for d in dead {
             let json = serde_json::to_string(&d.info).expect("dead info serializes");
             inv.arg(&d.id).arg(d.attempt).arg(json);
@@ -132,7 +138,8 @@ impl Pipeline<'_> {
                 None => "",
                 Some(OnExpire::Dead) => "x",
                 Some(OnExpire::Drop) => "d",
-            });
+            })
+            .arg(&d.logs);
         }
         job::refusals(self.q.invoke_durable(&inv).await?)
     }

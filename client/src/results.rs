@@ -8,7 +8,9 @@
 //! progress hash while the job lives.
 //!
 //! Stored end: one line of JSON (state, reason, handler version, attempts,
-//! time, whether a result follows), `\n`, then the result's bytes verbatim.
+//! time, the job's story, whether a result follows and how many bytes of
+//! logs follow it), `\n`, then the result's bytes verbatim, then the job's
+//! logs (`ack.lua` puts them there: the header's `"logs"`).
 
 use std::time::Duration;
 
@@ -16,7 +18,9 @@ use redis::Value;
 use serde::{Deserialize, Serialize};
 
 use super::reply::{bytes, string};
-use super::{CorruptRecord, Pipeline, Queue, QueueError, TopicKeys, clock::millis, scripts};
+use super::{
+    AttemptCost, CorruptRecord, Pipeline, Queue, QueueError, TopicKeys, clock::millis, scripts,
+};
 
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,10 +65,18 @@ pub struct JobEnd {
     pub attempts: u32,
     /// When it ended (ms since the Unix epoch).
     pub at_ms: u64,
+    /// Its story: each attempt (the most recent [`crate::KEPT_ATTEMPTS`]).
+    pub history: Vec<AttemptCost>,
+    /// Its logs, as kept with the end (`ack.lua` adds them: never encoded
+    /// here).
+    pub logs: Option<Vec<u8>>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct Header {
+    /// Bytes of logs after the result (`ack.lua` writes it first).
+    #[serde(default, skip_serializing)]
+    logs: usize,
     state: EndState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
@@ -72,6 +84,8 @@ struct Header {
     version: Option<String>,
     attempts: u32,
     at: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<AttemptCost>,
     result: bool,
 }
 
@@ -79,11 +93,13 @@ impl JobEnd {
     /// The stored bytes.
     pub fn encode(&self) -> Vec<u8> {
         let header = Header {
+            logs: 0,
             state: self.state,
             reason: self.reason.clone(),
             version: self.version.clone(),
             attempts: self.attempts,
             at: self.at_ms,
+            history: self.history.clone(),
             result: self.result.is_some(),
         };
         let mut out = serde_json::to_vec(&header).expect("an end serializes");
@@ -94,6 +110,23 @@ impl JobEnd {
         out
     }
 
+    /// The end a stored value's header line says (its result and logs not
+    /// read): for a listing that reads only the start of each end.
+    pub fn header_of(bytes: &[u8]) -> Option<JobEnd> {
+        let split = bytes.iter().position(|&b| b == b'\n')?;
+        let header: Header = serde_json::from_slice(&bytes[..split]).ok()?;
+        Some(JobEnd {
+            state: header.state,
+            result: None,
+            reason: header.reason,
+            version: header.version,
+            attempts: header.attempts,
+            at_ms: header.at,
+            history: header.history,
+            logs: None,
+        })
+    }
+
     /// Read back what [`JobEnd::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<JobEnd, CorruptRecord> {
         let split = bytes
@@ -102,13 +135,21 @@ impl JobEnd {
             .ok_or(CorruptRecord("a kept end without its header line"))?;
         let header: Header = serde_json::from_slice(&bytes[..split])
             .map_err(|_| CorruptRecord("a kept end with an unreadable header"))?;
+        let body = &bytes[split + 1..];
+        let logs_at = body
+            .len()
+            .checked_sub(header.logs)
+            .ok_or(CorruptRecord("a kept end shorter than its logs"))?;
+        let (result, logs) = body.split_at(logs_at);
         Ok(JobEnd {
             state: header.state,
-            result: header.result.then(|| bytes[split + 1..].to_vec()),
+            result: header.result.then(|| result.to_vec()),
             reason: header.reason,
             version: header.version,
             attempts: header.attempts,
             at_ms: header.at,
+            history: header.history,
+            logs: (header.logs > 0).then(|| logs.to_vec()),
         })
     }
 }
@@ -236,10 +277,36 @@ mod tests {
                 version: Some("0123456789abcdef".into()),
                 attempts: 2,
                 at_ms: 1_700_000_000_000,
+                history: Vec::new(),
+                logs: None,
             };
             assert_eq!(JobEnd::decode(&end.encode()), Ok(end));
         }
         assert!(JobEnd::decode(b"no header").is_err());
+    }
+
+    #[test]
+    fn logs_the_ack_puts_after_the_result_come_back_apart_from_it() {
+        let end = JobEnd {
+            state: EndState::Acked,
+            result: Some(b"{\"ok\":1}".to_vec()),
+            reason: None,
+            version: None,
+            attempts: 1,
+            at_ms: 5,
+            history: vec![AttemptCost::new(1, None, Default::default())],
+            logs: None,
+        };
+        let stored = end.encode();
+        let logs = b"5 1 info hello\n";
+        // as ack.lua writes it
+        let mut with = format!("{{\"logs\":{},", logs.len()).into_bytes();
+        with.extend_from_slice(&stored[1..]);
+        with.extend_from_slice(logs);
+        let back = JobEnd::decode(&with).unwrap();
+        assert_eq!(back.result, end.result);
+        assert_eq!(back.logs.as_deref(), Some(&logs[..]));
+        assert_eq!(back.history, end.history);
     }
 
     #[test]
@@ -251,6 +318,8 @@ mod tests {
             version: None,
             attempts: 1,
             at_ms: 5,
+            history: Vec::new(),
+            logs: None,
         };
         assert_eq!(end.to_json("a")["result"]["receipt"], "r-1");
         end.result = Some(vec![0xff, 0x00]);

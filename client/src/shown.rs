@@ -6,8 +6,8 @@ use base64::Engine;
 use serde::Serialize;
 
 use super::{
-    BatchSummary, DeadInfo, EndState, Failure, FlowRef, JobEnd, JobState, JobView, Journal,
-    Progress, Queue, QueueError, Record, Standing, Suspension, TopicDefaults, TopicKeys,
+    AttemptCost, BatchSummary, DeadInfo, EndState, Failure, FlowRef, JobEnd, JobState, JobView,
+    Journal, Progress, Queue, QueueError, Record, Standing, Suspension, TopicDefaults, TopicKeys,
     flow::Policy,
 };
 
@@ -83,6 +83,14 @@ pub struct LiveJson {
     pub dead: Option<DeadInfo>,
     /// How its last failed attempt failed.
     pub last_failure: Option<Failure>,
+    /// Its story: each attempt so far (the most recent 25), with when and
+    /// where it ran, how it ended and what it used.
+    pub history: Vec<AttemptCost>,
+    /// The bytes of log lines it keeps (`GET .../logs` reads them).
+    pub logs_bytes: u64,
+    /// The payload in base64, when it is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
     /// The latest progress an attempt reported.
     pub progress: Option<Progress>,
     /// The size of the result its flow parent left it.
@@ -131,6 +139,12 @@ pub struct EndJson {
     /// The handler version that ran its last attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Its story: each attempt (the most recent 25), when its topic keeps it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<AttemptCost>,
+    /// The bytes of log lines kept with its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs_bytes: Option<usize>,
 }
 
 impl JobEnd {
@@ -156,6 +170,8 @@ impl JobEnd {
             result_base64,
             reason: self.reason.clone(),
             version: self.version.clone(),
+            history: self.history.clone(),
+            logs_bytes: self.logs.as_ref().map(Vec::len),
         }
     }
 
@@ -375,6 +391,11 @@ impl JobView {
                 _ => None,
             },
             last_failure: v.last_failure.clone(),
+            history: v.history.clone(),
+            logs_bytes: v.logs_bytes,
+            payload_base64: record
+                .filter(|r| std::str::from_utf8(&r.payload).is_err())
+                .map(|r| base64::engine::general_purpose::STANDARD.encode(&r.payload)),
             progress: v.progress.clone(),
             parent_result_bytes: record.and_then(|r| r.parent_result.as_ref().map(Vec::len)),
             traceparent: record.and_then(|r| r.trace.as_ref().map(|t| t.traceparent.clone())),

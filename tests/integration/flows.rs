@@ -58,6 +58,8 @@ async fn two_then_one(queue: &Queue, id: &str) {
 /// An acked end, now.
 fn acked() -> JobEnd {
     JobEnd {
+        history: Vec::new(),
+        logs: None,
         state: EndState::Acked,
         result: None,
         reason: None,

@@ -173,6 +173,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
     q.enqueue(&parent, &[job("p1")], 0).await.unwrap();
     let claimed = q.pipeline().claim(&parent, 10, 1_000, 1).await.unwrap();
     let done = Done {
+        logs: String::new(),
         notice: None,
         end: None,
         id: "p1".into(),
@@ -186,7 +187,7 @@ async fn follow_ups_parked_by_a_runner_that_died_are_swept_and_delivered_once() 
     // acked at t=100, then the runner dies before delivering
     assert!(
         q.pipeline()
-            .ack(&parent, &[done], 100, None)
+            .ack(&parent, &[done], 100, Default::default())
             .await
             .unwrap()
             .is_empty()

@@ -163,6 +163,7 @@ async fn an_exhausted_instance_pool_releases_the_attempt_instead_of_failing_it()
         ..Grants::default()
     });
     let sandbox = Sandbox {
+        logs: 0,
         result_max: 64 << 10,
         reuse: None,
         journal: Default::default(),

@@ -8,6 +8,8 @@
 //! - `pipeline`: the Redis state changes with a controlled clock (no runner).
 //! - `time_index`: the time index against a model; bulk enqueues in its buckets;
 //!   how few calls a plain topic's claims and acks make.
+//! - `browse`: a topic's jobs by state over the API, paged from a cursor
+//!   (100,000 dead letters), filtered; bulk actions; the read-only token.
 //! - `batched`: handlers that take jobs in batches: calls per `max`, outcomes per job, traps, `wait`.
 //! - `job_priority`: priority within a topic: higher first, due order within one, never early.
 //! - `expiry`: jobs not started by their deadline: dead-lettered or dropped unrun, counted.
@@ -72,6 +74,8 @@
 //! - `reproducible`: a project built twice, and in another folder, gives the
 //!   same component (Rust, Python, JavaScript).
 //! - `metering`: each attempt's CPU, memory and calls; `cpu` limits; accounts.
+//! - `story`: a job's story and logs kept with it, its dead letter and its
+//!   kept end; bounded; a lost lease in the story; nothing left by a plain ack.
 //! - `results`: results, progress and waiting in three languages; 2,000 API
 //!   waiters (in `results::alone`, run alone by `scripts/test`).
 //! - `rollout_runners`: runners whose handler folders differ: no canary of a
@@ -91,6 +95,7 @@
 mod api;
 mod batched;
 mod batches;
+mod browse;
 mod cli;
 mod cluster;
 mod crash;
@@ -133,6 +138,7 @@ mod scale;
 mod scheduling;
 mod security;
 mod standards;
+mod story;
 mod tenant_limits;
 mod tenant_ops;
 mod tenants;

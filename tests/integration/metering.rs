@@ -338,9 +338,14 @@ async fn inspect_and_the_dead_letter_show_each_attempts_cost() {
 
     let text = hourglass(&project, &["inspect", "flaky", &id]);
     let text = String::from_utf8_lossy(&text.stdout);
+    // the header, then each attempt's line (its error under it)
     let rows: Vec<&str> = text
         .lines()
-        .skip_while(|l| !l.trim_start().starts_with("costs"))
+        .skip_while(|l| !l.trim_start().starts_with("history"))
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("history") || l.starts_with(|c: char| c.is_ascii_digit())
+        })
         .take(3)
         .collect();
     assert_eq!(rows.len(), 3, "{text}");

@@ -197,6 +197,7 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
         .bury(
             &k,
             &[Burial {
+                logs: String::new(),
                 notice: None,
                 expired: None,
                 end: None,
@@ -206,18 +207,18 @@ async fn dead_letter_retention_by_age_is_enforced_without_new_burials() {
             }],
             retention,
             10,
-            None,
+            Default::default(),
         )
         .await
         .unwrap();
     q.pipeline()
-        .bury(&k, &[], retention, 60_009, None)
+        .bury(&k, &[], retention, 60_009, Default::default())
         .await
         .unwrap();
     let view = q.inspect(&k, "old", 60_009).await.unwrap().unwrap();
     assert!(matches!(view.state, JobState::Dead(_)), "not yet 60 s old");
     q.pipeline()
-        .bury(&k, &[], retention, 60_011, None)
+        .bury(&k, &[], retention, 60_011, Default::default())
         .await
         .unwrap();
     assert!(

@@ -21,6 +21,7 @@ pub(crate) fn job(id: Option<&str>, due: u64) -> NewJob {
 
 pub(crate) fn done(id: &str, attempt: u32) -> Done {
     Done {
+        logs: String::new(),
         notice: None,
         end: None,
         id: id.into(),
@@ -145,7 +146,7 @@ async fn a_live_caller_id_is_not_enqueued_twice_but_a_finished_one_can_return() 
     );
     assert!(
         q.pipeline()
-            .ack(&k, &[done("order-1", 1)], 0, None)
+            .ack(&k, &[done("order-1", 1)], 0, Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -184,7 +185,7 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
     );
     let late_ack = q
         .pipeline()
-        .ack(&k, &[done("x", 1)], 0, None)
+        .ack(&k, &[done("x", 1)], 0, Default::default())
         .await
         .unwrap();
     assert_eq!(
@@ -197,7 +198,7 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
     );
     assert!(
         q.pipeline()
-            .ack(&k, &[done("x", 2)], 0, None)
+            .ack(&k, &[done("x", 2)], 0, Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -234,6 +235,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
             .bury(
                 &k,
                 &[Burial {
+                    logs: String::new(),
                     notice: None,
                     expired: None,
                     end: None,
@@ -243,7 +245,7 @@ async fn dead_letters_keep_their_reason_and_are_bounded() {
                 }],
                 retention,
                 10 + n as u64,
-                None,
+                Default::default(),
             )
             .await
             .unwrap();
@@ -385,7 +387,7 @@ async fn the_attempt_hash_and_the_lease_zset_stay_fast_and_show_no_extra_job() {
     assert_eq!(stats.running, 2, "{stats:?}");
     let stale = q
         .pipeline()
-        .ack(&k, &[done("x", 1), done("y", 1)], 10, None)
+        .ack(&k, &[done("x", 1), done("y", 1)], 10, Default::default())
         .await
         .unwrap();
     assert!(stale.is_empty(), "{stale:?}");
@@ -435,6 +437,7 @@ async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
     let first = q.pipeline().claim(&k, 10, 20_000, 10).await.unwrap();
     assert_eq!(first.jobs.len(), 1);
     let failed = hourglass::redis::Retrying {
+        logs: String::new(),
         id: "x".into(),
         attempt: 1,
         next_due_ms: 20,
@@ -447,7 +450,7 @@ async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
     };
     assert!(
         q.pipeline()
-            .retry(&k, &[failed], false)
+            .retry(&k, &[failed], Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -471,7 +474,7 @@ async fn an_acked_job_leaves_nothing_in_the_topics_hashes() {
     }
     assert!(
         q.pipeline()
-            .ack(&k, &[done("x", 2)], 40, None)
+            .ack(&k, &[done("x", 2)], 40, Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -503,6 +506,7 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
         job: job(Some("c"), 0),
     };
     let acked = Done {
+        logs: String::new(),
         notice: None,
         end: None,
         id: "p".into(),
@@ -512,7 +516,12 @@ async fn follow_ups_are_delivered_once_and_the_outbox_left_empty() {
     };
     assert!(
         q.pipeline()
-            .ack(&parent, &[done("a", 1), acked, done("z", 1)], 3, None)
+            .ack(
+                &parent,
+                &[done("a", 1), acked, done("z", 1)],
+                3,
+                Default::default()
+            )
             .await
             .unwrap()
             .is_empty()
@@ -562,14 +571,14 @@ async fn a_change_to_a_job_that_is_gone_says_gone_not_newer() {
     q.pipeline().claim(&k, 0, 60_000, 10).await.unwrap();
     assert!(
         q.pipeline()
-            .ack(&k, &[done("x", 1)], 1, None)
+            .ack(&k, &[done("x", 1)], 1, Default::default())
             .await
             .unwrap()
             .is_empty()
     );
     let again = q
         .pipeline()
-        .ack(&k, &[done("x", 1)], 2, None)
+        .ack(&k, &[done("x", 1)], 2, Default::default())
         .await
         .unwrap();
     assert_eq!(

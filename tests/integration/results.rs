@@ -383,11 +383,14 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
     let done = Done {
+        logs: String::new(),
         id: "1".into(),
         attempt: 1,
         follow_ups: vec![],
         notice: None,
         end: Some(JobEnd {
+            history: Vec::new(),
+            logs: None,
             state: EndState::Acked,
             result: Some(b"42".to_vec()),
             reason: None,
@@ -399,7 +402,15 @@ async fn an_end_announced_while_a_waiter_reconnects_is_not_missed() {
     };
     let refused = queue
         .pipeline()
-        .ack(&keys, &[done], now, Some(Duration::from_secs(3600)))
+        .ack(
+            &keys,
+            &[done],
+            now,
+            hourglass::redis::Kept {
+                results: Some(Duration::from_secs(3600)),
+                logs: 0,
+            },
+        )
         .await
         .unwrap();
     assert!(refused.is_empty());

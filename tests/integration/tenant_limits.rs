@@ -36,7 +36,7 @@ async fn one_at_a_time_per_key_and_other_keys_go_on() {
     // a's job acks: a's next starts, b stays held
     let a0 = first.iter().find(|j| j.id == "a0").unwrap();
     q.pipeline()
-        .ack(&k, &[done(a0)], 2_000, None)
+        .ack(&k, &[done(a0)], 2_000, Default::default())
         .await
         .unwrap();
     let next = claim(&q, &k, 2_000, 10, &serial).await;
@@ -155,12 +155,13 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         .retry(
             &k,
             &[hourglass::redis::Retrying {
+                logs: String::new(),
                 id: j.id.clone(),
                 attempt: j.attempt,
                 next_due_ms: 71_000,
                 failure,
             }],
-            false,
+            Default::default(),
         )
         .await
         .unwrap();
@@ -168,7 +169,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
     let y = claim(&q, &k, 71_000, 10, &serial).await;
     assert_eq!(ids(&y), ["y"]);
     q.pipeline()
-        .ack(&k, &[done(&y[0])], 71_000, None)
+        .ack(&k, &[done(&y[0])], 71_000, Default::default())
         .await
         .unwrap();
     let again = claim(&q, &k, 71_000, 10, &serial).await;
@@ -190,6 +191,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
         .bury(
             &k,
             &[hourglass::redis::Burial {
+                logs: String::new(),
                 id: j.id.clone(),
                 attempt: j.attempt,
                 info,
@@ -199,7 +201,7 @@ async fn a_key_survives_retry_and_dead_retry_and_an_expired_lease_frees_it() {
             }],
             retention,
             71_000,
-            None,
+            Default::default(),
         )
         .await
         .unwrap();
@@ -276,7 +278,10 @@ async fn a_rate_held_key_drains_its_whole_backlog() {
             .await
             .unwrap();
         for j in &c.jobs {
-            q.pipeline().ack(&k, &[done(j)], t, None).await.unwrap();
+            q.pipeline()
+                .ack(&k, &[done(j)], t, Default::default())
+                .await
+                .unwrap();
             starts.push((j.id.clone(), t));
         }
         t += 7;

@@ -20,6 +20,7 @@ pub(crate) fn keyed(id: &str, key: &str, due: u64) -> NewJob {
 
 pub(crate) fn done(job: &ClaimedJob) -> Done {
     Done {
+        logs: String::new(),
         notice: None,
         end: None,
         id: job.id.clone(),
@@ -268,7 +269,10 @@ async fn changing_the_share_or_a_limit_loses_nothing() {
         let got = claim(&q, &k, 2_000, 10, &serial).await;
         assert!(got.len() <= 2, "one per key at most: {:?}", keys_of(&got));
         for j in &got {
-            q.pipeline().ack(&k, &[done(j)], 2_000, None).await.unwrap();
+            q.pipeline()
+                .ack(&k, &[done(j)], 2_000, Default::default())
+                .await
+                .unwrap();
         }
         seen.extend(got.into_iter().map(|j| j.id));
     }

@@ -159,7 +159,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
                         .map(|c| done(&c.id, c.attempt))
                         .collect::<Vec<_>>(),
                     now,
-                    None,
+                    Default::default(),
                 )
                 .await
                 .unwrap();
@@ -170,6 +170,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
         let failed: Vec<hourglass::redis::Retrying> = retried
             .iter()
             .map(|(id, attempt, due)| hourglass::redis::Retrying {
+                logs: String::new(),
                 id: id.clone(),
                 attempt: *attempt,
                 next_due_ms: *due,
@@ -183,7 +184,7 @@ async fn the_time_index_keeps_order_and_small_buckets_through_random_changes() {
             .collect();
         assert!(
             q.pipeline()
-                .retry(&k, &failed, false)
+                .retry(&k, &failed, Default::default())
                 .await
                 .unwrap()
                 .is_empty()
@@ -323,7 +324,10 @@ async fn batches_due_one_after_another_each_start_a_bucket_and_move_no_job_twice
         }
         claimed += got.jobs.len();
         let finished: Vec<_> = got.jobs.iter().map(|c| done(&c.id, c.attempt)).collect();
-        q.pipeline().ack(&k, &finished, 10_000, None).await.unwrap();
+        q.pipeline()
+            .ack(&k, &finished, 10_000, Default::default())
+            .await
+            .unwrap();
     }
     assert_eq!(claimed, 4 * 500 + 30 + 300 + 20);
 }
@@ -376,7 +380,7 @@ async fn a_plain_topic_claims_and_acks_in_a_few_calls_and_still_knows_what_is_ne
         let finished: Vec<_> = got.jobs.iter().map(|c| done(&c.id, c.attempt)).collect();
         assert!(
             q.pipeline()
-                .ack(&k, &finished, 2_000, None)
+                .ack(&k, &finished, 2_000, Default::default())
                 .await
                 .unwrap()
                 .is_empty()

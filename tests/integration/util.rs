@@ -886,6 +886,7 @@ pub fn probe_sandbox() -> hourglass::wasm::Sandbox {
             grants,
             HttpLimits::default(),
         )),
+        logs: 64 << 10,
     }
 }
 
@@ -1066,4 +1067,87 @@ pub async fn end_of(queue: &Queue, topic: &str, id: &str) -> hourglass::redis::J
 pub fn result_json(end: &hourglass::redis::JobEnd) -> serde_json::Value {
     let result = end.result.as_deref();
     serde_json::from_slice(result.unwrap_or_else(|| panic!("no result: {end:?}"))).unwrap()
+}
+
+/// `hourglass serve` in the test's process: the API, console and metrics of
+/// `project`'s `[http]` over its Redis, with no runner claiming jobs.
+pub struct Served {
+    /// Where it answers.
+    pub addr: String,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Served {
+    pub async fn start(project: &Project) -> Served {
+        let config = project.config();
+        let listen = config.http.as_ref().expect("[http] is configured").listen;
+        let ops = hourglass::http::Ops::without_jobs(project.queue().await, config).unwrap();
+        let listener = hourglass::http::bind(listen).await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(hourglass::http::serve(listener, ops, async {
+            let _ = stopped.await;
+        }));
+        Served { addr, _stop: stop }
+    }
+}
+
+/// Dead-letter `n` jobs of `topic` straight through the pipeline (no
+/// handler runs): ids `<prefix><i:06>`, reason `failed: boom <i % 7>`, in
+/// batches of 1,000, each batch dying at one millisecond (`at_ms` + its
+/// number): newest first, the last batch, and within one, ids descending.
+pub async fn dead_letters(queue: &Queue, topic: &str, prefix: &str, n: usize, at_ms: u64) {
+    use hourglass::redis::{Burial, DeadInfo};
+    let keys = queue.keys(topic);
+    let retention = hourglass::config::DeadLetter {
+        keep: u64::MAX / 2,
+        max_age: Duration::from_secs(365 * 86_400),
+    };
+    for (batch, start) in (0..n).step_by(1000).enumerate() {
+        let end = (start + 1000).min(n);
+        let jobs: Vec<NewJob> = (start..end)
+            .map(|i| NewJob {
+                id: Some(format!("{prefix}{i:06}")),
+                payload: b"{}".to_vec(),
+                due_at_ms: 0,
+                ..Default::default()
+            })
+            .collect();
+        queue.enqueue(&keys, &jobs, at_ms).await.unwrap();
+        let died = at_ms + batch as u64;
+        let claimed = queue
+            .pipeline()
+            .claim(&keys, died, died + 600_000, 1000)
+            .await
+            .unwrap();
+        let burials: Vec<Burial> = claimed
+            .jobs
+            .into_iter()
+            .map(|job| {
+                let i: usize = job.id[prefix.len()..].parse().unwrap();
+                Burial {
+                    id: job.id,
+                    attempt: job.attempt,
+                    info: DeadInfo {
+                        reason: format!("failed: boom {}", i % 7),
+                        attempts: 1,
+                        failed_at_ms: died,
+                        handler: Some("0123456789abcdef".into()),
+                        costs: Vec::new(),
+                        expires_at_ms: None,
+                    },
+                    end: None,
+                    notice: None,
+                    expired: None,
+                    logs: String::new(),
+                }
+            })
+            .collect();
+        let refused = queue
+            .pipeline()
+            .bury(&keys, &burials, retention, died, Default::default())
+            .await
+            .unwrap();
+        assert!(refused.is_empty(), "{refused:?}");
+    }
 }

@@ -37,7 +37,7 @@ pub use batch::{BatchPlan, BatchSpec, BatchSummary, Callback, CallbackKind};
 pub use spec::{
     Dep, FlowJob, FlowSpec, MAX_FLOW_BYTES, MAX_FLOW_JOBS, Plan, Policy, check_flow_id,
 };
-pub use stats::FlowStats;
+pub use stats::{FlowStats, RECENT_FLOWS, RecentFlow};
 pub use store::Flows;
 pub use view::{Dependency, FlowJobView, FlowView, Upstream};
 pub use wire::{FlowRef, Notice};

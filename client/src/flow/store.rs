@@ -108,7 +108,7 @@ impl Flows<'_> {
                 "a flow with id {id:?} exists: choose another id"
             )));
         }
-        self.count("created", 1).await?;
+        self.created(id, now_ms).await?;
         let entries = vec![(
             "roots".to_owned(),
             Entry {
@@ -268,6 +268,8 @@ impl Flows<'_> {
             version: None,
             attempts: 0,
             at_ms: now_ms,
+            history: Vec::new(),
+            logs: None,
         };
         let reply: Value = scripts::FLOW_CANCEL
             .on(&self.keys(id))

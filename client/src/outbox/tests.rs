@@ -107,6 +107,8 @@ mod flows {
                 version: Some("0123456789abcdef".into()),
                 attempts: 1,
                 at_ms: 1_700_000_000_000,
+                history: Vec::new(),
+                logs: None,
             },
         };
         let bytes = encode_entry(

@@ -16,6 +16,9 @@
 //! For effects journals: `stamp` reads the wall clock and random bytes,
 //! `calls` makes HTTP requests in order (a body from a file, or with the
 //! stamp in it), right after the steps.
+//! For kept logs: `log` writes `lines` lines of about `bytes` bytes each
+//! (`"attempt <n> line <i> xxx…"`) to the SDK's log, stdout or stderr
+//! (`to`), right after the steps.
 
 use hourglass_sdk::{Error, FollowUp, Job, Outcome, http, info};
 
@@ -100,6 +103,19 @@ struct Plan {
     /// more, or no response, retries the job with what came back.
     #[serde(default)]
     calls: Vec<Call>,
+    /// Lines to log, right after the steps.
+    #[serde(default)]
+    log: Option<Lines>,
+}
+
+#[derive(serde::Deserialize)]
+struct Lines {
+    lines: usize,
+    #[serde(default)]
+    bytes: usize,
+    /// "log" (the SDK's `info`, the default), "stdout" or "stderr".
+    #[serde(default)]
+    to: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -205,6 +221,17 @@ fn probe(job: Job) -> hourglass_sdk::Result<Outcome> {
     for s in &plan.steps {
         // no log line: bench/durable-cost measures what a step costs
         hourglass_sdk::durable::step_bytes(&s.name, || Ok(vec![b'x'; s.bytes]))?;
+    }
+    if let Some(l) = &plan.log {
+        for i in 0..l.lines {
+            let head = format!("attempt {} line {i} ", job.attempt());
+            let line = format!("{head}{}", "x".repeat(l.bytes.saturating_sub(head.len())));
+            match l.to.as_deref() {
+                Some("stdout") => println!("{line}"),
+                Some("stderr") => eprintln!("{line}"),
+                _ => info!("{line}"),
+            }
+        }
     }
     let stamped = match plan.stamp {
         true => {

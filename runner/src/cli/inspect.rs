@@ -9,7 +9,7 @@ use super::when::when;
 use super::{Exit, load_producer_config, topic_of};
 use crate::clock::now_ms;
 use crate::redis::connect;
-use crate::redis::{AttemptCost, JobEnd, JobState, JobView, Standing, check_id};
+use crate::redis::{AttemptCost, AttemptOutcome, JobEnd, JobState, JobView, Standing, check_id};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example: hourglass inspect order_cancel order-1042")]
@@ -185,13 +185,19 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
             .unwrap_or_default();
         line(&mut out, "last error", format!("{}{by}", f.error));
     }
-    let costs = match (&v.state, &v.last_failure) {
-        (JobState::Dead(info), _) => &info.costs[..],
-        (_, Some(f)) => &f.attempts[..],
-        _ => &[],
-    };
-    if !costs.is_empty() {
-        out.push_str(&costs_table(costs));
+    if !v.history.is_empty() {
+        out.push_str(&history_table(&v.history, now));
+    }
+    if v.logs_bytes > 0 {
+        line(
+            &mut out,
+            "logs",
+            format!(
+                "{} (`hourglass logs {topic} {}`)",
+                bytesize::ByteSize(v.logs_bytes).display().iec(),
+                v.id
+            ),
+        );
     }
     if let Some(key) = &v.key {
         line(&mut out, "key", key.clone());
@@ -216,35 +222,55 @@ fn to_text(topic: &str, v: &JobView, topic_max: Option<u32>, now: u64) -> String
     out
 }
 
-/// Each attempt that did not ack, with what it used: one line each.
-fn costs_table(costs: &[AttemptCost]) -> String {
+/// The job's story: each attempt, how it ended and what it used, one line
+/// each, with its error under it.
+fn history_table(history: &[AttemptCost], now: u64) -> String {
     let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
     let size = |b: u64| bytesize::ByteSize(b).display().iec().to_string();
     let mut out = format!(
-        "  {:<10} {:<7} {:>10} {:>10} {:>10} {:>9}  {}\n",
-        "costs", "attempt", "cpu", "wall", "memory", "start", "outbound http"
+        "  {:<10} {:<7} {:<13} {:>10} {:>10} {:>10} {:>9}  {:<14} {}\n",
+        "history", "attempt", "ended", "cpu", "wall", "memory", "start", "outbound http", "ran"
     );
-    for c in costs {
+    for c in history {
         let u = &c.usage;
         let http = if u.requests == 0 {
             "-".to_owned()
         } else {
             format!(
-                "{} requests, {} out, {} in",
+                "{} req, {} out, {} in",
                 u.requests,
                 size(u.bytes_out),
                 size(u.bytes_in)
             )
         };
+        let outcome = match (c.outcome, c.waits_until_ms) {
+            (Some(AttemptOutcome::Suspend), Some(until)) => match &c.waits_for {
+                Some(signal) => format!("waits {signal}"),
+                None => format!("sleeps {}s", until.saturating_sub(c.ended_at_ms) / 1000),
+            },
+            (Some(o), _) => serde_json::to_value(o)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            (None, _) => "-".into(),
+        };
+        let ran = match c.started_at_ms {
+            0 => String::new(),
+            at => when(at, now),
+        };
         out.push_str(&format!(
-            "  {:<10} {:<7} {:>10} {:>10} {:>10} {:>9}  {http}\n",
+            "  {:<10} {:<7} {:<13} {:>10} {:>10} {:>10} {:>9}  {http:<14} {ran}\n",
             "",
             c.attempt,
+            outcome,
             ms(u.cpu_us),
             ms(u.wall_us),
             size(u.memory_peak),
             ms(u.start_us),
         ));
+        if let Some(error) = &c.error {
+            out.push_str(&format!("  {:<10} {:<7} {error}\n", "", ""));
+        }
     }
     out
 }
@@ -293,6 +319,19 @@ fn end_text(topic: &str, id: &str, end: &JobEnd, now: u64) -> String {
     }
     if let Some(result) = &end.result {
         line(&mut out, "result", preview(result));
+    }
+    if !end.history.is_empty() {
+        out.push_str(&history_table(&end.history, now));
+    }
+    if let Some(logs) = &end.logs {
+        line(
+            &mut out,
+            "logs",
+            format!(
+                "{} kept with its end (`hourglass logs {topic} {id}`)",
+                bytesize::ByteSize(logs.len() as u64).display().iec()
+            ),
+        );
     }
     out
 }

@@ -12,6 +12,7 @@ mod flow;
 mod inspect;
 mod journal;
 mod keys;
+mod logs;
 mod migrate;
 mod new;
 mod pause;
@@ -70,6 +71,8 @@ enum Command {
     /// Show one job: state, attempts, due time, last error, handler version,
     /// progress (or its kept end, once it is gone).
     Inspect(inspect::Args),
+    /// Print what a job's handler logged in each attempt (`--follow`: until it ends).
+    Logs(logs::Args),
     /// Wait until a job ends; print its result (exit 0) or why it failed.
     Wait(wait::Args),
     /// Delete jobs wherever they are (waiting, running or dead).
@@ -197,6 +200,7 @@ pub fn main() -> ExitCode {
             Command::Enqueue(args) => enqueue::run(&cli.config, *args).await,
             Command::Stats(args) => stats::run(&cli.config, args).await,
             Command::Inspect(args) => inspect::run(&cli.config, args).await,
+            Command::Logs(args) => logs::run(&cli.config, args).await,
             Command::Wait(args) => wait::run(&cli.config, args).await,
             Command::Cancel(args) => cancel::run(&cli.config, args).await,
             Command::Signal(args) => signal::signal(&cli.config, args).await,

@@ -153,6 +153,8 @@ impl Config {
                     ),
                 ));
             }
+            super::logs::resolve(topic.logs.as_ref(), defaults.logs.as_ref(), name)
+                .map_err(|(span, m)| invalid(span, m))?;
             check_journal(topic, &defaults, &resolved).map_err(|(span, m)| invalid(span, m))?;
             if check == Check::Producer {
                 // what runs the jobs is the runner's business

@@ -10,6 +10,7 @@
 mod backoff;
 mod grants;
 mod load;
+mod logs;
 mod outbound;
 mod place;
 mod raw;

@@ -41,6 +41,7 @@ pub(super) struct File {
 pub(super) struct Http {
     pub listen: Spanned<String>,
     pub token: Option<Spanned<String>>,
+    pub read_token: Option<Spanned<String>>,
     #[serde(default)]
     pub public_read: bool,
 }
@@ -133,6 +134,7 @@ pub(super) struct Defaults {
     pub on_divergence: Option<OnDivergence>,
     pub expire_after: Option<NonZeroDur>,
     pub on_expire: Option<RawOnExpire>,
+    pub logs: Option<super::logs::RawLogs>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,6 +167,7 @@ pub(super) struct RawTopic {
     pub expire_after: Option<NonZeroDur>,
     pub on_expire: Option<RawOnExpire>,
     pub batch: Option<Spanned<RawBatch>>,
+    pub logs: Option<super::logs::RawLogs>,
 }
 
 /// `batch = { max = 100, wait = "50ms" }`.
@@ -422,6 +425,9 @@ impl RawTopic {
                 Some(RawOnExpire::Drop) => hourglass_client::OnExpire::Drop,
                 Some(RawOnExpire::Dead) | None => hourglass_client::OnExpire::Dead,
             },
+            // checked in load.rs: a keep out of range is refused there
+            logs: super::logs::resolve(self.logs.as_ref(), defaults.logs.as_ref(), "")
+                .unwrap_or(hourglass_client::logs::DEFAULT_KEEP),
         }
     }
 }

@@ -11,8 +11,12 @@ use super::raw::Http;
 pub struct HttpServer {
     /// The address to bind (restart-only).
     pub listen: std::net::SocketAddr,
-    /// The bearer token every request needs (reads too, unless `public_read`).
+    /// The operator's bearer token: every change needs it (reads too, unless
+    /// `public_read` or the read-only token).
     pub token: Option<Token>,
+    /// `read_token`: a bearer token that may read (GET) and change nothing:
+    /// for watching (a wall screen, a team's console, a dashboard scraper).
+    pub read_token: Option<Token>,
     /// Reads (GET) need no token; changes still do.
     pub public_read: bool,
 }
@@ -54,21 +58,37 @@ impl Http {
                 ),
             )
         })?;
-        let token = match self.token {
-            None => None,
-            Some(t) => {
-                let span = t.span();
-                let value = expand_env(t.get_ref())
-                    .map_err(|m| (span.clone(), format!("field `token`: {m}")))?;
-                if value.len() < 16 {
-                    return Err((
-                        span,
-                        "field `token`: at least 16 characters (e.g. `openssl rand -hex 32`)"
-                            .into(),
-                    ));
-                }
-                Some(Token::new(value))
+        let secret = |t: Option<toml::Spanned<String>>, field: &str| -> Result<_, Invalid> {
+            let Some(t) = t else { return Ok(None) };
+            let span = t.span();
+            let value = expand_env(t.get_ref())
+                .map_err(|m| (span.clone(), format!("field `{field}`: {m}")))?;
+            if value.len() < 16 {
+                return Err((
+                    span,
+                    format!(
+                        "field `{field}`: at least 16 characters (e.g. `openssl rand -hex 32`)"
+                    ),
+                ));
             }
+            Ok(Some((Token::new(value), span)))
+        };
+        let token = secret(self.token, "token")?.map(|(t, _)| t);
+        let read_token = match secret(self.read_token, "read_token")? {
+            None => None,
+            Some((_, span)) if token.is_none() => {
+                return Err((
+                    span,
+                    "field `read_token`: only means something with a `token` (without one everything is open on loopback)".into(),
+                ));
+            }
+            Some((read, span)) if Some(&read) == token.as_ref() => {
+                return Err((
+                    span,
+                    "field `read_token`: the same as `token`: it would change things too; give it a secret of its own".into(),
+                ));
+            }
+            Some((read, _)) => Some(read),
         };
         if token.is_none() && !listen.ip().is_loopback() {
             return Err((
@@ -87,6 +107,7 @@ impl Http {
         Ok(HttpServer {
             listen,
             token,
+            read_token,
             public_read: self.public_read,
         })
     }

@@ -68,6 +68,19 @@ pub struct TopicConfig {
     /// `batch`: the handler takes up to `max` due jobs in one call
     /// (`handle-batch`); `None`: one job a call.
     pub batch: Option<BatchPolicy>,
+    /// `logs`: the most bytes of what its handler logged each job keeps
+    /// (0: none; 64 KiB unless set).
+    pub logs: u64,
+}
+
+impl TopicConfig {
+    /// What the topic keeps of its jobs beyond their state: ends, logs.
+    pub fn kept(&self) -> hourglass_client::Kept {
+        hourglass_client::Kept {
+            results: self.results.map(|r| r.keep),
+            logs: self.logs,
+        }
+    }
 }
 
 /// `batch = { max = 100, wait = "50ms" }`: up to `max` due jobs a call,

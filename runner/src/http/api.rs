@@ -30,16 +30,21 @@ use crate::redis::{JobJson, check_id};
     ),
 )]
 pub(super) async fn topics(State(app): AppState) -> Result<Json<TopicList>, ApiError> {
+    Ok(Json(topic_list(&app).await?))
+}
+
+/// Every topic with its counts: the topic list and the console's overview.
+pub(super) async fn topic_list(app: &super::App) -> Result<TopicList, ApiError> {
     let o = app.ops.overview().await?;
     let topics = o
         .topics
         .iter()
         .map(|(n, s)| TopicView::new(&o.serving, &o.runners, n, s))
         .collect();
-    Ok(Json(TopicList {
+    Ok(TopicList {
         topics,
         runs_jobs: o.serving.runs_jobs,
-    }))
+    })
 }
 
 /// `GET /api/topics/{topic}`.

@@ -108,6 +108,7 @@ enum JobOrJobs {
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn enqueue(
@@ -292,6 +293,7 @@ pub(super) fn checked(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn cancel(
@@ -350,6 +352,7 @@ async fn set_paused(app: &super::App, name: &str, paused: bool) -> Result<Json<P
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn pause(
@@ -373,6 +376,7 @@ pub(super) async fn pause(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn resume(

@@ -168,6 +168,7 @@ async fn dead_all(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn retry(
@@ -201,6 +202,7 @@ pub(super) async fn retry(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn purge(
@@ -229,6 +231,7 @@ pub(super) async fn purge(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn retry_all(
@@ -260,6 +263,7 @@ pub(super) async fn retry_all(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn purge_all(

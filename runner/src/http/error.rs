@@ -103,6 +103,13 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+impl ApiError {
+    /// What is wrong, for a person (as the answer's `error` says it).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = serde_json::json!({ "error": self.message });

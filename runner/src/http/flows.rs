@@ -39,6 +39,7 @@ use crate::redis::flow::check_flow_id;
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn create(
@@ -82,6 +83,7 @@ pub(super) async fn create(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn add(
@@ -125,6 +127,7 @@ pub(super) async fn add(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn seal(
@@ -155,6 +158,7 @@ pub(super) async fn seal(
         super::openapi::NotFound,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn cancel(

@@ -111,6 +111,7 @@ async fn set_paused(
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn pause(
@@ -137,6 +138,7 @@ pub(super) async fn pause(
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn resume(
@@ -171,6 +173,7 @@ struct WeightIn {
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn weight(

@@ -12,6 +12,7 @@
 
 mod answers;
 mod api;
+mod browse;
 mod change;
 mod dashboard;
 mod dead;
@@ -25,6 +26,8 @@ mod rollout;
 mod scale;
 mod scrape;
 mod signal;
+mod story;
+mod stream;
 mod views;
 mod wait;
 
@@ -102,6 +105,8 @@ impl Ops {
 struct App {
     ops: Ops,
     scrape: scrape::Cache,
+    /// The console's overview, read once for every stream.
+    stream: stream::Overview,
 }
 
 type AppState = State<Arc<App>>;
@@ -111,6 +116,7 @@ fn router(ops: Ops) -> Router {
     let app = Arc::new(App {
         ops,
         scrape: scrape::Cache::default(),
+        stream: stream::Overview::default(),
     });
     let (api, description) = api();
     let mut description = description
@@ -140,7 +146,9 @@ fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(api::topics))
         .routes(routes!(api::topic))
-        .routes(routes!(change::enqueue))
+        .routes(routes!(change::enqueue, browse::list))
+        .routes(routes!(browse::bulk))
+        .routes(routes!(story::logs))
         .routes(routes!(api::job, change::cancel))
         .routes(routes!(wait::result))
         .routes(routes!(wait::events))
@@ -161,7 +169,7 @@ fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .routes(routes!(rollout::promote))
         .routes(routes!(rollout::abort))
         .routes(routes!(rollout::pin, rollout::unpin))
-        .routes(routes!(flows::create))
+        .routes(routes!(flows::create, story::flows))
         .routes(routes!(flows::show))
         .routes(routes!(flows::cancel))
         .routes(routes!(flows::add))
@@ -169,6 +177,8 @@ fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::stats))
         .routes(routes!(api::runners))
         .routes(routes!(api::usage))
+        .routes(routes!(story::history))
+        .routes(routes!(stream::stream))
         .routes(routes!(api::reloads))
         .routes(routes!(scale::all))
         .routes(routes!(scale::topic))
@@ -232,9 +242,10 @@ fn is_open(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/api/openapi.json") || dashboard::is_asset(path)
 }
 
-/// Bearer-token check: every change needs the token; reads too unless
-/// `public_read`; a wrong token is refused wherever it is given. No token
-/// configured (loopback only) means open.
+/// Bearer-token check: every change needs the operator's token; reads too
+/// unless `public_read`; the read-only token (`read_token`) reads and is
+/// refused any change (403); a wrong token is refused wherever it is given.
+/// No token configured (loopback only) means open.
 async fn auth(State(app): AppState, request: Request, next: Next) -> Response {
     let serving = app.ops.serving();
     let Some(http) = &serving.config.http else {
@@ -250,22 +261,32 @@ async fn auth(State(app): AppState, request: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(|v| v.strip_prefix("Bearer ").unwrap_or(""));
     // hashed first: the comparison takes the same time whatever the length
-    let right = |given: &str| -> bool {
+    let same = |given: &str, token: &crate::config::Token| -> bool {
         Sha256::digest(given.as_bytes())
             .ct_eq(&Sha256::digest(token.expose()))
             .into()
     };
+    let open = is_open(request.uri().path());
     match given {
-        Some(given) if right(given) => next.run(request).await,
+        Some(given) if same(given, token) => next.run(request).await,
+        Some(given) if http.read_token.as_ref().is_some_and(|r| same(given, r)) => {
+            if read || open {
+                next.run(request).await
+            } else {
+                ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "the read-only token ([http] read_token) may not change anything: this needs [http] token",
+                )
+                .into_response()
+            }
+        }
         // a token given is checked even where none is needed: a wrong one is
         // a mistake worth telling
-        Some(_) if !is_open(request.uri().path()) => {
-            ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response()
-        }
-        _ if is_open(request.uri().path()) || (read && http.public_read) => next.run(request).await,
+        Some(_) if !open => ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response(),
+        _ if open || (read && http.public_read) => next.run(request).await,
         _ => ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "this server needs `Authorization: Bearer <token>` ([http] token in queues.toml)",
+            "this server needs `Authorization: Bearer <token>` ([http] token, or read_token to read, in queues.toml)",
         )
         .into_response(),
     }

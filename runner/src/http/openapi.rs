@@ -39,7 +39,8 @@ impl Modify for Token {
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
                         "`[http] token` of queues.toml: every change needs it, reads too unless \
-                         `public_read`",
+                         `public_read`; `[http] read_token` reads (GET) and is refused any \
+                         change (403)",
                     ))
                     .build(),
             ),
@@ -74,6 +75,12 @@ pub(super) enum EnqueuedAny {
 #[response(status = 400)]
 #[allow(dead_code)]
 pub(super) struct BadInput(ErrorBody);
+
+/// 403: the read-only token, on a change.
+#[derive(IntoResponses)]
+#[response(status = 403)]
+#[allow(dead_code)]
+pub(super) struct ReadOnly(ErrorBody);
 
 /// 401: no token, or a wrong one.
 #[derive(IntoResponses)]

@@ -150,6 +150,7 @@ async fn verdict(
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn promote(
@@ -175,6 +176,7 @@ pub(super) async fn promote(
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn abort(
@@ -210,6 +212,7 @@ struct PinIn {
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn pin(
@@ -264,6 +267,7 @@ pub(super) async fn pin(
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn unpin(

@@ -33,6 +33,7 @@ use crate::redis::{Signalled, Woken};
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn signal(
@@ -83,6 +84,7 @@ pub(super) async fn signal(
         super::openapi::Conflict,
         super::openapi::Unavailable,
         super::openapi::NoToken,
+        super::openapi::ReadOnly,
     ),
 )]
 pub(super) async fn wake(

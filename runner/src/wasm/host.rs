@@ -21,6 +21,7 @@ use super::Sandbox;
 use super::bindings::hourglass::handler::report;
 use super::bindings::hourglass::handler::{log, types};
 use super::context::JobContext;
+use super::logs::LogTap;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
 use super::report::{ProgressBoard, Reported, check_detail};
@@ -44,6 +45,8 @@ pub struct Host {
     pub(super) ctx: Arc<JobContext>,
     stdout: GuestOutput,
     stderr: GuestOutput,
+    /// What the attempt logged, kept for its job (`logs.rs`).
+    pub(super) logs: LogTap,
     pub(super) timed_out: bool,
     pub(super) cpu_exceeded: bool,
     may_enqueue: Arc<[String]>,
@@ -84,8 +87,11 @@ impl Host {
     ) -> Result<Host, String> {
         // one copy of the job's names for every log line of the attempt
         let ctx = Arc::new(ctx);
-        let stdout = GuestOutput::new(ctx.clone(), "stdout");
-        let stderr = GuestOutput::new(ctx.clone(), "stderr");
+        // a batch call's lines belong to no one job: not kept
+        let keep = if ctx.batch > 1 { 0 } else { sandbox.logs };
+        let logs = LogTap::new(keep, ctx.attempt);
+        let stdout = GuestOutput::new(ctx.clone(), "stdout", logs.clone());
+        let stderr = GuestOutput::new(ctx.clone(), "stderr", logs.clone());
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
         for (name, value) in &sandbox.grants.env {
@@ -143,6 +149,7 @@ impl Host {
             ctx,
             stdout,
             stderr,
+            logs,
             timed_out: false,
             cpu_exceeded: false,
             may_enqueue: sandbox.may_enqueue.clone(),
@@ -176,6 +183,8 @@ impl Host {
         let ctx = Arc::new(ctx);
         self.stdout.rearm(ctx.clone());
         self.stderr.rearm(ctx.clone());
+        // (the last job's lines were taken when it ended)
+        let _ = self.logs.take(ctx.attempt);
         self.outbound
             .rearm(sandbox.http.clone(), ctx.clone(), deadline);
         self.limits.limit = sandbox.memory;
@@ -269,6 +278,14 @@ macro_rules! guest_line {
 impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
         let c = &*self.ctx;
+        let stream = match level {
+            log::Level::Trace => "trace",
+            log::Level::Debug => "debug",
+            log::Level::Info => "info",
+            log::Level::Warn => "warn",
+            log::Level::Error => "error",
+        };
+        self.logs.push(stream, &message);
         match level {
             log::Level::Trace => guest_line!(trace, c, message),
             log::Level::Debug => guest_line!(debug, c, message),

@@ -18,6 +18,7 @@ mod context;
 mod epoch;
 mod handler;
 mod host;
+mod logs;
 mod outbound;
 mod output;
 mod report;
@@ -112,6 +113,8 @@ pub struct Sandbox {
     pub reuse: Option<Reuse>,
     /// What the job's journal records, and its limits.
     pub journal: JournalPolicy,
+    /// The most bytes of an attempt's log lines kept for its job (0: none).
+    pub logs: u64,
 }
 
 impl Sandbox {
@@ -129,6 +132,7 @@ impl Sandbox {
             result_max: topic.results.as_ref().map_or(DEFAULT_RESULT_MAX, |r| r.max),
             reuse: topic.reuse,
             journal: topic.journal,
+            logs: topic.logs,
         }
     }
 }

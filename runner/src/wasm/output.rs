@@ -14,6 +14,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 use super::context::JobContext;
+use super::logs::LogTap;
 
 /// Output kept per attempt before the rest is dropped.
 const BUDGET: usize = 1 << 20;
@@ -28,6 +29,8 @@ pub struct GuestOutput(Arc<Mutex<State>>);
 
 struct State {
     ctx: Arc<JobContext>,
+    /// Where the job's kept logs go too.
+    tap: LogTap,
     stream: &'static str,
     partial: Vec<u8>,
     written: usize,
@@ -35,10 +38,12 @@ struct State {
 }
 
 impl GuestOutput {
-    /// A stream named `stream` ("stdout" or "stderr") for the attempt `ctx`.
-    pub fn new(ctx: Arc<JobContext>, stream: &'static str) -> GuestOutput {
+    /// A stream named `stream` ("stdout" or "stderr") for the attempt `ctx`,
+    /// its lines kept by `tap` too.
+    pub fn new(ctx: Arc<JobContext>, stream: &'static str, tap: LogTap) -> GuestOutput {
         GuestOutput(Arc::new(Mutex::new(State {
             ctx,
+            tap,
             stream,
             partial: Vec::new(),
             written: 0,
@@ -110,6 +115,7 @@ impl State {
         }
         let c = &*self.ctx;
         tracing::info!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, stream = self.stream, "{text}");
+        self.tap.push(self.stream, text);
         if self.tail.len() == TAIL {
             self.tail.pop_front();
         }
@@ -190,6 +196,7 @@ mod tests {
             }
             .into(),
             "stderr",
+            LogTap::default(),
         )
     }
 

@@ -24,6 +24,9 @@ pub struct Attempted {
     pub steps: StepCounts,
     /// A journaled topic's effects: recorded, replayed, diverged.
     pub effects: EffectCounts,
+    /// What it logged, as its job keeps it (`hourglass_client::logs`; ''
+    /// for nothing, or a topic that keeps no logs).
+    pub logs: String,
 }
 
 impl Runtime {
@@ -70,6 +73,7 @@ impl Runtime {
                         usage: Usage::default(),
                         steps: StepCounts::default(),
                         effects: EffectCounts::default(),
+                        logs: String::new(),
                     };
                 }
             },
@@ -112,6 +116,7 @@ impl Runtime {
         let wall = began.elapsed();
         let host = store.data_mut();
         host.flush_output();
+        let logs = host.logs.take(host.ctx.attempt);
         if host.reported {
             host.progress
                 .forget(&host.ctx.topic, &host.ctx.id, host.ctx.attempt);
@@ -186,6 +191,7 @@ impl Runtime {
             usage,
             steps,
             effects,
+            logs,
         }
     }
 

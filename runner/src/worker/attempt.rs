@@ -20,7 +20,7 @@ use crate::clock::now_ms;
 use crate::config::TopicConfig;
 use crate::redis::flow::Policy;
 use crate::redis::{AttemptCost, ClaimedJob, EndState, FlowRef, Upstream, Usage};
-use crate::wasm::{Attempted, Finish, LoadedHandler};
+use crate::wasm::{Attempted, Finish, LoadedHandler, StepCounts};
 
 /// A finished attempt on its way to Redis.
 pub(super) struct Completion {
@@ -38,6 +38,8 @@ pub(super) struct Completion {
     pub at_ms: u64,
     /// The flow the job belongs to, told of its end.
     pub flow: Option<FlowRef>,
+    /// What the attempt logged, as its job keeps it ('' for nothing).
+    pub logs: String,
 }
 
 /// The guard of one claimed job: its capacity, and the one completion it owes.
@@ -47,6 +49,8 @@ pub(super) struct InFlight {
     attempt: u32,
     version: Arc<str>,
     flow: Option<FlowRef>,
+    /// What the attempt logged, handed on with its decision.
+    logs: String,
     commits: mpsc::UnboundedSender<Completion>,
     committed: bool,
     /// The capacity it holds: every job's own, or for a batch call the
@@ -72,6 +76,7 @@ impl InFlight {
             attempt,
             version,
             flow: None,
+            logs: String::new(),
             commits,
             committed: false,
             _slot: slot,
@@ -88,6 +93,11 @@ impl InFlight {
         &self.id
     }
 
+    /// Hand what the attempt logged on with its decision.
+    pub(super) fn logged(&mut self, logs: String) {
+        self.logs = logs;
+    }
+
     /// Hand `decision` to the committer (once: the guard keeps only its slot after).
     pub(super) fn complete(&mut self, decision: Decision, at_ms: u64) {
         self.committed = true;
@@ -99,6 +109,7 @@ impl InFlight {
             decision,
             at_ms,
             flow: self.flow.take(),
+            logs: std::mem::take(&mut self.logs),
         };
         if let Err(lost) = self.commits.send(completion) {
             let c = lost.0;
@@ -155,6 +166,7 @@ pub(super) async fn run(
         return flight;
     };
     let (mut input, earlier, account, key) = (ready.input, ready.earlier, ready.account, ready.key);
+    let signals = ready.signals;
     let deadline = ready.deadline;
     // the attempt's span, when spans are exported: a child of the producer's
     let (span, trace) = (shared.telemetry.attempt(ready.trace.as_ref()), ready.trace);
@@ -182,18 +194,25 @@ pub(super) async fn run(
         usage,
         steps,
         effects,
+        logs,
     } = Box::pin(shared.runtime.run(&handler, input, &topic.sandbox)).await;
     // (boxed: the attempt's task then carries 2.9 KB instead of 5 KB of
     // state, which measured 0.95x the runner CPU per job against 1.13x)
     shared.meter.steps(&cfg.name, steps);
     shared.meter.effects(&cfg.name, effects);
+    let ran = Ran {
+        usage,
+        steps,
+        signals: &signals,
+        runner: &shared.runner_id,
+    };
     let (mut decision, at_ms) = decide(
         cfg,
         &attempt,
         canary,
         max_attempts,
         &mut finish,
-        usage,
+        ran,
         earlier,
     );
     // a retry due at or after the job's deadline would never start: it expires now
@@ -208,30 +227,54 @@ pub(super) async fn run(
         at_ms,
     };
     watchers.ended(&attempt, &ending);
+    flight.logged(logs);
     flight.complete(decision, at_ms);
     flight
 }
 
+/// What the job's story keeps of an attempt besides how it ended.
+pub(super) struct Ran<'a> {
+    /// What it used.
+    pub usage: Usage,
+    /// A durable handler's steps it recorded and replayed.
+    pub steps: StepCounts,
+    /// The signals its journal held as it started.
+    pub signals: &'a [String],
+    /// The runner it ran on.
+    pub runner: &'a str,
+}
+
 /// What `attempt` (on a canary's version if `canary`; number of
-/// `max_attempts`), which ended with `finish` using `usage`, asks for now,
-/// with a fresh jitter draw; `earlier` are the costs of the job's earlier
-/// attempts. Returns the decision and its time.
+/// `max_attempts`), which ended with `finish` having `ran` so, asks for now,
+/// with a fresh jitter draw; `earlier` is the job's story before it.
+/// Returns the decision and its time.
 pub(super) fn decide(
     cfg: &TopicConfig,
     attempt: &Attempt<'_>,
     canary: bool,
     max_attempts: u32,
     finish: &mut Finish,
-    usage: Usage,
+    ran: Ran<'_>,
     earlier: Vec<AttemptCost>,
 ) -> (Decision, u64) {
     let number = attempt.number;
-    let costs = decide::costs(earlier, finish, number, attempt.version, usage);
+    let (at_ms, unit) = (now_ms(), rand::random::<f64>());
+    let this = || {
+        let mut a = AttemptCost::new(number, Some(attempt.version.to_string()), ran.usage);
+        a.due_at_ms = attempt.due_at_ms;
+        a.started_at_ms = attempt.started_at_ms;
+        a.ended_at_ms = at_ms;
+        a.runner = Some(ran.runner.to_owned());
+        a.steps_recorded = ran.steps.recorded;
+        a.steps_replayed = ran.steps.replayed;
+        a.signals = ran.signals.to_vec();
+        a
+    };
+    let costs = decide::costs(earlier, finish, this, cfg.results.is_some());
     let on = decide::RanOn {
         version: attempt.version,
         canary,
     };
-    let (at_ms, unit) = (now_ms(), rand::random::<f64>());
     let decision = decide::after_run(cfg, on, number, max_attempts, finish, at_ms, unit, costs);
     (decision, at_ms)
 }

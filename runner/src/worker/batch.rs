@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::Shared;
-use super::attempt::{self, InFlight, decide, hold_until_due};
+use super::attempt::{self, InFlight, Ran, decide, hold_until_due};
 use super::decide::{self as decision, Ready};
 use super::watch::{Attempt, Ending};
 use crate::clock::now_ms;
@@ -131,13 +131,19 @@ async fn call(
     for (k, mut finish) in finishes.into_iter().enumerate() {
         let attempt = attempt_of(k);
         let (_, r) = &ready[k];
+        let ran = Ran {
+            usage: share,
+            steps: Default::default(),
+            signals: &[],
+            runner: &shared.runner_id,
+        };
         let (mut d, at_ms) = decide(
             cfg,
             &attempt,
             false,
             r.input.max_attempts,
             &mut finish,
-            share,
+            ran,
             r.earlier.clone(),
         );
         d = decision::before_deadline(d, r.deadline, r.input.attempt);

@@ -85,11 +85,13 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             b.at_ms = b.at_ms.max(c.at_ms);
             let expired =
                 matches!(c.decision, Decision::Expired(_)).then_some(c.topic.cfg.on_expire);
+            let logs = c.logs;
             match c.decision {
                 Decision::Ack {
                     follow_ups,
                     result,
                     flows,
+                    history,
                 } => {
                     let (version, attempts, at_ms) = (&c.version, c.attempt, c.at_ms);
                     let end = || JobEnd {
@@ -99,6 +101,8 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         version: Some(version.to_string()),
                         attempts,
                         at_ms,
+                        history,
+                        logs: None,
                     };
                     let (end, notice) = tell(c.topic.cfg.results.is_some(), end, c.flow);
                     let done = Done {
@@ -108,6 +112,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         end,
                         notice,
                         flows,
+                        logs,
                     };
                     b.acks.push(done, c.version);
                 }
@@ -120,6 +125,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         attempt: c.attempt,
                         next_due_ms,
                         failure,
+                        logs,
                     };
                     b.retries.push(failed, c.version);
                 }
@@ -135,6 +141,8 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         version: info.handler.clone(),
                         attempts: info.attempts,
                         at_ms: c.at_ms,
+                        history: Vec::new(),
+                        logs: None,
                     };
                     let (end, notice) = tell(c.topic.cfg.results.is_some(), end, c.flow);
                     let burial = Burial {
@@ -144,6 +152,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                         end,
                         notice,
                         expired,
+                        logs,
                     };
                     b.dead.push(burial, c.version);
                 }
@@ -154,12 +163,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                     };
                     b.releases.push(held, c.version);
                 }
-                Decision::Suspend(suspension) => {
+                Decision::Suspend { suspension, story } => {
                     let suspending = Suspending {
                         id: c.id,
                         attempt: c.attempt,
                         version: c.version.to_string(),
                         suspension,
+                        story,
+                        logs,
                     };
                     b.suspends.push(suspending, c.version);
                 }
@@ -176,11 +187,11 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
 async fn commit(shared: &Shared, b: Batch) -> usize {
     let topic = b.topic.expect("a batch has a topic");
     let (keys, name, now) = (&topic.keys, topic.cfg.name.as_str(), b.at_ms);
-    let keep = topic.cfg.results.map(|r| r.keep);
+    let kept = topic.cfg.kept();
     let q = &shared.queue;
     if !b.acks.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "ack", name, || {
-            q.pipeline().ack(keys, &b.acks.items, now, keep)
+            q.pipeline().ack(keys, &b.acks.items, now, kept)
         })
         .await
     {
@@ -225,7 +236,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
     }
     if !b.retries.items.is_empty()
         && let Some(refused) = persist(&shared.meter, "retry", name, || {
-            q.pipeline().retry(keys, &b.retries.items, keep.is_some())
+            q.pipeline().retry(keys, &b.retries.items, kept)
         })
         .await
     {
@@ -242,6 +253,7 @@ async fn commit(shared: &Shared, b: Batch) -> usize {
             attempt,
             next_due_ms,
             failure,
+            ..
         } in b
             .retries
             .items

@@ -8,8 +8,8 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{
-    AttemptCost, ClaimedJob, DeadInfo, Dependency, Failure, NewJob, Parked, Suspension,
-    TraceContext, with_attempt,
+    AttemptCost, AttemptOutcome, ClaimedJob, DeadInfo, Dependency, Failure, NewJob, Parked,
+    Suspension, TraceContext, with_attempt,
 };
 use crate::wasm::{Acked, Finish, FollowUp, JobInput};
 
@@ -25,6 +25,9 @@ pub(super) enum Decision {
         result: Option<Vec<u8>>,
         /// Flows the handler created, parked with the ack.
         flows: Vec<crate::redis::FlowSpec>,
+        /// The job's story, this attempt included, when the topic keeps
+        /// ends (else empty: nothing would keep it).
+        history: Vec<AttemptCost>,
     },
     /// Try again at `next_due_ms`.
     Retry {
@@ -43,7 +46,12 @@ pub(super) enum Decision {
     Release,
     /// A durable handler sleeps or waits for a signal: put the job back
     /// until then, the attempt not counted.
-    Suspend(Suspension),
+    Suspend {
+        /// What it waits for.
+        suspension: Suspension,
+        /// The job's story, this attempt included.
+        story: Vec<AttemptCost>,
+    },
 }
 
 /// A claimed job that can run.
@@ -57,8 +65,10 @@ pub(super) struct Ready {
     /// The handler version the job is pinned to, if it is: the one that
     /// wrote its journal, or the one its record names.
     pub pin: Option<String>,
-    /// Its earlier attempts that did not ack, with what they used.
+    /// Its story so far: its earlier attempts, with what they used.
     pub earlier: Vec<AttemptCost>,
+    /// The signals its journal holds as it starts (a durable job's).
+    pub signals: Vec<String>,
     /// The producer's trace context, if it gave one.
     pub trace: Option<TraceContext>,
     /// When it expires (ms): its own deadline, or its topic's
@@ -83,7 +93,8 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         expires_at_ms,
     } = job;
     let (last, handler, earlier) = match last_failure {
-        Some(f) => (f.error, f.handler, f.attempts),
+        Some(f) if f.failed() => (f.error, f.handler, f.attempts),
+        Some(f) => ("lease expired".into(), None, f.attempts),
         None => ("lease expired".into(), None, Vec::new()),
     };
     let record = match record {
@@ -131,6 +142,10 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
             )));
         }
     };
+    let signals = journal
+        .as_ref()
+        .map(|j| j.signals.keys().cloned().collect())
+        .unwrap_or_default();
     // a journal's steps were recorded by one version: every later attempt runs on it
     let pin = journal
         .as_ref()
@@ -156,6 +171,7 @@ pub(super) fn before_run(cfg: &TopicConfig, job: ClaimedJob, now: u64) -> Result
         trace: record.trace,
         pin,
         earlier,
+        signals,
         account,
         key,
     })
@@ -197,20 +213,18 @@ pub(super) fn before_deadline(decision: Decision, deadline: Option<u64>, attempt
                 failure,
             },
             Some(at),
-        ) if next_due_ms >= at => Decision::Expired(DeadInfo {
-            expires_at_ms: Some(at),
-            ..dead(
-                attempt,
-                format!(
-                    "expired: its next attempt would start after its deadline, {}; last error: {}",
-                    time_of(at),
-                    failure.error
-                ),
-                failure.handler,
-                failure.at,
-                failure.attempts,
-            )
-        }),
+        ) if next_due_ms >= at => {
+            let reason = format!(
+                "expired: its next attempt would start after its deadline, {}; last error: {}",
+                time_of(at),
+                failure.error
+            );
+            let story = told(failure.attempts, AttemptOutcome::Expired, Some(&reason));
+            Decision::Expired(DeadInfo {
+                expires_at_ms: Some(at),
+                ..dead(attempt, reason, failure.handler, failure.at, story)
+            })
+        }
         (decision, _) => decision,
     }
 }
@@ -277,9 +291,10 @@ impl RanOn<'_> {
 
 /// What an attempt (number `attempt` of `max_attempts`) on `on` that ended
 /// with `finish` at `now` asks for; `unit` is a random draw in 0..1 for the
-/// backoff's jitter; `costs` are the job's attempts so far, this one
-/// included ([`costs`]), kept with a retry's failure or a dead letter. An
-/// ack's follow-ups and result are taken out of `finish` (into the
+/// backoff's jitter; `costs` is the job's story, this attempt last
+/// ([`costs`]; empty when nothing keeps it), kept with a retry's failure, a
+/// suspension, a dead letter or a kept end, this attempt's outcome set here.
+/// An ack's follow-ups and result are taken out of `finish` (into the
 /// decision); what is left still says how the attempt ended, for its watchers.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn after_run(
@@ -308,6 +323,7 @@ pub(super) fn after_run(
                 follow_ups,
                 result,
                 flows,
+                history: told(costs, AttemptOutcome::Ack, None),
             };
         }
         Finish::Fail(reason) if on.canary => (
@@ -318,61 +334,70 @@ pub(super) fn after_run(
             ),
         ),
         Finish::Fail(reason) => {
-            return Decision::Dead(dead(
-                attempt,
-                format!("failed: {reason}"),
-                Some(handler.to_owned()),
-                now,
-                costs,
-            ));
+            let reason = format!("failed: {reason}");
+            let story = told(costs, AttemptOutcome::Dead, Some(&reason));
+            return Decision::Dead(dead(attempt, reason, Some(handler.to_owned()), now, story));
         }
         Finish::NotStarted(_) => return Decision::Release,
-        Finish::Suspended(s) => return Decision::Suspend(s.clone()),
+        Finish::Suspended(s) => {
+            let mut story = told(costs, AttemptOutcome::Suspend, None);
+            if let Some(this) = story.last_mut() {
+                this.waits_until_ms = Some(s.until_ms);
+                this.waits_for.clone_from(&s.signal);
+            }
+            return Decision::Suspend {
+                suspension: s.clone(),
+                story,
+            };
+        }
         Finish::Retry { delay, reason } => (*delay, reason.clone()),
         Finish::Crashed(reason) => (None, reason.clone()),
     };
     if attempt >= max_attempts {
-        return Decision::Dead(dead(
-            attempt,
-            format!("attempts exhausted ({attempt}/{max_attempts}); last error: {reason}"),
-            Some(handler.to_owned()),
-            now,
-            costs,
-        ));
+        let reason = format!("attempts exhausted ({attempt}/{max_attempts}); last error: {reason}");
+        let story = told(costs, AttemptOutcome::Dead, Some(&reason));
+        return Decision::Dead(dead(attempt, reason, Some(handler.to_owned()), now, story));
     }
     let delay = delay.unwrap_or_else(|| cfg.backoff.delay(attempt, unit));
     Decision::Retry {
         next_due_ms: now.saturating_add(crate::clock::millis(delay)),
         failure: Failure {
+            attempts: told(costs, AttemptOutcome::Retry, Some(&reason)),
             error: reason,
             handler: Some(handler.to_owned()),
             at: now,
-            attempts: costs,
         },
     }
 }
 
-/// The costs a retry or a dead letter keeps: the job's `earlier` attempts
-/// and this one (number `attempt` on `version`, which used `usage`). An
-/// attempt that acks or did not start keeps none.
+/// The job's story a decision keeps: its `earlier` attempts and this one
+/// (made by `this` only when kept). An attempt that did not start keeps
+/// none, nor one that acks on a topic that keeps no ends (`keep_acked`
+/// false): nothing would hold it, and the common ack allocates nothing.
 pub(super) fn costs(
     earlier: Vec<AttemptCost>,
     finish: &Finish,
-    attempt: u32,
-    version: &str,
-    usage: crate::redis::Usage,
+    this: impl FnOnce() -> AttemptCost,
+    keep_acked: bool,
 ) -> Vec<AttemptCost> {
     match finish {
-        Finish::Ack(_) | Finish::NotStarted(_) | Finish::Suspended(_) => Vec::new(),
-        _ => with_attempt(
-            earlier,
-            AttemptCost {
-                attempt,
-                handler: Some(version.to_owned()),
-                usage,
-            },
-        ),
+        Finish::NotStarted(_) => Vec::new(),
+        Finish::Ack(_) if !keep_acked => Vec::new(),
+        _ => with_attempt(earlier, this()),
     }
+}
+
+/// `story` with its last attempt (this one) ended as `outcome`, failing
+/// with `error`.
+fn told(
+    mut story: Vec<AttemptCost>,
+    outcome: AttemptOutcome,
+    error: Option<&str>,
+) -> Vec<AttemptCost> {
+    if let Some(this) = story.last_mut() {
+        this.ended_as(outcome, error);
+    }
+    story
 }
 
 impl Decision {

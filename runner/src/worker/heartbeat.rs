@@ -1,7 +1,8 @@
 //! This runner's heartbeat: every [`INTERVAL`] it tells Redis who it is, what
 //! it serves and how much is running, alive for [`TTL`]; `hourglass runners`
 //! lists the runners whose time has not run out. A graceful stop leaves.
-//! Each beat also adds the usage of tagged jobs to Redis (`accounts.rs`).
+//! Each beat also adds the usage of tagged jobs to Redis (`accounts.rs`)
+//! and what its topics did to their history by the minute (`minutes.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub(crate) const TTL: Duration = Duration::from_secs(6);
 pub(super) struct Heartbeat {
     info: RunnerInfo,
     next_ms: u64,
+    /// This runner's part of the topics' history by the minute.
+    minutes: super::minutes::Minutes,
 }
 
 /// This machine's name, as runners report it.
@@ -58,6 +61,7 @@ impl Heartbeat {
                 missing: Vec::new(),
             },
             next_ms: 0,
+            minutes: Default::default(),
         }
     }
 
@@ -91,11 +95,13 @@ impl Heartbeat {
             tracing::debug!("heartbeat not written: {e}");
         }
         shared.accounts.flush(&shared.queue).await;
+        self.minutes.flush(shared, topics, now).await;
     }
 
-    /// Say this runner is gone (after adding its last account usage).
-    pub async fn leave(&self, shared: &Shared, now: u64) {
+    /// Say this runner is gone (after adding its last account usage and history).
+    pub async fn leave(&mut self, shared: &Shared, now: u64) {
         shared.accounts.flush(&shared.queue).await;
+        self.minutes.flush(shared, &[], now).await;
         shared.tenants.flush(&shared.queue, now).await;
         if let Err(e) = shared.queue.runners().leave(&self.info.id, now).await {
             tracing::debug!("could not say this runner left (its entry expires anyway): {e}");

@@ -37,7 +37,13 @@ pub(super) async fn enforce_retention(shared: &Shared, topics: &[Arc<Topic>], no
         if let Err(e) = shared
             .queue
             .pipeline()
-            .bury(&topic.keys, &[], topic.cfg.dead_letter, now, None)
+            .bury(
+                &topic.keys,
+                &[],
+                topic.cfg.dead_letter,
+                now,
+                topic.cfg.kept(),
+            )
             .await
         {
             tracing::warn!(topic = %topic.cfg.name, "cannot enforce dead-letter retention: {e}");

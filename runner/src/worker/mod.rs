@@ -27,6 +27,7 @@ mod decide;
 mod heartbeat;
 mod housekeeping;
 mod journal;
+mod minutes;
 mod progress;
 pub(crate) mod rollout;
 mod runner;

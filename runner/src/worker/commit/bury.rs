@@ -10,10 +10,10 @@ use crate::worker::{Shared, Topic};
 /// Dead-letter (or, for an expired job on a topic that drops, delete) jobs.
 pub(super) async fn bury(shared: &Shared, topic: &Topic, dead: Pending<Burial>, now: u64) {
     let (q, name, keys) = (&shared.queue, topic.cfg.name.as_str(), &topic.keys);
-    let keep = topic.cfg.results.map(|r| r.keep);
+    let kept = topic.cfg.kept();
     let Some(refused) = persist(&shared.meter, "dead-letter", name, || {
         q.pipeline()
-            .bury(keys, &dead.items, topic.cfg.dead_letter, now, keep)
+            .bury(keys, &dead.items, topic.cfg.dead_letter, now, kept)
     })
     .await
     else {

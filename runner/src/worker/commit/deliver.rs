@@ -18,7 +18,12 @@ pub(super) fn tell(
         (false, Some(job)) => (None, Some(Notice { job, end: end() })),
         (true, Some(job)) => {
             let end = end();
-            (Some(end.clone()), Some(Notice { job, end }))
+            // the flow is told how the job ended, not its story
+            let told = JobEnd {
+                history: Vec::new(),
+                ..end.clone()
+            };
+            (Some(end), Some(Notice { job, end: told }))
         }
     }
 }

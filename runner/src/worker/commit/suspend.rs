@@ -19,7 +19,8 @@ pub(super) async fn suspend(
 ) {
     let (q, name, keys) = (&shared.queue, topic.cfg.name.as_str(), &topic.keys);
     let Some(refused) = persist(&shared.meter, "suspend", name, || {
-        q.pipeline().suspend(keys, &suspends.items, now)
+        q.pipeline()
+            .suspend(keys, &suspends.items, now, topic.cfg.kept())
     })
     .await
     else {

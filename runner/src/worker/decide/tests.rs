@@ -158,14 +158,22 @@ fn a_permanent_failure_on_a_canary_is_retried_and_the_same_on_stable_dies() {
 
 #[test]
 fn the_attempts_costs_go_with_the_retry_and_the_dead_letter() {
+    use crate::redis::AttemptOutcome;
     let cfg = topic();
-    let cost = |attempt| crate::redis::AttemptCost {
-        attempt,
-        handler: Some("h".into()),
-        usage: crate::redis::Usage {
-            cpu_us: 1000 * u64::from(attempt),
-            ..Default::default()
-        },
+    let cost = |attempt| {
+        crate::redis::AttemptCost::new(
+            attempt,
+            Some("h".into()),
+            crate::redis::Usage {
+                cpu_us: 1000 * u64::from(attempt),
+                ..Default::default()
+            },
+        )
+    };
+    let ended = |attempt, outcome, error: &str| {
+        let mut c = cost(attempt);
+        c.ended_as(outcome, Some(error));
+        c
     };
     let crash = || Finish::Crashed("trap".into());
     match after_run(
@@ -178,10 +186,13 @@ fn the_attempts_costs_go_with_the_retry_and_the_dead_letter() {
         0.5,
         vec![cost(1)],
     ) {
-        Decision::Retry { failure, .. } => assert_eq!(failure.attempts, vec![cost(1)]),
+        Decision::Retry { failure, .. } => assert_eq!(
+            failure.attempts,
+            vec![ended(1, AttemptOutcome::Retry, "trap")]
+        ),
         other => panic!("{other:?}"),
     }
-    let both = vec![cost(1), cost(2)];
+    let first = ended(1, AttemptOutcome::Retry, "trap");
     match after_run(
         &cfg,
         RanOn::stable("h"),
@@ -190,9 +201,43 @@ fn the_attempts_costs_go_with_the_retry_and_the_dead_letter() {
         &mut crash(),
         10,
         0.5,
-        both.clone(),
+        vec![first.clone(), cost(2)],
     ) {
-        Decision::Dead(info) => assert_eq!(info.costs, both),
+        Decision::Dead(info) => assert_eq!(
+            info.costs,
+            vec![
+                first,
+                ended(
+                    2,
+                    AttemptOutcome::Dead,
+                    "attempts exhausted (2/2); last error: trap"
+                )
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+    // a suspension keeps the story too, with what it waits for
+    let mut sleep = Finish::Suspended(crate::redis::Suspension {
+        timer: "t:nap".into(),
+        until_ms: 99,
+        since_ms: 10,
+        signal: Some("approved".into()),
+    });
+    match after_run(
+        &cfg,
+        RanOn::stable("h"),
+        1,
+        2,
+        &mut sleep,
+        10,
+        0.5,
+        vec![cost(1)],
+    ) {
+        Decision::Suspend { story, .. } => {
+            assert_eq!(story[0].outcome, Some(AttemptOutcome::Suspend));
+            assert_eq!(story[0].waits_until_ms, Some(99));
+            assert_eq!(story[0].waits_for.as_deref(), Some("approved"));
+        }
         other => panic!("{other:?}"),
     }
 }

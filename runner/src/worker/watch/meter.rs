@@ -17,7 +17,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use crate::metrics::{
     DirectionLabels, Metrics, OutcomeLabels, ThreadLabels, TopicLabel, VersionLabels,
 };
-use crate::redis::{Tally, TopicMeter, Usage};
+use crate::redis::{MinuteSums, Tally, TopicMeter, Usage, late_bucket};
 use crate::wasm::Finish;
 
 /// Lateness samples kept per topic: the most recent attempts.
@@ -84,6 +84,10 @@ struct Counts {
     topic: String,
     done: u64,
     failed: u64,
+    /// Of the failed, dead-lettered.
+    dead: u64,
+    /// Attempts started, per lateness bucket (the history by the minute).
+    late: [u64; 14],
     late_ms: VecDeque<u64>,
     lateness: Histogram,
     /// Attempts started on the runner's thread, and on the pool.
@@ -106,6 +110,8 @@ impl Counts {
             topic: topic.to_owned(),
             done: 0,
             failed: 0,
+            dead: 0,
+            late: [0; 14],
             late_ms: VecDeque::new(),
             lateness: metrics.lateness.get_or_create_owned(&label),
             threads: ["runner", "pool"].map(|thread| {
@@ -221,6 +227,7 @@ impl Meter {
                 c.late_ms.pop_front();
             }
             c.late_ms.push_back(late_ms);
+            c.late[late_bucket(late_ms)] += 1;
             c.lateness.observe(late_ms as f64 / 1000.0);
         });
     }
@@ -278,7 +285,11 @@ impl Meter {
         self.with(topic, |c| {
             match outcome {
                 Outcome::Ack => c.done += n,
-                Outcome::Retry | Outcome::Dead => c.failed += n,
+                Outcome::Retry => c.failed += n,
+                Outcome::Dead => {
+                    c.failed += n;
+                    c.dead += n;
+                }
                 Outcome::Released | Outcome::Cancelled | Outcome::Suspended | Outcome::Expired => {}
             }
             c.version(&self.metrics, version).outcomes[outcome as usize].inc_by(n);
@@ -409,6 +420,25 @@ impl Meter {
     /// A Redis call failed.
     pub fn redis_error(&self) {
         self.metrics.redis_errors.inc();
+    }
+
+    /// What each topic did since this runner started, for its history by
+    /// the minute (the heartbeat adds the difference to Redis).
+    pub fn totals(&self) -> BTreeMap<String, MinuteSums> {
+        let topics = self.topics.lock().expect("meter lock");
+        topics
+            .iter()
+            .map(|(name, c)| {
+                let sums = MinuteSums {
+                    acked: c.done,
+                    failed: c.failed,
+                    dead: c.dead,
+                    cpu_us: c.cpu_us,
+                    late: c.late,
+                };
+                (name.clone(), sums)
+            })
+            .collect()
     }
 
     /// The counts so far, with the recent lateness percentiles.

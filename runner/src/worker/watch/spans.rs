@@ -24,8 +24,8 @@ impl Watcher for Telemetry {
                 reason: &info.reason,
             },
             Decision::Release => AttemptEnd::Released,
-            Decision::Suspend(s) => AttemptEnd::Suspended {
-                until_ms: s.until_ms,
+            Decision::Suspend { suspension, .. } => AttemptEnd::Suspended {
+                until_ms: suspension.until_ms,
             },
         };
         let facts = AttemptFacts {
