@@ -27,6 +27,13 @@ pub struct Admin<'q> {
     pub(crate) q: &'q Queue,
 }
 
+impl Queue {
+    /// What operators do to jobs and topics: cancel, pause and resume.
+    pub fn admin(&self) -> Admin<'_> {
+        Admin { q: self }
+    }
+}
+
 impl Admin<'_> {
     /// Delete jobs wherever they are; per id, where it was (`None`: no such job).
     /// On a topic that keeps results (`keep`), each cancelled job's end

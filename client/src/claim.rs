@@ -7,17 +7,8 @@ use super::record::split_stored;
 use super::reply::{bytes, number, optional_string, string};
 use super::{
     Claimed, ClaimedJob, CorruptRecord, Failure, Fairness, Held, Journal, Pipeline, QueueError,
-    Record, TopicKeys, scripts,
+    RateLimit, Record, TopicKeys, scripts,
 };
-
-/// A topic's rate, as the claim script enforces it (GCRA) across runners.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
-    /// The steady spacing between starts, in ms (fractional).
-    pub interval_ms: f64,
-    /// Starts allowed at once beyond the steady rate.
-    pub burst: u32,
-}
 
 impl Pipeline<'_> {
     /// Lease up to `limit` jobs due by `now_ms` until `lease_until_ms`.

@@ -16,6 +16,13 @@ pub struct DeadLetters<'q> {
     pub(crate) q: &'q Queue,
 }
 
+impl Queue {
+    /// A topic's dead letters: list, retry (on a kept version), purge.
+    pub fn dead(&self) -> DeadLetters<'_> {
+        DeadLetters { q: self }
+    }
+}
+
 impl DeadLetters<'_> {
     /// Up to `limit` dead letters, newest first, skipping `offset`.
     pub async fn list(

@@ -14,22 +14,11 @@
 //! idempotent: enqueue by id answers `duplicate` for a job already live,
 //! an ack or burial repeated finds the job gone).
 
-use std::time::Duration;
-
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
 
 use super::connect::Conn;
-use super::{Queue, QueueError};
-
-/// How many replicas must confirm a change, and how long to wait for them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Durability {
-    /// Replicas that must have the change before it is answered.
-    pub replicas: u32,
-    /// How long to wait for them.
-    pub timeout: Duration,
-}
+use super::{Durability, Queue, QueueError};
 
 /// A connection that appends `WAIT` to every command it sends and remembers
 /// the smallest count of replicas that confirmed.

@@ -65,3 +65,8 @@ fn is_misconfigured(e: &redis::RedisError) -> bool {
         || text.contains("authentication")
         || text.contains("certificate")
 }
+
+/// A stored record that cannot be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt job record ({0})")]
+pub struct CorruptRecord(pub(crate) &'static str);

@@ -79,6 +79,13 @@ pub struct Layouts<'q> {
     pub(crate) q: &'q Queue,
 }
 
+impl Queue {
+    /// The namespace's layout version: read, stamp, migrate.
+    pub fn layout(&self) -> Layouts<'_> {
+        Layouts { q: self }
+    }
+}
+
 impl Layouts<'_> {
     /// The layout of this namespace. `topics` are the topics the caller
     /// knows of (its queues.toml): their keys and the runners' heartbeats

@@ -58,6 +58,7 @@
 //!   takes).
 
 mod admin;
+mod attempt;
 mod browse;
 mod claim;
 pub mod clock;
@@ -77,7 +78,9 @@ mod minutes;
 pub mod outbox;
 mod pipeline;
 mod queue;
+mod rate;
 pub mod record;
+mod redact;
 mod reply;
 pub mod results;
 pub mod rollout;
@@ -96,18 +99,16 @@ mod wake;
 use std::time::Duration;
 
 pub use admin::{Admin, Cancelled};
+pub use attempt::{
+    Burial, Claimed, ClaimedJob, DeadInfo, Done, Held, Refusal, Refused, Retrying, TopicStats,
+};
 pub use browse::{BROWSE_LOOK, BROWSE_MOST, Browse, BrowsePage, BrowseState, JobRow};
-pub use claim::RateLimit;
-pub use connect::{Endpoint, Servers, Tls, redact};
+pub use connect::{Endpoint, Servers, Tls};
 pub use dead::{DEAD_BATCH, DeadLetters};
-pub use durable::Durability;
-pub use error::QueueError;
+pub use error::{CorruptRecord, QueueError};
 pub use flow::{BatchSpec, BatchSummary, Dependency, FlowRef, FlowSpec, Flows, Notice, Upstream};
 pub use inspect::{JobState, JobView, TopicDefaults};
-pub use job::{
-    Burial, Claimed, ClaimedJob, DeadInfo, Done, Enqueued, Held, LOWEST_PRIORITY, NewJob, OnExpire,
-    Refusal, Refused, Retrying, TopicStats, check_account, check_id, check_key,
-};
+pub use job::{Enqueued, LOWEST_PRIORITY, NewJob, OnExpire, check_account, check_id, check_key};
 pub use journal::{Journal, Signalled, Step, Suspending, Suspension, Woken};
 pub use keys::{RunnerKeys, TopicKeys, wake_channel};
 pub use layout::Layouts;
@@ -115,8 +116,10 @@ pub use logs::{JobLogs, LogLine};
 pub use minutes::{LATE_BOUNDS, MINUTES_KEEP, Minute, MinuteCounts, MinuteSums, late_bucket};
 pub use outbox::{Entry, Parked, outbox_token};
 pub use pipeline::Pipeline;
-pub use queue::Queue;
-pub use record::{CorruptRecord, Record, check_version};
+pub use queue::{Durability, Queue};
+pub use rate::RateLimit;
+pub use record::{Record, check_version};
+pub use redact::redact;
 pub use results::{EndState, JobEnd, Progress, Report, Standing};
 pub use rollout::{
     Canary, Change, Pin, Policy, Role, Rollout, Rollouts, Tally, Verdict, VersionInfo,

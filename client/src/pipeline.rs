@@ -7,13 +7,35 @@
 use super::clock::millis;
 use super::{
     Burial, DeadLetter, Done, Failure, Held, Kept, OUTBOX_SWEEP, OnExpire, Queue, QueueError,
-    Refusal, Retrying, TopicKeys, job, outbox, results, scripts,
+    Refusal, Report, Retrying, TopicKeys, attempt, outbox, results, scripts,
 };
 
 /// The runner's side of the job path ([`Queue::pipeline`]).
 #[derive(Clone, Copy)]
 pub struct Pipeline<'q> {
     pub(crate) q: &'q Queue,
+}
+
+impl Queue {
+    /// The runner's side of the job path: claims, acks, retries, burials,
+    /// releases, follow-up delivery, progress.
+    pub fn pipeline(&self) -> Pipeline<'_> {
+        Pipeline { q: self }
+    }
+}
+
+impl Pipeline<'_> {
+    /// Record the progress of running attempts; reports of attempts that no
+    /// longer hold their job's lease are dropped. Answers how many were kept.
+    pub async fn progress(self, keys: &TopicKeys, reports: &[Report]) -> Result<u64, QueueError> {
+        let mut inv = scripts::PROGRESS.on(keys);
+        inv.arg(&keys.events);
+        for r in reports {
+            let json = serde_json::to_string(&r.progress).expect("progress serializes");
+            inv.arg(&r.id).arg(r.progress.attempt).arg(json);
+        }
+        Ok(inv.invoke_async(&mut self.q.conn.clone()).await?)
+    }
 }
 
 impl Pipeline<'_> {
@@ -53,7 +75,7 @@ impl Pipeline<'_> {
             for d in done {
                 inv.arg(&d.id).arg(d.attempt);
             }
-            return job::refusals(self.q.invoke_durable(&inv).await?);
+            return attempt::refusals(self.q.invoke_durable(&inv).await?);
         }
         inv.arg(5).arg(now_ms).arg(kept.logs);
         for d in done {
@@ -69,7 +91,7 @@ impl Pipeline<'_> {
                 _ => inv.arg("").arg(""),
             };
         }
-        job::refusals(self.q.invoke_durable(&inv).await?)
+        attempt::refusals(self.q.invoke_durable(&inv).await?)
     }
 
     /// Schedule the next attempts of `failed`, each keeping its story and
@@ -93,7 +115,7 @@ impl Pipeline<'_> {
                 .arg(f.failure.encode())
                 .arg(&f.logs);
         }
-        job::refusals(self.q.invoke_durable(&inv).await?)
+        attempt::refusals(self.q.invoke_durable(&inv).await?)
     }
 
     /// Dead-letter jobs, each keeping its story and logs. Enforces
@@ -141,7 +163,7 @@ impl Pipeline<'_> {
             })
             .arg(&d.logs);
         }
-        job::refusals(self.q.invoke_durable(&inv).await?)
+        attempt::refusals(self.q.invoke_durable(&inv).await?)
     }
 
     /// Return up to `limit` jobs whose lease ended before `now_ms` to pending.
@@ -177,6 +199,6 @@ impl Pipeline<'_> {
         for h in held {
             inv.arg(&h.id).arg(h.attempt);
         }
-        job::refusals(inv.invoke_async(&mut self.q.conn.clone()).await?)
+        attempt::refusals(inv.invoke_async(&mut self.q.conn.clone()).await?)
     }
 }

@@ -12,10 +12,18 @@ use redis::Value;
 use super::connect::Conn;
 use super::reply::string;
 use super::{
-    Admin, DEFAULT_PAYLOAD, DeadLetters, Durability, Endpoint, Enqueued, LOWEST_PRIORITY, Layouts,
-    NewJob, Pipeline, QueueError, Record, Rollouts, Runners, TopicKeys, TopicStats, Waited,
-    Waiters, check_account, check_id, check_key, record, scripts, wake_channel,
+    DEFAULT_PAYLOAD, Endpoint, Enqueued, LOWEST_PRIORITY, NewJob, QueueError, Record, TopicKeys,
+    TopicStats, check_account, check_id, check_key, record, scripts, wake_channel,
 };
+
+/// How many replicas must confirm a change, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    /// Replicas that must have the change before it is answered.
+    pub replicas: u32,
+    /// How long to wait for them.
+    pub timeout: Duration,
+}
 
 /// A connection to the pipeline of one namespace.
 #[derive(Clone)]
@@ -238,56 +246,6 @@ impl Queue {
             suspended,
             expired,
         })
-    }
-
-    /// Wait until job `id` of a topic ends, or `timeout` passes (a
-    /// subscription of its own: for many waits at once, share a [`Waiters`]).
-    /// The topic must keep results (`results` in queues.toml), else every
-    /// wait answers [`Waited::Unknown`] once the job is gone.
-    pub async fn wait_for(
-        &self,
-        keys: &TopicKeys,
-        id: &str,
-        timeout: Duration,
-    ) -> Result<Waited, QueueError> {
-        Waiters::new(self.clone()).wait_for(keys, id, timeout).await
-    }
-
-    /// The runner's side of the job path: claims, acks, retries, burials,
-    /// releases, follow-up delivery, progress.
-    pub fn pipeline(&self) -> Pipeline<'_> {
-        Pipeline { q: self }
-    }
-
-    /// What operators do to jobs and topics: cancel, pause and resume.
-    pub fn admin(&self) -> Admin<'_> {
-        Admin { q: self }
-    }
-
-    /// Flows: create, tell their jobs' ends, show, sweep.
-    pub fn flows(&self) -> crate::Flows<'_> {
-        crate::Flows { q: self }
-    }
-
-    /// A topic's dead letters: list, retry (on a kept version), purge.
-    pub fn dead(&self) -> DeadLetters<'_> {
-        DeadLetters { q: self }
-    }
-
-    /// Which handler version serves each topic, and the kept versions.
-    pub fn rollouts(&self) -> Rollouts<'_> {
-        Rollouts { q: self }
-    }
-
-    /// What runners share beyond jobs: heartbeats, account usage, the
-    /// cursors of schedules.
-    pub fn runners(&self) -> Runners<'_> {
-        Runners { q: self }
-    }
-
-    /// The namespace's layout version: read, stamp, migrate.
-    pub fn layout(&self) -> Layouts<'_> {
-        Layouts { q: self }
     }
 
     /// Round-trip check, used at start-up to fail early with a clear message.

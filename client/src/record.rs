@@ -16,7 +16,7 @@
 //! record from a newer hourglass, refused as such. Lua scripts never parse
 //! it; only this module does. Attempts, due time and errors live beside it.
 
-use super::TraceContext;
+use super::{CorruptRecord, TraceContext};
 use crate::flow::FlowRef;
 
 /// What is stored for a job at enqueue.
@@ -50,11 +50,6 @@ const HAS_PARENT_RESULT: u8 = 2;
 const HAS_TRACE: u8 = 4;
 const HAS_FLOW: u8 = 8;
 const KNOWN_FLAGS: u8 = HAS_VERSION | HAS_PARENT_RESULT | HAS_TRACE | HAS_FLOW;
-
-/// A stored record that cannot be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("corrupt job record ({0})")]
-pub struct CorruptRecord(pub(crate) &'static str);
 
 impl Record {
     /// The record's bytes: what a job's stored value holds after its due

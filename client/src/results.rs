@@ -14,13 +14,9 @@
 
 use std::time::Duration;
 
-use redis::Value;
 use serde::{Deserialize, Serialize};
 
-use super::reply::{bytes, string};
-use super::{
-    AttemptCost, CorruptRecord, Pipeline, Queue, QueueError, TopicKeys, clock::millis, scripts,
-};
+use super::{AttemptCost, CorruptRecord, clock::millis};
 
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,53 +206,9 @@ pub enum Standing {
     Unknown,
 }
 
-impl Queue {
-    /// Where job `id` of a topic stands: live (with its progress), ended
-    /// (with its kept end), or unknown.
-    pub async fn standing(&self, keys: &TopicKeys, id: &str) -> Result<Standing, QueueError> {
-        let mut inv = scripts::PEEK.on(keys);
-        inv.key(keys.result(id)).arg(id);
-        let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
-        let [live, running, progress, end] = reply.as_slice() else {
-            return Err(QueueError::Protocol(format!("peek answered {reply:?}")));
-        };
-        let flag = |v: &Value| matches!(v, Value::Int(1));
-        if flag(live) {
-            let progress = match progress {
-                Value::Nil => None,
-                v => serde_json::from_str(&string(v)?).ok(),
-            };
-            return Ok(Standing::Live {
-                running: flag(running),
-                progress,
-            });
-        }
-        match end {
-            Value::Nil => self.flows().standing_of(&keys.topic, id).await,
-            v => JobEnd::decode(&bytes(v)?)
-                .map(Standing::Ended)
-                .map_err(|e| QueueError::Protocol(e.to_string())),
-        }
-    }
-}
-
 /// `keep` as the scripts take it: ms, `0` for none.
 pub(super) fn keep_ms(keep: Option<Duration>) -> u64 {
     keep.map_or(0, |k| millis(k).max(1))
-}
-
-impl Pipeline<'_> {
-    /// Record the progress of running attempts; reports of attempts that no
-    /// longer hold their job's lease are dropped. Answers how many were kept.
-    pub async fn progress(self, keys: &TopicKeys, reports: &[Report]) -> Result<u64, QueueError> {
-        let mut inv = scripts::PROGRESS.on(keys);
-        inv.arg(&keys.events);
-        for r in reports {
-            let json = serde_json::to_string(&r.progress).expect("progress serializes");
-            inv.arg(&r.id).arg(r.progress.attempt).arg(json);
-        }
-        Ok(inv.invoke_async(&mut self.q.conn.clone()).await?)
-    }
 }
 
 #[cfg(test)]

@@ -258,6 +258,13 @@ pub struct Rollouts<'q> {
     pub(crate) q: &'q Queue,
 }
 
+impl Queue {
+    /// Which handler version serves each topic, and the kept versions.
+    pub fn rollouts(&self) -> Rollouts<'_> {
+        Rollouts { q: self }
+    }
+}
+
 impl Rollouts<'_> {
     /// Report attempts per version since the last report and the version of
     /// this runner's handler file (starting a canary when it is new and

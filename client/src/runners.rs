@@ -86,6 +86,14 @@ pub struct Runners<'q> {
     pub(crate) q: &'q Queue,
 }
 
+impl Queue {
+    /// What runners share beyond jobs: heartbeats, account usage, the
+    /// cursors of schedules.
+    pub fn runners(&self) -> Runners<'_> {
+        Runners { q: self }
+    }
+}
+
 impl Runners<'_> {
     /// Say `runner` is alive until `until_ms`; returns how many runners whose
     /// time ran out were forgotten meanwhile.

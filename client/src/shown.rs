@@ -5,10 +5,15 @@
 use base64::Engine;
 use serde::Serialize;
 
+mod flow;
+mod journal;
+
+pub use flow::{BatchCounts, DependencyJson, DependentJson, FlowPlace};
+pub use journal::{JournalJson, SignalJson, StepJson};
+
 use super::{
-    AttemptCost, BatchSummary, DeadInfo, EndState, Failure, FlowRef, JobEnd, JobState, JobView,
-    Journal, Progress, Queue, QueueError, Record, Standing, Suspension, TopicDefaults, TopicKeys,
-    flow::Policy,
+    AttemptCost, DeadInfo, EndState, Failure, FlowRef, JobEnd, JobState, JobView, Journal,
+    Progress, Queue, QueueError, Record, Standing, Suspension, TopicDefaults, TopicKeys,
 };
 
 /// A job as the API's job view and `inspect --json` show it: while it
@@ -178,160 +183,6 @@ impl JobEnd {
     /// [`JobEnd::shown`] as a JSON value (`hourglass wait --json`).
     pub fn to_json(&self, id: &str) -> serde_json::Value {
         serde_json::to_value(self.shown(id)).expect("an end serializes")
-    }
-}
-
-/// A durable handler's journal as shown: steps in the order they
-/// completed, with their sizes (not their values), the signals' names and
-/// sizes, the wake times, and the effects.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct JournalJson {
-    /// The handler version that wrote it.
-    pub version: Option<String>,
-    /// Its completed steps.
-    pub steps: Vec<StepJson>,
-    /// Each timer's wake time (ms).
-    pub timers: std::collections::BTreeMap<String, u64>,
-    /// The signals received.
-    pub signals: Vec<SignalJson>,
-    /// The effects journal: the requests and follow-ups in the order they
-    /// were made (`replays: false` on one the next attempt makes again), the
-    /// clock reads and random bytes, and where and why it stopped; null when
-    /// it recorded none.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub effects: serde_json::Value,
-}
-
-/// One completed step of a durable handler.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct StepJson {
-    /// Its name.
-    pub name: String,
-    /// The size of what it returned.
-    pub bytes: usize,
-    /// The attempt that ran it.
-    pub attempt: u32,
-    /// When it returned (ms).
-    pub completed_at_ms: u64,
-}
-
-/// One signal a durable job received.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SignalJson {
-    /// Its name.
-    pub name: String,
-    /// Its payload's size.
-    pub bytes: usize,
-}
-
-impl Journal {
-    /// As `inspect --json`, `journal --json` and the API show it.
-    pub fn shown(&self) -> JournalJson {
-        let mut steps: Vec<_> = self.steps.iter().collect();
-        steps.sort_by_key(|(name, s)| (s.at_ms, s.attempt, *name));
-        JournalJson {
-            version: self.version.clone(),
-            steps: steps
-                .into_iter()
-                .map(|(name, s)| StepJson {
-                    name: name.clone(),
-                    bytes: s.value.len(),
-                    attempt: s.attempt,
-                    completed_at_ms: s.at_ms,
-                })
-                .collect(),
-            timers: self.timers.clone(),
-            signals: self
-                .signals
-                .iter()
-                .map(|(name, p)| SignalJson {
-                    name: name.clone(),
-                    bytes: p.len(),
-                })
-                .collect(),
-            effects: super::effects::to_json(&self.effects),
-        }
-    }
-
-    /// [`Journal::shown`] as a JSON value.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.shown()).expect("a journal serializes")
-    }
-}
-
-/// A flow job's place in its flow: the flow's id, the job's index, each job
-/// it waits for and each job that waits for it with its state (null: not
-/// ended); a batch's callback, the batch's counts.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct FlowPlace {
-    /// The flow's id.
-    pub id: String,
-    /// The job's index in the flow.
-    pub index: u32,
-    /// The jobs it waits for.
-    pub dependencies: Vec<DependencyJson>,
-    /// The jobs that wait for it.
-    pub dependents: Vec<DependentJson>,
-    /// For a batch's callback: how the batch stands.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch: Option<BatchCounts>,
-}
-
-/// A job a flow job waits for.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DependencyJson {
-    /// Its name in the flow.
-    pub name: String,
-    /// Its topic.
-    pub topic: String,
-    /// Its id in that topic.
-    pub id: String,
-    /// What its failure does to the dependent.
-    pub policy: Policy,
-    /// How it ended, if it has.
-    pub ended: Option<EndState>,
-}
-
-/// A job that waits for a flow job.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DependentJson {
-    /// Its name in the flow.
-    pub name: String,
-    /// How it ended (`acked`, `dead`, `cancelled`), if it has.
-    pub ended: Option<String>,
-}
-
-/// How a batch stands, for its callback.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BatchCounts {
-    /// Its jobs (the callbacks not counted).
-    pub jobs: u32,
-    /// How many were acked.
-    pub acked: u32,
-    /// How many were dead-lettered.
-    pub dead: u32,
-    /// How many were cancelled.
-    pub cancelled: u32,
-    /// The ids (in their topics) of the dead-lettered ones.
-    pub failed: Vec<String>,
-}
-
-impl From<BatchSummary> for BatchCounts {
-    fn from(b: BatchSummary) -> BatchCounts {
-        BatchCounts {
-            jobs: b.jobs,
-            acked: b.acked,
-            dead: b.dead,
-            cancelled: b.cancelled,
-            failed: b.failed,
-        }
     }
 }
 

@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
+use redis::Value;
 use tokio::sync::{mpsc, watch};
 
+use super::reply::{bytes, string};
 use super::results::{JobEnd, Progress, Standing};
-use super::{Queue, QueueError, TopicKeys};
+use super::{Queue, QueueError, TopicKeys, scripts};
 
 /// What a watcher hears about its job.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +81,51 @@ impl Drop for Inner {
 #[derive(Clone)]
 pub struct Waiters {
     inner: Arc<Inner>,
+}
+
+impl Queue {
+    /// Wait until job `id` of a topic ends, or `timeout` passes (a
+    /// subscription of its own: for many waits at once, share a [`Waiters`]).
+    /// The topic must keep results (`results` in queues.toml), else every
+    /// wait answers [`Waited::Unknown`] once the job is gone.
+    pub async fn wait_for(
+        &self,
+        keys: &TopicKeys,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Waited, QueueError> {
+        Waiters::new(self.clone()).wait_for(keys, id, timeout).await
+    }
+}
+
+impl Queue {
+    /// Where job `id` of a topic stands: live (with its progress), ended
+    /// (with its kept end), or unknown.
+    pub async fn standing(&self, keys: &TopicKeys, id: &str) -> Result<Standing, QueueError> {
+        let mut inv = scripts::PEEK.on(keys);
+        inv.key(keys.result(id)).arg(id);
+        let reply: Vec<Value> = inv.invoke_async(&mut self.conn.clone()).await?;
+        let [live, running, progress, end] = reply.as_slice() else {
+            return Err(QueueError::Protocol(format!("peek answered {reply:?}")));
+        };
+        let flag = |v: &Value| matches!(v, Value::Int(1));
+        if flag(live) {
+            let progress = match progress {
+                Value::Nil => None,
+                v => serde_json::from_str(&string(v)?).ok(),
+            };
+            return Ok(Standing::Live {
+                running: flag(running),
+                progress,
+            });
+        }
+        match end {
+            Value::Nil => self.flows().standing_of(&keys.topic, id).await,
+            v => JobEnd::decode(&bytes(v)?)
+                .map(Standing::Ended)
+                .map_err(|e| QueueError::Protocol(e.to_string())),
+        }
+    }
 }
 
 impl Waiters {

@@ -12,11 +12,9 @@
 use std::collections::BTreeMap;
 
 use redis::Value;
-use serde::{Deserialize, Serialize};
 
-use super::spec::{
-    FlowJob, MAX_FLOW_BYTES, MAX_FLOW_JOBS, Plan, Policy, check_flow_id, check_jobs,
-};
+use super::plan::{BatchPlan, CallbackKind, FlowJob, Plan, Policy};
+use super::spec::{MAX_FLOW_BYTES, MAX_FLOW_JOBS, check_flow_id, check_jobs};
 use super::store::{describe, parked, parked_entries};
 use crate::clock::millis;
 use crate::outbox::{self, Entry, Parked};
@@ -49,42 +47,6 @@ pub struct Callback {
     pub max_attempts: u32,
 }
 
-/// Which callback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CallbackKind {
-    /// `on_complete`.
-    Complete,
-    /// `on_success`.
-    Success,
-}
-
-impl CallbackKind {
-    /// Its job's name in the batch: `on_complete`, `on_success`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CallbackKind::Complete => "on_complete",
-            CallbackKind::Success => "on_success",
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            CallbackKind::Complete => "complete",
-            CallbackKind::Success => "success",
-        }
-    }
-}
-
-/// What makes a [`Plan`] a batch's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchPlan {
-    /// The callbacks: index and kind.
-    pub callbacks: Vec<(u32, CallbackKind)>,
-    /// Created open.
-    pub open: bool,
-}
-
 /// How a batch stands, as its callback sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchSummary {
@@ -100,34 +62,6 @@ pub struct BatchSummary {
     pub cancelled: u32,
     /// The ids (in their topics) of the dead-lettered ones.
     pub failed: Vec<String>,
-}
-
-impl BatchPlan {
-    /// The kind of callback job `i` is, if it is one.
-    pub fn kind(&self, i: u32) -> Option<CallbackKind> {
-        self.callbacks
-            .iter()
-            .find(|&&(c, _)| c == i)
-            .map(|&(_, k)| k)
-    }
-
-    /// The batch's own fields for `flow_create.lua`.
-    pub(super) fn fields(&self, plan: &Plan, inv: &mut redis::ScriptInvocation<'_>) {
-        let cb: Vec<String> = self.callbacks.iter().map(|(i, _)| i.to_string()).collect();
-        let bytes: usize = plan.jobs.iter().map(|j| j.payload.len()).sum();
-        inv.arg("batch")
-            .arg(if self.open { "open" } else { "sealed" })
-            .arg("cb")
-            .arg(cb.join(","))
-            .arg("bytes")
-            .arg(bytes);
-        for &(i, kind) in &self.callbacks {
-            inv.arg(format!("k:{i}")).arg(kind.as_str());
-        }
-        for (i, job) in plan.jobs.iter().enumerate() {
-            inv.arg(format!("m:{}", job.name)).arg(i);
-        }
-    }
 }
 
 /// A batch's jobs must wait for nothing.
@@ -357,7 +291,7 @@ pub(super) fn summary(id: &str, reply: &[Value]) -> Result<BatchSummary, QueueEr
         let Some(d) = optional_bytes(d)? else {
             continue;
         };
-        let d: super::view::Described = serde_json::from_slice(&d)
+        let d: super::store::Described = serde_json::from_slice(&d)
             .map_err(|e| QueueError::Protocol(format!("a batch job's description: {e}")))?;
         failed.push(d.id);
     }

@@ -27,16 +27,16 @@
 //!   callback reads).
 
 mod batch;
+mod plan;
 mod spec;
 mod stats;
 mod store;
 mod view;
 mod wire;
 
-pub use batch::{BatchPlan, BatchSpec, BatchSummary, Callback, CallbackKind};
-pub use spec::{
-    Dep, FlowJob, FlowSpec, MAX_FLOW_BYTES, MAX_FLOW_JOBS, Plan, Policy, check_flow_id,
-};
+pub use batch::{BatchSpec, BatchSummary, Callback};
+pub use plan::{BatchPlan, CallbackKind, Dep, FlowJob, Plan, Policy};
+pub use spec::{FlowSpec, MAX_FLOW_BYTES, MAX_FLOW_JOBS, check_flow_id};
 pub use stats::{FlowStats, RECENT_FLOWS, RecentFlow};
 pub use store::Flows;
 pub use view::{Dependency, FlowJobView, FlowView, Upstream};

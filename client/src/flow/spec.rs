@@ -5,6 +5,8 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::{FlowJob, Plan, Policy};
+
 /// Most jobs in one flow.
 pub const MAX_FLOW_JOBS: usize = 10_000;
 /// Most payload bytes in one flow, all jobs together.
@@ -21,71 +23,6 @@ pub struct FlowSpec {
     /// When a job is dead-lettered, cancel every job of the flow that has
     /// not started.
     pub fail_fast: bool,
-}
-
-/// One job of a flow.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlowJob {
-    /// Unique within the flow (letters, digits and `_-.:@`, 1 to 128); the
-    /// job's id in its topic is `<flow>/<name>`.
-    pub name: String,
-    /// The topic it runs in.
-    pub topic: String,
-    /// The bytes its handler receives.
-    pub payload: Vec<u8>,
-    /// The jobs it waits for.
-    pub after: Vec<Dep>,
-    /// Attempts; 0 for the topic's default.
-    pub max_attempts: u32,
-}
-
-/// A dependency on the job named `name`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dep {
-    /// The job depended on.
-    pub name: String,
-    /// What its failure does to the dependent.
-    pub policy: Policy,
-}
-
-/// What a dependency's dead-lettering does to the job that depends on it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum Policy {
-    /// The dependent is dead-lettered without running, its reason naming
-    /// the dependency.
-    #[default]
-    Require,
-    /// The dependent runs anyway and sees the failure.
-    Ignore,
-}
-
-impl Policy {
-    /// As written: `require`, `ignore`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Policy::Require => "require",
-            Policy::Ignore => "ignore",
-        }
-    }
-}
-
-/// A checked flow: its jobs by index, with dependencies as indices.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    /// The flow's id.
-    pub id: String,
-    /// The jobs, in the order given.
-    pub jobs: Vec<FlowJob>,
-    /// Per job, the indices (and policies) of the jobs it waits for.
-    pub deps: Vec<Vec<(u32, Policy)>>,
-    /// Per job, the indices of the jobs that wait for it.
-    pub dependents: Vec<Vec<u32>>,
-    /// Cancel the rest when a job is dead-lettered.
-    pub fail_fast: bool,
-    /// When the flow is a batch: its callbacks and whether it is open.
-    pub batch: Option<super::batch::BatchPlan>,
 }
 
 /// A flow id: 1 to 64 letters, digits or `_-.:@` (it is part of a key's
@@ -243,26 +180,10 @@ fn find_cycle(deps: &[Vec<(u32, Policy)>]) -> Option<Vec<u32>> {
     None
 }
 
-impl Plan {
-    /// The jobs that wait for nothing: enqueued with the flow.
-    pub fn roots(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.jobs.len() as u32).filter(|&i| self.waits(i) == 0)
-    }
-
-    /// How many ends job `i` waits for: its dependencies, and for a batch's
-    /// callback while the batch is open, the seal.
-    pub fn waits(&self, i: u32) -> usize {
-        let seal = self
-            .batch
-            .as_ref()
-            .is_some_and(|b| b.open && b.callbacks.iter().any(|&(c, _)| c == i));
-        self.deps[i as usize].len() + usize::from(seal)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::Dep;
 
     fn job(name: &str, after: &[&str]) -> FlowJob {
         FlowJob {

@@ -14,10 +14,10 @@
 use std::collections::BTreeMap;
 
 use redis::Value;
+use serde::{Deserialize, Serialize};
 
-use super::batch::CallbackKind;
-use super::spec::{FlowJob, FlowSpec, Plan};
-use super::view::Described;
+use super::plan::{CallbackKind, FlowJob, Plan, Policy};
+use super::spec::FlowSpec;
 use super::wire::{FlowRef, Notice};
 use super::{BLOCKED, RESERVE, job_id};
 use crate::clock::millis;
@@ -29,6 +29,25 @@ use crate::{JobEnd, NewJob, OUTBOX_SWEEP, Queue, QueueError, TopicKeys, scripts}
 #[derive(Clone, Copy)]
 pub struct Flows<'q> {
     pub(crate) q: &'q Queue,
+}
+
+/// A job's description as its flow keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Described {
+    pub(super) name: String,
+    pub(super) topic: String,
+    pub(super) id: String,
+    pub(super) after: Vec<(u32, Policy)>,
+    /// Set for a batch's callback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) callback: Option<CallbackKind>,
+}
+
+impl Queue {
+    /// Flows: create, tell their jobs' ends, show, sweep.
+    pub fn flows(&self) -> crate::Flows<'_> {
+        crate::Flows { q: self }
+    }
 }
 
 impl Flows<'_> {

@@ -2,25 +2,13 @@
 //! and the whole of it as `flow show` draws it ([`Flows::show`]).
 
 use redis::Value;
-use serde::{Deserialize, Serialize};
 
-use super::batch::{BatchSummary, CallbackKind, summary};
-use super::spec::Policy;
+use super::batch::{BatchSummary, summary};
+use super::plan::{CallbackKind, Policy};
+use super::store::Described;
 use super::wire::FlowRef;
 use crate::reply::optional_bytes;
 use crate::{Flows, JobEnd, QueueError, Standing, scripts};
-
-/// A job's description as its flow keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct Described {
-    pub(super) name: String,
-    pub(super) topic: String,
-    pub(super) id: String,
-    pub(super) after: Vec<(u32, Policy)>,
-    /// Set for a batch's callback.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) callback: Option<super::batch::CallbackKind>,
-}
 
 /// One job a flow job depends on, as its attempt sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
