@@ -28,11 +28,9 @@ mod sink;
 mod throughput;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use ::hourglass::redis::Endpoint;
-use clap::Parser;
 use serde_json::Value;
 use test_support::RedisServer;
 

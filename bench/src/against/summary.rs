@@ -1,11 +1,12 @@
 //! The cost guard's tables: each round's ratios, the medians, and the
 //! machine they were measured on.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Round;
+use crate::j;
 
 /// A round's ratios: each build to BullMQ (jobs/s), this build to REV's.
 pub(super) fn ratios(round: &Round) -> serde_json::Map<String, Value> {

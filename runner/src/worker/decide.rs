@@ -8,10 +8,10 @@
 
 use crate::config::TopicConfig;
 use crate::redis::{
-    AttemptCost, AttemptOutcome, ClaimedJob, DeadInfo, Dependency, Failure, NewJob, Parked,
-    Suspension, TraceContext, with_attempt,
+    AttemptCost, AttemptOutcome, DeadInfo, Failure, NewJob, Parked, Suspension, TraceContext,
+    with_attempt,
 };
-use crate::wasm::{Acked, Finish, FollowUp, JobInput};
+use crate::wasm::{Acked, Finish, FollowUp};
 
 /// The state change an attempt asks for.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,7 @@
 use super::{Decision, dead, told};
 use crate::config::TopicConfig;
 use crate::redis::{
-    AttemptCost, AttemptOutcome, ClaimedJob, DeadInfo, Dependency, Failure, Suspension,
-    TraceContext, with_attempt,
+    AttemptCost, AttemptOutcome, ClaimedJob, DeadInfo, Dependency, TraceContext,
 };
 use crate::wasm::JobInput;
 

@@ -8,15 +8,9 @@
 //! costs an atomic add under the topic's lock.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::Histogram;
-
-use crate::metrics::{
-    DirectionLabels, Metrics, OutcomeLabels, ThreadLabels, TopicLabel, VersionLabels,
-};
+use crate::metrics::{Metrics, TopicLabel};
 use crate::redis::{MinuteSums, Tally, TopicMeter, Usage, late_bucket};
 use crate::wasm::Finish;
 
