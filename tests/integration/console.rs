@@ -217,7 +217,7 @@ async fn with_the_read_only_token_the_console_reads_and_an_action_is_refused() {
     click(c, "#token-form button").await;
     until_text(c, "tr[data-topic=echo] td.scheduled", |t| t == "0").await;
     click(c, "tr[data-topic=echo] button.pause").await;
-    let said = until_text(c, "#status", |t| t.contains("read-only")).await;
+    let said = until_text(c, "#notice", |t| t.contains("read-only")).await;
     assert!(said.contains("/topics/echo/pause"), "{said}");
     let topic = call(
         &addr,

@@ -124,7 +124,7 @@ views.browse = {
     if (!ids.length || !confirm(`${what} ${ids.length} job${ids.length === 1 ? "" : "s"} of ${this.p.topic}?`)) return;
     const done = await act("POST", `/topics/${enc(this.p.topic)}/bulk`, { action, ids });
     if (!done) {
-      $("#bulk-result").textContent = $("#status").textContent;
+      $("#bulk-result").textContent = $("#notice").textContent;
       $("#bulk-result").className = "error";
       return;
     }

@@ -66,17 +66,25 @@ async function api(method, path, send) {
   return body;
 }
 
-// an action the operator asked for: its answer (or refusal) in the status line
+// an action the operator asked for: its answer (or refusal) in the notice,
+// which stays until the next action (the status line is the stream's)
 async function act(method, path, send, done) {
   try {
     const answer = await api(method, path, send);
-    setStatus(`${method} ${path}: done`);
+    setNotice(`${method} ${path}: done`);
     if (done) await done(answer);
     return answer;
   } catch (e) {
-    setStatus(`${method} ${path}: ${e.message}`, true);
+    setNotice(`${method} ${path}: ${e.message}`, true);
     return null;
   }
+}
+
+function setNotice(text, error) {
+  const n = $("#notice");
+  n.textContent = text;
+  n.classList.toggle("error", !!error);
+  n.hidden = false;
 }
 
 function setStatus(text, error) {
