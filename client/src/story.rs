@@ -194,7 +194,7 @@ pub struct Failure {
     pub at: u64,
     /// The job's story: each attempt so far, with what it used (the most
     /// recent [`KEPT_ATTEMPTS`]). Written last: `requeue.lua` keeps it by
-    /// taking what follows `,"attempts":` (see [`Failure::encode`]).
+    /// taking what follows `,"attempts":` (see `Failure::encode`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<AttemptCost>,
 }

@@ -52,8 +52,11 @@
 //!   gauges, the suggestion following the attempt time, scaling from zero.
 //! - `api`: the HTTP API, /metrics and health: every route valid and invalid,
 //!   authentication, bulk enqueue, a Redis outage as 503, metrics that match.
-//! - `dashboard`: the page in a headless Chromium: counts, dead letters,
-//!   retry, pause; 100 topics and 10,000 dead letters paged.
+//! - `dashboard`: the console in a headless Chromium: every view from its
+//!   URL, counts, pause, a dead letter retried from its page; 100 topics and
+//!   100,000 dead letters paged from a cursor.
+//! - `console`: the console's durable job page, flow graph, bulk retry, keys
+//!   and the read-only token.
 //! - `tenants`: tenant keys in Redis alone: turns, weights, switching modes.
 //! - `tenant_limits`: per-key concurrency and rate, pausing a key, in Redis alone.
 //! - `fairness`: many tenants with real runners: shares by jobs and by CPU,
@@ -98,6 +101,7 @@ mod batches;
 mod browse;
 mod cli;
 mod cluster;
+mod console;
 mod crash;
 mod dashboard;
 mod deploy;

@@ -876,6 +876,7 @@ pub fn probe_sandbox() -> hourglass::wasm::Sandbox {
         result_max: 64 << 10,
         reuse: None,
         journal: Default::default(),
+        logs: 64 << 10,
         timeout: Duration::from_secs(30),
         cpu: None,
         memory: 64 << 20,

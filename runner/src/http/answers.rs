@@ -188,3 +188,17 @@ pub(super) struct JobEventSse {
     /// `/result` gives it, or `{"error"}`.
     data: String,
 }
+
+/// One Server-Sent Event of the console's stream, as a client parses it.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(super) struct StreamEventSse {
+    /// `overview` (every topic with its counts, and the runners), `job` (the
+    /// watched job's view, or null once gone), `flow` (the watched flow's
+    /// view) or `error`
+    event: String,
+    /// The event as JSON text: `{"topics", "runners"}`, a job view as `GET
+    /// .../jobs/{id}` gives it, a flow as `GET /api/flows/{id}` does, or
+    /// `{"error"}`.
+    data: String,
+}

@@ -4,7 +4,7 @@
 //! purge), each one call a script can make too.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -168,9 +168,12 @@ const BULK_MOST: usize = 1000;
 pub(super) async fn bulk(
     State(app): AppState,
     Path(name): Path<String>,
-    body: Result<Json<BulkIn>, JsonRejection>,
+    body: axum::body::Bytes,
 ) -> Result<Json<BulkDone>, ApiError> {
-    let Json(body) = body?;
+    // read whatever the Content-Type says: a body that is no BulkIn is a 400
+    let body: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::field(StatusCode::BAD_REQUEST, "body", format!("not JSON: {e}")))?;
+    let body: BulkIn = super::change::parse(body, "")?;
     let topic = topic_named(&app.ops.serving(), &name)?;
     if body.ids.is_empty() || body.ids.len() > BULK_MOST {
         return Err(ApiError::field(

@@ -69,7 +69,7 @@ pub(super) struct StreamQuery {
         ("flow" = Option<String>, Query, description = "also push this flow's view"),
     ),
     responses(
-        (status = 200, description = "Server-Sent Events: `overview`, `job`, `flow`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-Sent Events: `overview`, `job`, `flow`", content_type = "text/event-stream", body = super::answers::StreamEventSse),
         super::openapi::BadInput,
         super::openapi::NotFound,
         super::openapi::NoToken,
