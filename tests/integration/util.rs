@@ -887,7 +887,6 @@ pub fn probe_sandbox() -> hourglass::wasm::Sandbox {
             grants,
             HttpLimits::default(),
         )),
-        logs: 64 << 10,
     }
 }
 
