@@ -5,7 +5,6 @@
 //! `host/durable.rs`; what a trapped guest said on stderr, in `host/said.rs`.
 
 mod durable;
-mod effects;
 mod follow_up;
 mod said;
 
@@ -21,15 +20,14 @@ use super::Sandbox;
 use super::bindings::hourglass::handler::report;
 use super::bindings::hourglass::handler::{log, types};
 use super::context::JobContext;
+use super::journal::{self as journals, Effects};
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
 use super::report::{ProgressBoard, Reported, check_detail};
 use super::usage::{CpuMeter, Traffic};
 
 pub(super) use durable::DurableState;
-pub use durable::{JournalStore, NoStore, StepCounts, StoreFuture};
-pub use effects::EffectCounts;
-pub(super) use effects::{Effects, Ticket, identify};
+pub use durable::StepCounts;
 pub use follow_up::FollowUp;
 pub(super) use said::Said;
 use said::summarise_stderr;
@@ -99,14 +97,14 @@ impl Host {
                 &sandbox.journal,
                 durable.store(),
             );
-            wasi.wall_clock(effects::WallClock(e.clone()))
-                .monotonic_clock(effects::MonotonicClock(
+            wasi.wall_clock(journals::WallClock(e.clone()))
+                .monotonic_clock(journals::MonotonicClock(
                     e.clone(),
                     wasmtime_wasi::clocks::MonotonicClock::new(),
                 ))
-                .secure_random(effects::Random(e.clone(), effects::Kind::Random))
-                .insecure_random(effects::Random(e.clone(), effects::Kind::InsecureRandom))
-                .insecure_random_seed(effects::seed(&ctx));
+                .secure_random(journals::Random(e.clone(), journals::Kind::Random))
+                .insecure_random(journals::Random(e.clone(), journals::Kind::InsecureRandom))
+                .insecure_random_seed(journals::seed(&ctx));
             e
         });
         for dir in &sandbox.grants.dirs {

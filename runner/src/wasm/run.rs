@@ -9,7 +9,8 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::Handler;
 use super::bindings::hourglass::handler::types as wit;
-use super::host::{DurableState, EffectCounts, Host, Said, StepCounts};
+use super::host::{DurableState, Host, Said, StepCounts};
+use super::journal::EffectCounts;
 use super::usage::{Metered, Usage};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
@@ -276,7 +277,7 @@ impl Runtime {
 /// job is dead-lettered with its journal), a journal that could not be
 /// written makes it a failed attempt; an attempt that did not ack writes
 /// the reads still pending, so that its retry replays them.
-async fn end_journal(effects: &super::host::Effects, finish: &mut Finish) -> EffectCounts {
+async fn end_journal(effects: &super::journal::Effects, finish: &mut Finish) -> EffectCounts {
     let (diverged, broken, counts) = effects.end();
     if let Some(why) = diverged {
         *finish = Finish::Fail(why);

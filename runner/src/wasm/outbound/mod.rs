@@ -35,7 +35,7 @@ use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::context::JobContext;
-use super::host::Effects;
+use super::journal::Effects;
 use super::usage::Traffic;
 use crate::config::{Access, Grants, HttpLimits, RemoteHost, Target};
 use crate::telemetry::{Ended, spans};

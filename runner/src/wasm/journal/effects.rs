@@ -15,16 +15,12 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::JournalStore;
+use super::store::JournalStore;
 use crate::clock::now_ms;
 use crate::config::{JournalPolicy, OnDivergence};
 pub(in crate::wasm) use crate::redis::effects::Kind;
 use crate::redis::effects::{self, Answer, Entry, Recorded, Replay, Request};
 use crate::wasm::JobContext;
-
-mod sources;
-
-pub(in crate::wasm) use sources::{MonotonicClock, Random, WallClock, seed};
 
 /// Effects an attempt recorded, replayed, and divergences it met, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,28 +84,28 @@ pub(in crate::wasm) fn identify(method: &str, url: &str, body: &[u8]) -> Request
 pub(in crate::wasm) struct Effects {
     state: Mutex<State>,
     store: Arc<dyn JournalStore>,
-    ctx: Arc<JobContext>,
+    pub(super) ctx: Arc<JobContext>,
     on_divergence: OnDivergence,
 }
 
-struct State {
-    replay: Replay,
+pub(super) struct State {
+    pub(super) replay: Replay,
     /// Steps begun and not yet recorded: the innermost is the scope.
     scopes: Vec<String>,
     cursors: HashMap<(String, Kind), u64>,
-    pending: Vec<Entry>,
+    pub(super) pending: Vec<Entry>,
     stopped: bool,
     /// Bytes the journal may still take.
     budget: usize,
     /// Added to the live monotonic clock so that it never goes back
     /// below a replayed read; and the last value handed out.
-    mono_offset: u64,
-    mono_last: u64,
+    pub(super) mono_offset: u64,
+    pub(super) mono_last: u64,
     /// A divergence that fails the attempt.
     failed: Option<String>,
     /// A write that failed: the attempt cannot go on safely.
     broken: Option<String>,
-    counts: EffectCounts,
+    pub(super) counts: EffectCounts,
 }
 
 impl State {
@@ -118,7 +114,7 @@ impl State {
     }
 
     /// The next position of `kind` in the current scope.
-    fn next(&mut self, kind: Kind, by: u64) -> (String, u64) {
+    pub(super) fn next(&mut self, kind: Kind, by: u64) -> (String, u64) {
         let scope = self.scope();
         let cursor = self.cursors.entry((scope.clone(), kind)).or_default();
         let at = *cursor;
@@ -127,7 +123,7 @@ impl State {
     }
 
     /// Whether `bytes` more may be recorded; stops the journal if not.
-    fn admit(&mut self, bytes: usize, attempt: u32) -> bool {
+    pub(super) fn admit(&mut self, bytes: usize, attempt: u32) -> bool {
         if self.stopped {
             return false;
         }
@@ -157,7 +153,7 @@ impl State {
         });
     }
 
-    fn clock(&mut self, kind: Kind, live: u64, attempt: u32) -> u64 {
+    pub(super) fn clock(&mut self, kind: Kind, live: u64, attempt: u32) -> u64 {
         let (scope, at) = self.next(kind, 1);
         if let Some(&v) = self
             .replay
@@ -227,7 +223,7 @@ impl Effects {
         })
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("effects lock")
     }
 
