@@ -62,7 +62,10 @@ pub(crate) const JS_SDK: [(&str, &str); 5] = [
         "hourglass/outcome.js",
         include_str!("../../sdk/js/hourglass/outcome.js"),
     ),
-    ("hourglass/job.js", include_str!("../../sdk/js/hourglass/job.js")),
+    (
+        "hourglass/job.js",
+        include_str!("../../sdk/js/hourglass/job.js"),
+    ),
     (
         "hourglass/follow-up.js",
         include_str!("../../sdk/js/hourglass/follow-up.js"),

@@ -16,6 +16,7 @@
 //! | `t:<name>`  | a sleep's or a signal wait's wake time (ms, decimal)      |
 //! | `g:<name>`  | a signal's payload, the first one sent under that name    |
 //! | `e:<n>`     | batch `n` of an effects journal ([`crate::effects`])      |
+//! | `p:<name>`  | how `patched(name)` answered the job: `1` new path, `0` old |
 //!
 //! The journal lives as long as its job: an ack or a cancel deletes it, a
 //! dead letter keeps it for `hourglass dead retry` (deleted with the dead
@@ -85,6 +86,8 @@ pub struct Journal {
     pub signals: BTreeMap<String, Vec<u8>>,
     /// An effects journal's batches by number (`journal = "effects"`).
     pub effects: BTreeMap<u32, Vec<Entry>>,
+    /// How `patched(name)` answered the job, by name: `true` the new path.
+    pub patches: BTreeMap<String, bool>,
 }
 
 impl Journal {
@@ -118,6 +121,9 @@ impl Journal {
                 Some(("g", name)) => {
                     journal.signals.insert(name.to_owned(), value);
                 }
+                Some(("p", name)) => {
+                    journal.patches.insert(name.to_owned(), value == b"1");
+                }
                 Some(("e", n)) => {
                     let n = n.parse().map_err(|_| {
                         QueueError::Protocol(format!("a journal batch {field:?} is not numbered"))
@@ -142,7 +148,8 @@ impl Journal {
             .sum();
         let signals: usize = self.signals.iter().map(|(n, p)| n.len() + p.len()).sum();
         let effects: usize = self.effects.values().flatten().map(Entry::size).sum();
-        steps + signals + effects
+        let patches: usize = self.patches.keys().map(|n| n.len() + 1).sum();
+        steps + signals + effects + patches
     }
 }
 
@@ -239,6 +246,28 @@ impl Pipeline<'_> {
             .arg(version)
             .arg(format!("s:{name}"))
             .arg(step.encode());
+        let recorded: i64 = self.q.invoke_durable(&inv).await?;
+        Ok(recorded == 1)
+    }
+
+    /// Record how `patched(name)` answered job `id` (`p:<name>`: `1` the new
+    /// path, `0` the old) while `attempt` still owns the job, as
+    /// [`Pipeline::record_step`] does. `false`: refused.
+    pub async fn record_patch(
+        self,
+        keys: &TopicKeys,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        name: &str,
+        new_path: bool,
+    ) -> Result<bool, QueueError> {
+        let mut inv = scripts::STEP.on(keys);
+        inv.arg(id)
+            .arg(attempt)
+            .arg(version)
+            .arg(format!("p:{name}"))
+            .arg(if new_path { "1" } else { "0" });
         let recorded: i64 = self.q.invoke_durable(&inv).await?;
         Ok(recorded == 1)
     }

@@ -239,6 +239,13 @@ script!(
 );
 script!(STEP, "step.lua", [attempt, journal], alone);
 script!(
+    UPGRADE,
+    "upgrade.lua",
+    [job, lease, dead, attempt, journal, suspended],
+    alone
+);
+script!(HOLDS, "holds.lua", [journal, job, dead], alone);
+script!(
     SUSPEND,
     "suspend.lua",
     [lease, pending, attempt, job, journal, suspended, fair]
@@ -397,6 +404,8 @@ mod tests {
             (&COUNTS, 0),
             (&MIGRATE, 0),
             (&STEP, 0),
+            (&UPGRADE, 0),
+            (&HOLDS, 0),
             (&SUSPEND, 0),
             (&SIGNAL, 0),
             (&WAKE, 0),

@@ -38,6 +38,9 @@
 //   const charge = await step('charge', () => chargeCard(order));
 //   sleep(3600);                                   // an hour, holding no slot
 //   await step('email', () => sendReceipt(order, charge));
+//
+// patched(name) keeps jobs already past a changed place on the old path
+// (the docs' "Changing durable code" page).
 
 import { setResult } from 'hourglass:handler/report@0.1.0';
 import {
@@ -51,7 +54,7 @@ export {
 export { Job } from './hourglass/job.js';
 export { progress, followUp, flow } from './hourglass/follow-up.js';
 export {
-  step, sleep, sleepUntil, waitForSignal, signal,
+  step, sleep, sleepUntil, waitForSignal, signal, patched, deprecatePatch,
 } from './hourglass/durable.js';
 
 const OUTCOMES = new Set(['ack', 'retry', 'fail']);

@@ -2,11 +2,16 @@
 //! `follow-up` imports, the memory limiter, and WASI with only what
 //! `queues.toml` grants (by default no files, no network, no environment).
 //! The `follow-up` import is in `host/follow_up.rs`, the `durable` import in
-//! `host/durable.rs`; what a trapped guest said on stderr, in `host/said.rs`.
+//! `host/durable.rs` (its sleeps, waits and signals in `host/waits.rs`,
+//! `patched` in `host/patch.rs`); what a trapped guest said on stderr, in
+//! `host/said.rs`. In a replay check (`check.rs`) log lines and progress go
+//! to the check's ledger, not to the runner's log and the watchers.
 
 mod durable;
 mod follow_up;
+mod patch;
 mod said;
+mod waits;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -267,6 +272,17 @@ macro_rules! guest_line {
 impl log::Host for Host {
     fn log(&mut self, level: log::Level, message: String) {
         let c = &*self.ctx;
+        if let Some(ledger) = &c.check {
+            let name = match level {
+                log::Level::Trace => "trace",
+                log::Level::Debug => "debug",
+                log::Level::Info => "info",
+                log::Level::Warn => "warn",
+                log::Level::Error => "error",
+            };
+            ledger.line(format!("{name}: {message}"));
+            return;
+        }
         match level {
             log::Level::Trace => guest_line!(trace, c, message),
             log::Level::Debug => guest_line!(debug, c, message),
@@ -291,6 +307,10 @@ impl report::Host for Host {
             check_detail(detail)?;
         }
         let c = &*self.ctx;
+        if c.check.is_some() {
+            // a replay check tells no one
+            return Ok(());
+        }
         self.reported = true;
         self.progress.post(
             &c.topic,

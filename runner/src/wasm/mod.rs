@@ -14,11 +14,13 @@
 
 mod batch;
 mod cache;
+mod check;
 mod context;
 mod epoch;
 mod handler;
 mod host;
 mod journal;
+mod ledger;
 mod outbound;
 mod output;
 mod report;
@@ -32,6 +34,7 @@ use std::time::Duration;
 
 use crate::config::{Grants, JournalPolicy, Reuse, TopicConfig};
 pub use cache::CacheError;
+pub use check::Checked;
 pub use context::JobContext;
 pub use handler::{LoadError, LoadedHandler, Needs, content_hash};
 pub use host::{FollowUp, StepCounts};

@@ -47,6 +47,7 @@ impl Runtime {
             pass_through: job.pass_through,
             upstream: job.upstream,
             batch: 1,
+            check: None,
         };
         let durable = DurableState::new(job.journal, self.journal_store(), sandbox.journal.max);
         // a topic that reuses takes an idle instance of this version first
@@ -218,7 +219,7 @@ impl Runtime {
 
     /// A new instance of `handler` in `store`. With no instance slot free,
     /// idle reused instances hold them: they are dropped and it tries again.
-    async fn instantiate(
+    pub(super) async fn instantiate(
         &self,
         handler: &LoadedHandler,
         store: &mut Store<Host>,

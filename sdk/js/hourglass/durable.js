@@ -5,6 +5,7 @@
 import {
   beginStep, recordStep, sleep as hostSleep, sleepUntil as hostSleepUntil,
   waitForSignal as hostWaitForSignal, signal as hostSignal,
+  patched as hostPatched, deprecatePatch as hostDeprecatePatch,
 } from 'hourglass:handler/durable@0.1.0';
 import {
   Fail, Retry, STRICT_UTF8, toBytes,
@@ -84,5 +85,43 @@ export function signal(topic, id, name, payload = new Uint8Array()) {
     hostSignal(topic, id, name, toBytes(payload));
   } catch (e) {
     throw new Retry(e.payload ?? e.message ?? e);
+  }
+}
+
+/**
+ * Whether this job takes the new path of the change named `name`: true for
+ * a job that gets here on code that has the change (a new job, or one past
+ * the end of its journal), false for one whose journal was written past
+ * this point by code without it, which keeps the old path:
+ *
+ *   const reserved = patched('reserve-stock')
+ *     ? await step('reserve-stock', () => reserve(order))
+ *     : await step('reserve', () => reserve(order));      // old jobs
+ *
+ * The answer is recorded in the journal the first time, so it never
+ * changes for a job. Once `hourglass versions` counts no live job on the
+ * old path, replace the branch with deprecatePatch(name). The same name
+ * rules as step().
+ */
+export function patched(name) {
+  try {
+    return hostPatched(name);
+  } catch (e) {
+    const why = String(e.payload ?? e.message ?? e);
+    if (why.includes(' not recorded: ')) throw new Retry(why);
+    throw new Fail(`patch refused: ${why}`);
+  }
+}
+
+/**
+ * The old path of change `name` is gone from this code: a job that took it
+ * fails here for good (and `hourglass upgrade` does not move such a job to
+ * this code).
+ */
+export function deprecatePatch(name) {
+  try {
+    hostDeprecatePatch(name);
+  } catch (e) {
+    throw new Fail(String(e.payload ?? e.message ?? e));
   }
 }

@@ -31,8 +31,9 @@ Durable handlers: step(name, fn) runs fn() once for the job and records its
 result (JSON) in the job's journal; a later attempt gets it back without
 running fn. sleep(seconds) and wait_for_signal(name, timeout) end the attempt
 here (no attempt used, no slot held); the job runs again from the top when
-the time or the signal comes, and its steps replay. See the docs' "Durable
-handlers" page.
+the time or the signal comes, and its steps replay. patched(name) keeps
+jobs already past a changed place on the old path. See the docs' "Durable
+handlers" and "Changing durable code" pages.
 
     @hourglass.handler
     def handle(job):
@@ -49,7 +50,7 @@ from wit_world.imports import job_types as _types
 from wit_world.imports import log as _log
 from wit_world.imports import report as _report
 
-from ._durable import signal, sleep, sleep_until, step, wait_for_signal
+from ._durable import deprecate_patch, patched, signal, sleep, sleep_until, step, wait_for_signal
 from ._follow_ups import flow, follow_up, progress
 from ._job import Batch, Dependency, Job
 from ._outcomes import Fail, Retry, _Result, ack, fail, result, retry, retry_in
@@ -57,7 +58,7 @@ from ._outcomes import Fail, Retry, _Result, ack, fail, result, retry, retry_in
 __all__ = [
     "Job", "handler", "batch_handler", "ack", "result", "retry", "retry_in", "fail", "Retry", "Fail",
     "follow_up", "flow", "progress", "debug", "info", "warn", "error",
-    "step", "sleep", "sleep_until", "wait_for_signal", "signal",
+    "step", "sleep", "sleep_until", "wait_for_signal", "signal", "patched", "deprecate_patch",
 ]
 
 

@@ -69,3 +69,36 @@ def signal(topic, id, name, payload=b""):
         _durable.signal(topic, id, name, _bytes(payload))
     except _Err as e:
         raise Retry(e.value) from None
+
+
+def patched(name):
+    """Whether this job takes the new path of the change named `name`: True
+    for a job that gets here on code that has the change (a new job, or one
+    past the end of its journal), False for one whose journal was written
+    past this point by code without it, which keeps the old path:
+
+        if hourglass.patched("reserve-stock"):
+            reserved = hourglass.step("reserve-stock", lambda: reserve(order))
+        else:
+            reserved = hourglass.step("reserve", lambda: reserve(order))  # old jobs
+
+    The answer is recorded in the journal the first time, so it never
+    changes for a job. Once `hourglass versions` counts no live job on the
+    old path, replace the branch with deprecate_patch(name). The same name
+    rules as step()."""
+    try:
+        return _durable.patched(name)
+    except _Err as e:
+        if " not recorded: " in e.value:
+            raise Retry(e.value) from None
+        raise Fail(f"patch refused: {e.value}") from None
+
+
+def deprecate_patch(name):
+    """The old path of change `name` is gone from this code: a job that took
+    it fails here for good (and `hourglass upgrade` does not move such a job
+    to this code)."""
+    try:
+        _durable.deprecate_patch(name)
+    except _Err as e:
+        raise Fail(e.value) from None

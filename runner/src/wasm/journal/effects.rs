@@ -21,6 +21,7 @@ use crate::config::{JournalPolicy, OnDivergence};
 pub(in crate::wasm) use crate::redis::effects::Kind;
 use crate::redis::effects::{self, Answer, Entry, Recorded, Replay, Request};
 use crate::wasm::JobContext;
+use crate::wasm::ledger::End;
 
 /// Effects an attempt recorded, replayed, and divergences it met, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,7 +103,7 @@ pub(super) struct State {
     pub(super) mono_offset: u64,
     pub(super) mono_last: u64,
     /// A divergence that fails the attempt.
-    failed: Option<String>,
+    pub(super) failed: Option<String>,
     /// A write that failed: the attempt cannot go on safely.
     broken: Option<String>,
     pub(super) counts: EffectCounts,
@@ -232,6 +233,15 @@ impl Effects {
         self.state().scopes.push(step.to_owned());
     }
 
+    /// Step `step` replayed its recorded result: what it did is never
+    /// asked for again, so the journal's requests in its scope are reached.
+    pub fn skip(&self, step: &str) {
+        self.state()
+            .replay
+            .http
+            .retain(|(scope, _), _| scope != step);
+    }
+
     /// A step was recorded: its scope ends.
     pub fn leave(&self, step: &str) {
         let mut s = self.state();
@@ -275,6 +285,12 @@ impl Effects {
     /// with `on_divergence = "fail"` the attempt fails with `message` (and
     /// `true` comes back: refuse it); with `"live"` the journal stops here.
     pub fn diverged(&self, message: String) -> bool {
+        if let Some(ledger) = &self.ctx.check {
+            // a replay check fails at a divergence, whatever on_divergence says
+            ledger.end(End::Differs(message.clone()));
+            self.state().failed.get_or_insert(message);
+            return true;
+        }
         let mut s = self.state();
         s.counts.diverged += 1;
         tracing::warn!(topic = %self.ctx.topic, job_id = %self.ctx.id, attempt = self.ctx.attempt, "{message}");
@@ -298,6 +314,11 @@ impl Effects {
     /// Stop the journal (a body over the cap): this call and all after it
     /// run live.
     pub async fn stop(&self, reason: String) {
+        if self.ctx.check.is_some() {
+            // the request goes live next, which ends a check
+            self.state().stop(self.ctx.attempt, reason);
+            return;
+        }
         tracing::info!(topic = %self.ctx.topic, job_id = %self.ctx.id, attempt = self.ctx.attempt, "effects journal stopped, the job runs live from here: {reason}");
         self.state().stop(self.ctx.attempt, reason);
         if let Err(e) = self.flush().await {
@@ -339,6 +360,11 @@ impl Effects {
             if s.pending.is_empty() {
                 return Ok(());
             }
+            if self.ctx.check.is_some() {
+                // a replay check writes nothing
+                s.pending.clear();
+                return Ok(());
+            }
             let entries = std::mem::take(&mut s.pending);
             let batch = s.replay.next_batch;
             s.replay.next_batch += 1;
@@ -362,70 +388,27 @@ impl Effects {
         Err(why)
     }
 
-    /// A follow-up queued: the id it takes (the recorded one on a replay),
-    /// or why it is refused (a divergence).
-    pub fn follow_up(&self, topic: &str, payload: &[u8], id: String) -> Result<String, String> {
-        let hash: [u8; 32] = Sha256::digest(payload).into();
-        let recorded = {
-            let mut s = self.state();
-            if let Some(why) = &s.failed {
-                return Err(why.clone());
-            }
-            let (scope, pos) = s.next(Kind::FollowUp, 1);
-            match s
-                .replay
-                .follow_ups
-                .get(&(scope.clone(), pos as u32))
-                .cloned()
-            {
-                Some(r) => Some((r, pos)),
-                None => {
-                    let entry = Entry::FollowUp {
-                        scope,
-                        pos: pos as u32,
-                        attempt: self.ctx.attempt,
-                        topic: topic.to_owned(),
-                        payload_sha256: hash,
-                        id: id.clone(),
-                    };
-                    if s.admit(entry.size(), self.ctx.attempt) {
-                        s.counts.recorded[3] += 1;
-                        s.pending.push(entry);
-                    }
-                    None
-                }
-            }
-        };
-        match recorded {
-            None => Ok(id),
-            Some(((t, h, recorded_id), _)) if t == topic && h == hash => {
-                self.state().counts.replayed[3] += 1;
-                Ok(recorded_id)
-            }
-            Some(((t, _, _), pos)) => {
-                let message = format!(
-                    "journal divergence at follow-up {}: recorded one to {t:?}, now {} to {topic:?}",
-                    pos + 1,
-                    if t == topic {
-                        "a different payload"
-                    } else {
-                        "one"
-                    }
-                );
-                if self.diverged(message.clone()) {
-                    Err(message)
-                } else {
-                    Ok(id)
-                }
-            }
-        }
-    }
-
     /// How the attempt's journal ended: a divergence that fails it, a
     /// write that failed, and the counts.
     pub fn end(&self) -> (Option<String>, Option<String>, EffectCounts) {
         let s = self.state();
         (s.failed.clone(), s.broken.clone(), s.counts)
+    }
+
+    /// The first recorded request no request of this attempt has asked
+    /// for yet (`effect 2: POST https://…`), if any: the attempt is still
+    /// inside what its effects journal holds.
+    pub fn request_left(&self) -> Option<String> {
+        let s = self.state();
+        let ((scope, pos), r) = s.replay.http.iter().min_by_key(|(_, r)| r.seq)?;
+        let place = match scope.as_str() {
+            "" => format!("effect {}", pos + 1),
+            step => format!("effect {} of step {step:?}", pos + 1),
+        };
+        Some(format!(
+            "the request at {place} ({} {})",
+            r.request.method, r.request.url
+        ))
     }
 
     /// Whether reads are waiting to be written.

@@ -41,6 +41,18 @@ pub trait JournalStore: Send + Sync {
         batch: u32,
         encoded: Vec<u8>,
     ) -> StoreFuture<bool>;
+
+    /// Record how `patched(name)` answered job `id` (`new_path`), as
+    /// [`JournalStore::record`] records a step.
+    fn record_patch(
+        &self,
+        topic: &str,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        name: &str,
+        new_path: bool,
+    ) -> StoreFuture<bool>;
 }
 
 /// The store of a runtime that runs no jobs from Redis (`hourglass check`,
@@ -64,6 +76,18 @@ impl JournalStore for NoStore {
         _: &str,
         _: u32,
         _: Vec<u8>,
+    ) -> StoreFuture<bool> {
+        Box::pin(async { Err("no journal here: this runtime is not connected to Redis".into()) })
+    }
+
+    fn record_patch(
+        &self,
+        _: &str,
+        _: &str,
+        _: u32,
+        _: &str,
+        _: &str,
+        _: bool,
     ) -> StoreFuture<bool> {
         Box::pin(async { Err("no journal here: this runtime is not connected to Redis".into()) })
     }
