@@ -27,10 +27,26 @@ const WASI_DEPS: [(&str, &str); 7] = [
 ];
 
 /// The Python SDK (`sdk/python/`), as files under a Python path entry.
-pub(crate) const PYTHON_SDK: [(&str, &str); 2] = [
+pub(crate) const PYTHON_SDK: [(&str, &str); 6] = [
     (
         "hourglass/__init__.py",
         include_str!("../../sdk/python/hourglass/__init__.py"),
+    ),
+    (
+        "hourglass/_outcomes.py",
+        include_str!("../../sdk/python/hourglass/_outcomes.py"),
+    ),
+    (
+        "hourglass/_job.py",
+        include_str!("../../sdk/python/hourglass/_job.py"),
+    ),
+    (
+        "hourglass/_follow_ups.py",
+        include_str!("../../sdk/python/hourglass/_follow_ups.py"),
+    ),
+    (
+        "hourglass/_durable.py",
+        include_str!("../../sdk/python/hourglass/_durable.py"),
     ),
     (
         "hourglass/http.py",
@@ -38,8 +54,27 @@ pub(crate) const PYTHON_SDK: [(&str, &str); 2] = [
     ),
 ];
 
-/// The JavaScript SDK (`sdk/js/hourglass.js`): one ES module.
-pub(crate) const JS_SDK: &str = include_str!("../../sdk/js/hourglass.js");
+/// The JavaScript SDK (`sdk/js/`): `hourglass.js`, the module handlers
+/// import, and the modules it is made of, in `hourglass/` beside it.
+pub(crate) const JS_SDK: [(&str, &str); 5] = [
+    ("hourglass.js", include_str!("../../sdk/js/hourglass.js")),
+    (
+        "hourglass/outcome.js",
+        include_str!("../../sdk/js/hourglass/outcome.js"),
+    ),
+    (
+        "hourglass/job.js",
+        include_str!("../../sdk/js/hourglass/job.js"),
+    ),
+    (
+        "hourglass/follow-up.js",
+        include_str!("../../sdk/js/hourglass/follow-up.js"),
+    ),
+    (
+        "hourglass/durable.js",
+        include_str!("../../sdk/js/hourglass/durable.js"),
+    ),
+];
 
 /// Appended to the bindings componentize-js generates, to run before the
 /// snapshot (see `js::add_warm_up`).

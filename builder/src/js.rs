@@ -5,7 +5,8 @@
 //! componentize-js comes from the npm registry, the versions of an embedded
 //! lockfile, into the project's `.hourglass/` folder. The SDK is one module,
 //! `hourglass.js`, which the build keeps in the project next to the handler
-//! (componentize-js resolves relative imports only) at this binary's version.
+//! (componentize-js resolves relative imports only) at this binary's version,
+//! with the modules it imports in `hourglass/` beside it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,9 +17,6 @@ use crate::{BuildError, Lang, Project, component_name, contract, folder_name, wr
 
 /// The componentize-js release builds use (npm), as the embedded lockfile pins it.
 pub const COMPONENTIZE_JS: &str = "0.23.0";
-
-/// The SDK's file in a project.
-pub const SDK_FILE: &str = "hourglass.js";
 
 const HINT: &str = "Node.js and npm: on Debian, apt-get install nodejs npm (scripts/setup does)";
 
@@ -97,7 +95,9 @@ pub(crate) fn build(
         },
     )?;
     add_warm_up(&toolchain)?;
-    write_if_changed(&project.dir.join(SDK_FILE), contract::JS_SDK)?;
+    for (file, text) in contract::JS_SDK {
+        write_if_changed(&project.dir.join(file), text)?;
+    }
     let wit = work.join("wit-js");
     contract::write_plain(&wit)?;
     let warm_up = work.join("warm-up.js");

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::{BuildError, Lang, component_name, contract, js};
+use crate::{BuildError, Lang, component_name, contract};
 
 /// Where a Rust project's `hourglass-sdk` dependency comes from.
 #[derive(Debug, Clone)]
@@ -59,13 +59,16 @@ pub fn scaffold(new: &NewProject) -> Result<PathBuf, BuildError> {
             ("queues.toml", queues),
             (".gitignore", GITIGNORE.to_owned() + "__pycache__/\n"),
         ],
-        Lang::JavaScript => vec![
-            ("package.json", PACKAGE_JSON.replace("NAME", &new.name)),
-            ("app.js", JS_APP.replace("NAME", &component)),
-            (js::SDK_FILE, contract::JS_SDK.to_owned()),
-            ("queues.toml", queues),
-            (".gitignore", GITIGNORE.to_owned()),
-        ],
+        Lang::JavaScript => {
+            let mut files = vec![
+                ("package.json", PACKAGE_JSON.replace("NAME", &new.name)),
+                ("app.js", JS_APP.replace("NAME", &component)),
+                ("queues.toml", queues),
+                (".gitignore", GITIGNORE.to_owned()),
+            ];
+            files.extend(contract::JS_SDK.map(|(file, text)| (file, text.to_owned())));
+            files
+        }
     };
     for (file, text) in &files {
         crate::write_if_changed(&root.join(file), text)?;
@@ -182,7 +185,7 @@ const PACKAGE_JSON: &str = r#"{
 "#;
 
 const JS_APP: &str = r#"// The NAME handler: one job in, ack / retry / fail out.
-// hourglass.js is the SDK: `hourglass build` keeps it at the version of the hourglass that builds.
+// hourglass.js (and hourglass/) is the SDK: `hourglass build` keeps it at the version of the hourglass that builds.
 import { handler, fail, log } from './hourglass.js';
 
 export const handle = handler((job) => {

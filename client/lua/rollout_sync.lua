@@ -7,14 +7,18 @@
 -- nothing: a runner whose folder still holds an older file does not bring it back (an
 -- operator does, with `hourglass pin`). Verdicts are not taken here (see
 -- rollout_set.lua): the runner judges the counts this returns.
+-- A version that live jobs' journals pin them to (ARGV[7], as the runner last read them)
+-- is never forgotten either: those jobs finish on it.
 -- KEYS[1]: rollout hash   KEYS[2]: versions hash
 -- ARGV[1]: now ms   ARGV[2]: the version of this runner's handler file ('' if none loaded)
 -- ARGV[3]: the canary's share of attempts (0 < share < 1; '' when the topic has no rollout)
 -- ARGV[4]: the canary's window ms   ARGV[5]: versions kept   ARGV[6]: who reports (runner id)
--- ARGV[7..]: per version: version, attempts, failures, crashes (since this runner's last report)
+-- ARGV[7]: the versions live jobs are pinned to by their journals, space-separated ('' none)
+-- ARGV[8..]: per version: version, attempts, failures, crashes (since this runner's last report)
 -- Returns: the rollout hash as a flat field, value list (HGETALL)
 local now = tonumber(ARGV[1])
 local file, share, window, keep, who = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local held = ' ' .. ARGV[7] .. ' '
 
 local function get(field) return redis.call('HGET', KEYS[1], field) end
 local function changed(fields) rollout_changed(KEYS[1], fields, now, who) end
@@ -24,7 +28,7 @@ end
 
 -- counts: to the version's totals (kept versions only) and to the running rollout's sides
 local stable, canary = get('stable'), get('canary')
-for i = 7, #ARGV, 4 do
+for i = 8, #ARGV, 4 do
   local v = ARGV[i]
   if redis.call('HEXISTS', KEYS[2], v) == 1 then
     redis.call('HINCRBY', KEYS[2], v .. ':n', ARGV[i + 1])
@@ -41,7 +45,7 @@ end
 
 if file ~= '' then
   -- a version seen for the first time joins the kept ones; the oldest beyond `keep` that
-  -- serves in no role is forgotten
+  -- serves in no role and holds no live job is forgotten
   local new = redis.call('HSETNX', KEYS[2], file, now) == 1
   if new then
     local seen = {}
@@ -55,7 +59,8 @@ if file ~= '' then
     local pinned = get('pinned')
     for i = keep + 1, #seen do
       local v = seen[i][1]
-      if v ~= file and v ~= stable and v ~= canary and v ~= pinned then
+      if v ~= file and v ~= stable and v ~= canary and v ~= pinned
+          and not string.find(held, ' ' .. v .. ' ', 1, true) then
         redis.call('HDEL', KEYS[2], v, v .. ':n', v .. ':f', v .. ':c')
       end
     end

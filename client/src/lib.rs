@@ -44,7 +44,9 @@
 //!   [`Admin`] (`admin.rs`: cancel, pause), [`DeadLetters`] (`dead.rs`),
 //!   [`Rollouts`] (`rollout.rs`), [`Runners`] (`runners.rs`, `usage.rs`:
 //!   heartbeats, account usage, schedule cursors), [`Layouts`] (`layout.rs`),
-//!   [`Tenants`] (`tenants.rs`: tenant keys, fairness, per-key limits).
+//!   [`Tenants`] (`tenants.rs`: tenant keys, fairness, per-key limits),
+//!   [`Upgrades`] (`upgrade.rs`: journaled jobs moved to another version
+//!   after a replay check, and what each version's journals hold).
 //! - What is stored and how: [`keys`] (every key name), `scripts.rs` (each
 //!   Lua script with the topic keys it takes), `job.rs` (jobs, attempts and
 //!   their ends as the scripts take them), [`record`] (a job's stored
@@ -92,6 +94,7 @@ mod shown;
 pub mod story;
 mod tenants;
 pub mod trace;
+pub mod upgrade;
 mod usage;
 mod wait;
 mod wake;
@@ -134,6 +137,9 @@ pub use shown::{
 pub use story::{AttemptCost, AttemptOutcome, Failure, KEPT_ATTEMPTS, Usage, with_attempt};
 pub use tenants::{Fairness, KeyStats, KeysStats, MAX_WEIGHT, Share, Tenants};
 pub use trace::TraceContext;
+pub use upgrade::{
+    HeldJobs, Hold, Holdings, Journaled, Moved, PatchCount, Position, Unkept, Upgrades,
+};
 pub use usage::{AccountUsage, HOUR_MS, HourlyUsage, USAGE_KEEP, hour_of, totals};
 pub use wait::{JobEvent, Waited, Waiters, Watch};
 pub use wake::{Wake, listen as listen_for_wakes};

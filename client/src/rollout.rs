@@ -86,6 +86,11 @@ pub struct Verdict {
     pub at_ms: u64,
     /// Who: a runner's id, `cli` or `api`.
     pub by: String,
+    /// After a promotion under `journaled = "replay"`: the journaled jobs
+    /// moved to the promoted version by a replay check (none yet: `null`).
+    pub moved: Option<u64>,
+    /// And those left on their versions (their checks did not pass).
+    pub left: Option<u64>,
 }
 
 /// A topic pinned to one version.
@@ -150,6 +155,9 @@ pub struct VersionInfo {
     pub role: Role,
     /// Its attempts across runners since it was first seen.
     pub tally: Tally,
+    /// Live jobs whose journals pin them to it (counted by
+    /// [`crate::Holdings::fill`]; 0 where nobody counted).
+    pub live_jobs: u64,
 }
 
 /// A change of what a topic serves, by hand or by a runner's verdict.
@@ -232,6 +240,8 @@ fn parse(flat: &[Value]) -> Result<Rollout, QueueError> {
         reason: text("reason").unwrap_or_default(),
         at_ms: num("verdict_at"),
         by: text("verdict_by").unwrap_or_default(),
+        moved: f.get("verdict_moved").and_then(|n| n.parse().ok()),
+        left: f.get("verdict_left").and_then(|n| n.parse().ok()),
     });
     let totals = ["promoted", "rolled_back", "aborted", "pins", "unpins"]
         .into_iter()
@@ -268,7 +278,8 @@ impl Queue {
 impl Rollouts<'_> {
     /// Report attempts per version since the last report and the version of
     /// this runner's handler file (starting a canary when it is new and
-    /// `policy` is set); the topic's rollout as it is now.
+    /// `policy` is set); the topic's rollout as it is now. A version in
+    /// `held` (live jobs' journals pin them to it) is kept beyond `keep`.
     #[allow(clippy::too_many_arguments)]
     pub async fn sync(
         self,
@@ -278,6 +289,7 @@ impl Rollouts<'_> {
         policy: Option<Policy>,
         keep: u32,
         who: &str,
+        held: &[&str],
         counts: &[(&str, Tally)],
     ) -> Result<Rollout, QueueError> {
         let mut inv = scripts::ROLLOUT_SYNC.on(keys);
@@ -286,7 +298,7 @@ impl Rollouts<'_> {
             Some(p) => inv.arg(p.share.to_string()).arg(p.window_ms),
             None => inv.arg("").arg(0),
         };
-        inv.arg(keep.max(1)).arg(who);
+        inv.arg(keep.max(1)).arg(who).arg(held.join(" "));
         for (version, t) in counts {
             inv.arg(*version)
                 .arg(t.attempts)
@@ -401,6 +413,7 @@ impl Rollouts<'_> {
                     failures: count(v, "f"),
                     crashes: count(v, "c"),
                 },
+                live_jobs: 0,
             })
             .collect();
         versions.sort_by(|a, b| {

@@ -245,6 +245,13 @@ script!(
 );
 script!(STEP, "step.lua", [attempt, journal], alone);
 script!(
+    UPGRADE,
+    "upgrade.lua",
+    [job, lease, dead, attempt, journal, suspended],
+    alone
+);
+script!(HOLDS, "holds.lua", [journal, job, dead], alone);
+script!(
     SUSPEND,
     "suspend.lua",
     [

@@ -9,6 +9,8 @@
 //! - [`wasm`]: compiling handlers and running one attempt in a fresh, limited
 //!   instance; the only module that touches wasmtime.
 //! - [`reload`]: `queues.toml` and handler files changing under a running runner.
+//! - [`upgrade`]: moving in-flight journaled jobs to a new handler version
+//!   when a replay check of their journal passes.
 //! - [`worker`]: the runner: priority scheduling, attempts, the watchers of
 //!   attempts, commits, shutdown.
 //! - [`events`]: what happened to jobs, as a stream.
@@ -33,6 +35,7 @@ pub mod private_dir;
 pub mod redis;
 pub mod reload;
 pub mod telemetry;
+pub mod upgrade;
 pub mod wasm;
 pub mod worker;
 

@@ -118,3 +118,45 @@ pub fn signal(topic: &str, id: &str, name: &str, payload: impl Into<Vec<u8>>) ->
     let payload: Vec<u8> = payload.into();
     host::signal(topic, id, name, &payload).map_err(|e: String| Error::retry(e))
 }
+
+/// Whether this job takes the new path of the change named `name`: `true`
+/// for a job that gets here on code that has the change (a new job, or one
+/// past the end of its journal), `false` for one whose journal was written
+/// past this point by code without it, which keeps the old path. So a
+/// deploy can change durable code that old jobs are in the middle of, and
+/// `hourglass upgrade` can move them (its replay check then passes):
+///
+/// ```no_run
+/// # use hourglass_sdk::{durable, Error};
+/// # fn reserve() -> Result<bool, Error> { Ok(true) }
+/// # fn f() -> Result<(), Error> {
+/// let reserved: bool = if durable::patched("reserve-stock")? {
+///     durable::step("reserve-stock", reserve)?
+/// } else {
+///     durable::step("reserve", reserve)? // the old name, for old jobs
+/// };
+/// # Ok(()) }
+/// ```
+///
+/// The answer is recorded in the journal the first time, so it never
+/// changes for a job. Once `hourglass versions` counts no live job on the
+/// old path, replace the branch with [`deprecate_patch`]. The same name
+/// rules as [`step`] (a bad name fails the job for good; a journal that
+/// could not be written retries it).
+pub fn patched(name: &str) -> Result<bool, Error> {
+    host::patched(name).map_err(|e| {
+        if e.contains(" not recorded: ") {
+            Error::retry(e)
+        } else {
+            Error::fail(e)
+        }
+    })
+}
+
+/// The old path of change `name` is gone from this code: what remains of
+/// `if patched(name) { new } else { old }` once no job takes `old`. A job
+/// that took the old path fails here for good (and the replay check of
+/// `hourglass upgrade` does not move such a job to this code).
+pub fn deprecate_patch(name: &str) -> Result<(), Error> {
+    host::deprecate_patch(name).map_err(Error::fail)
+}

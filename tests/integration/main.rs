@@ -30,6 +30,11 @@
 //! - `effects`: effects journals: a plain handler retried or SIGKILLed between
 //!   two calls sends each once; clocks and random replay; divergence, the body
 //!   cap, `hourglass journal`; Python, JavaScript, Redis Cluster.
+//! - `durable_upgrade`: journaled jobs moved to a new version by a replay check
+//!   (Rust and Python: movable, a renamed step, `patched`), a changed request
+//!   on an effects journal, a stale check.
+//! - `held_versions`: a version that holds jobs survives `keep_versions`; a
+//!   promotion under `journaled = "replay"`; the upgrade and versions routes.
 //! - `failover`: a Redis primary SIGKILLed under a producer and a runner, a
 //!   replica promoted by three sentinels: jobs lost with and without
 //!   `durability`, jobs run twice, time to recover; Sentinel with AUTH.
@@ -106,6 +111,7 @@ mod crash;
 mod dashboard;
 mod deploy;
 mod durable;
+mod durable_upgrade;
 mod effects;
 mod expiry;
 mod failover;
@@ -117,6 +123,7 @@ mod flow_handlers;
 mod flows;
 mod follow_ups;
 mod grants;
+mod held_versions;
 mod http;
 mod input;
 mod job_priority;

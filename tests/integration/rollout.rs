@@ -694,6 +694,7 @@ async fn a_runner_without_the_canarys_file_serves_the_stable_version() {
             5,
             "elsewhere",
             &[],
+            &[],
         )
         .await
         .unwrap();

@@ -122,7 +122,7 @@ async fn a_canary_is_promoted_aborted_and_a_version_pinned_over_the_api() {
     assert_eq!(
         status["policy"],
         json!({ "canary": 0.5, "window_ms": 3_600_000, "min_attempts": 1000,
-                "max_failure_rate": 0.2, "margin": 0.05 })
+                "max_failure_rate": 0.2, "margin": 0.05, "journaled": "pinned" })
     );
     assert_eq!(status["rollout"]["canary"], Value::Null, "{status:#}");
     refused(

@@ -7,10 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HANDLERS: [&str; 11] = [
+const HANDLERS: [&str; 14] = [
     "echo",
     "batcher",
     "checkout",
+    "checkout_v2",
+    "checkout_v3",
+    "checkout_v4",
     "noop",
     "flaky",
     "order_cancel",
@@ -89,7 +92,41 @@ fn main() {
             wasm.display().to_string()
         ));
     }
+    consts.push_str(&python_checkout(&root, &out_dir, &toolchains));
     std::fs::write(out_dir.join("components.rs"), consts).unwrap();
+}
+
+/// The Python checkout saga (`tests/support/py-checkout/app.py`), built once
+/// per version of the tests' upgrade story, each with its `VERSION`: the
+/// constants `PY_CHECKOUT_V1` to `_V4`.
+fn python_checkout(root: &Path, out_dir: &Path, toolchains: &Path) -> String {
+    let source = root.join("tests/support/py-checkout/app.py");
+    println!("cargo:rerun-if-changed={}", source.display());
+    let app = std::fs::read_to_string(&source).unwrap();
+    let mut consts = String::new();
+    for version in 1..=4 {
+        let dir = out_dir.join(format!("py-checkout-v{version}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pyproject = format!(
+            "[project]\nname = \"py_checkout_v{version}\"\nversion = \"0.0.{version}\"\n\n[tool.hourglass]\nmodule = \"app\"\n"
+        );
+        write_if_changed(&dir.join("pyproject.toml"), &pyproject);
+        write_if_changed(&dir.join("app.py"), &format!("VERSION = {version}\n{app}"));
+        let wasm = build_project(&dir, toolchains);
+        consts.push_str(&format!(
+            "/// The Python checkout saga, version {version} (`tests/support/py-checkout`).\npub const PY_CHECKOUT_V{version}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
+    consts
+}
+
+/// Write `text` to `path` unless it holds it already (a rebuild then finds
+/// the project unchanged).
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).unwrap();
+    }
 }
 
 /// Handlers in other languages: (constant, project folder, its sources, what it is).

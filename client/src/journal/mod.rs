@@ -16,6 +16,7 @@
 //! | `t:<name>`  | a sleep's or a signal wait's wake time (ms, decimal)      |
 //! | `g:<name>`  | a signal's payload, the first one sent under that name    |
 //! | `e:<n>`     | batch `n` of an effects journal ([`crate::effects`])      |
+//! | `p:<name>`  | how `patched(name)` answered the job: `1` new path, `0` old |
 //!
 //! The journal lives as long as its job: an ack or a cancel deletes it, a
 //! dead letter keeps it for `hourglass dead retry` (deleted with the dead
@@ -85,6 +86,8 @@ pub struct Journal {
     pub signals: BTreeMap<String, Vec<u8>>,
     /// An effects journal's batches by number (`journal = "effects"`).
     pub effects: BTreeMap<u32, Vec<Entry>>,
+    /// How `patched(name)` answered the job, by name: `true` the new path.
+    pub patches: BTreeMap<String, bool>,
 }
 
 impl Journal {
@@ -118,6 +121,9 @@ impl Journal {
                 Some(("g", name)) => {
                     journal.signals.insert(name.to_owned(), value);
                 }
+                Some(("p", name)) => {
+                    journal.patches.insert(name.to_owned(), value == b"1");
+                }
                 Some(("e", n)) => {
                     let n = n.parse().map_err(|_| {
                         QueueError::Protocol(format!("a journal batch {field:?} is not numbered"))
@@ -142,7 +148,8 @@ impl Journal {
             .sum();
         let signals: usize = self.signals.iter().map(|(n, p)| n.len() + p.len()).sum();
         let effects: usize = self.effects.values().flatten().map(Entry::size).sum();
-        steps + signals + effects
+        let patches: usize = self.patches.keys().map(|n| n.len() + 1).sum();
+        steps + signals + effects + patches
     }
 }
 

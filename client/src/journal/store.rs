@@ -29,6 +29,28 @@ impl Pipeline<'_> {
         Ok(recorded == 1)
     }
 
+    /// Record how `patched(name)` answered job `id` (`p:<name>`: `1` the new
+    /// path, `0` the old) while `attempt` still owns the job, as
+    /// [`Pipeline::record_step`] does. `false`: refused.
+    pub async fn record_patch(
+        self,
+        keys: &TopicKeys,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        name: &str,
+        new_path: bool,
+    ) -> Result<bool, QueueError> {
+        let mut inv = scripts::STEP.on(keys);
+        inv.arg(id)
+            .arg(attempt)
+            .arg(version)
+            .arg(format!("p:{name}"))
+            .arg(if new_path { "1" } else { "0" });
+        let recorded: i64 = self.q.invoke_durable(&inv).await?;
+        Ok(recorded == 1)
+    }
+
     /// Record batch `batch` of job `id`'s effects journal (`e:<batch>`,
     /// [`effects::encode`]d) while `attempt` still owns the job, as
     /// [`Pipeline::record_step`] does. `false`: refused.

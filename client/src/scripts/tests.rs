@@ -103,6 +103,8 @@ fn each_scripts_topic_keys_match_its_header() {
         (&SCALE, 0),
         (&MIGRATE, 0),
         (&STEP, 0),
+        (&UPGRADE, 0),
+        (&HOLDS, 0),
         (&SUSPEND, 0),
         (&SIGNAL, 0),
         (&WAKE, 0),

@@ -24,6 +24,10 @@ pub struct JournalJson {
     /// it recorded none.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub effects: serde_json::Value,
+    /// How `patched(name)` answered the job, by name (`true`: the new path);
+    /// left out when it asked none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub patches: std::collections::BTreeMap<String, bool>,
 }
 
 /// One completed step of a durable handler.
@@ -76,6 +80,7 @@ impl Journal {
                 })
                 .collect(),
             effects: crate::effects::to_json(&self.effects),
+            patches: self.patches.clone(),
         }
     }
 

@@ -14,7 +14,7 @@ import unittest
 import uuid
 
 from hourglass_client import (
-    AsyncClient, BadRequest, Client, Job, NotFound, Unauthorized, Unavailable,
+    AsyncClient, BadRequest, Client, Conflict, Job, NotFound, Unauthorized, Unavailable,
 )
 
 WORK, PARKED = "work", "parked"
@@ -132,6 +132,21 @@ class Sync(unittest.TestCase):
         with self.assertRaises(BadRequest) as bad:
             self.hg.dead(WORK, limit=0)
         self.assertEqual(bad.exception.field, "limit")
+
+    def test_upgrade_checks_on_a_kept_version_and_names_a_bad_one(self):
+        version = next(t["handler"] for t in self.hg.topics() if t["name"] == WORK)
+        report = self.hg.upgrade(WORK, version, all=True, dry_run=True)
+        self.assertEqual((report["to"], report["dry_run"]), (version, True))
+        self.assertIsInstance(report["moved"], list)
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.upgrade(WORK, "not-a-version", all=True)
+        self.assertEqual(bad.exception.field, "to")
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.upgrade(WORK, version)
+        self.assertEqual(bad.exception.field, "ids")
+        with self.assertRaises(Conflict) as kept:
+            self.hg.upgrade(WORK, "0123456789abcdef", ["x"])
+        self.assertEqual(kept.exception.field, "to")
 
     def test_pause_and_resume_say_whether_they_changed_it(self):
         self.hg.pause(PARKED)

@@ -3,121 +3,12 @@
 // With `@opentelemetry/api` installed, each enqueue carries the active span's
 // W3C trace context.
 
-/** A duration: seconds (a number) or the API's text ("30m", "1500ms"). */
-export type Duration = number | string;
-
-/** One job to enqueue. `payload`: a string as is, a Uint8Array of UTF-8, or any JSON value. */
-export interface Job {
-  payload: unknown;
-  /** Yours: a live job with it makes this a duplicate; generated otherwise. */
-  id?: string;
-  /** Start after this long. */
-  delay?: Duration;
-  /** Start at this time (a Date or RFC 3339 text). */
-  at?: Date | string;
-  /** Start at this time, ms since the epoch. */
-  dueAtMs?: number;
-  /** Attempts before dead-lettering (the topic's by default). */
-  maxAttempts?: number;
-  /** Keep the id taken this long from the enqueue, even after the job is done (needs `id`). */
-  uniqueFor?: Duration;
-  /** Replace the waiting job with this id (needs `id`). */
-  replace?: boolean;
-  /** Run it on this kept handler version. */
-  version?: string;
-  /** Sum its usage under this account. */
-  account?: string;
-  /** Its tenant key (fairness and per-key limits). */
-  key?: string;
-  /** Not started this long after the enqueue, it expires unrun (dead-lettered or dropped: the topic's `on_expire`). */
-  expiresIn?: Duration;
-  /** Not started by this time, it expires unrun. */
-  expiresAt?: Date | string;
-  /** 0 (the highest, the default) to 9: among the topic's due jobs a higher priority starts first. */
-  priority?: number;
-}
-
-/** What became of one job: "new", "duplicate", "replaced", or "running" / "journaled" (not replaced). */
-export interface Enqueued {
-  id: string;
-  status: 'new' | 'duplicate' | 'replaced' | 'running' | 'journaled';
-  replaced?: boolean;
-}
-
-/** The answer to `enqueueMany`: counts and one `Enqueued` per job, in order. */
-export interface Batch {
-  new: number;
-  duplicate: number;
-  jobs: Enqueued[];
-}
-
-/** How a job ended, as its topic keeps it (topics with `results`). */
-export interface End {
-  id: string;
-  state: 'acked' | 'dead' | 'cancelled' | string;
-  /** The bytes it acked with, if any. */
-  result?: Uint8Array;
-  reason?: string;
-  version?: string;
-  attempts?: number;
-  /** The result parsed as JSON (undefined without one). */
-  json(): unknown;
-}
-
-/** One Server-Sent Event of a job: "progress", "attempt" (a failed one) or "end". */
-export interface JobEvent {
-  kind: string;
-  data: unknown;
-  end?: End;
-}
-
-/** One dead letter: why it was given up, after how many attempts, on which handler. */
-export interface DeadLetter {
-  id: string;
-  reason: string;
-  attempts: number;
-  failed_at_ms: number;
-  /** The content hash of the handler that ran the last attempt. */
-  handler?: string;
-  /** What each attempt used (the most recent 25). */
-  costs?: Array<Record<string, unknown>>;
-}
-
-/** A page of dead letters, newest first. */
-export interface DeadPage {
-  topic: string;
-  total: number;
-  offset: number;
-  limit: number;
-  letters: DeadLetter[];
-}
-
-/**
- * One job as `hourglass inspect --json` shows it (`LiveJson` in docs/openapi.json), or,
- * once it has left the pipeline, its kept end (`EndJson`: state "acked", "dead" or "cancelled").
- */
-export interface JobInfo {
-  topic: string;
-  id: string;
-  state: 'scheduled' | 'ready' | 'running' | 'dead' | 'acked' | 'cancelled' | 'expired';
-  attempts: number;
-  /** Due at, leased until, or dead since (ms); live jobs only. */
-  at_ms?: number;
-  max_attempts?: number | null;
-  /** The payload as text, when it is UTF-8. */
-  payload?: string | null;
-  key?: string | null;
-  /** Its priority among its topic's due jobs: 0 (the highest) to 9 (live jobs). */
-  priority?: number;
-  /** Its own deadline (ms): not started by then, it expires. */
-  expires_at_ms?: number | null;
-  version?: string | null;
-  last_failure?: { error: string; at: number; handler?: string } | null;
-  progress?: { attempt: number; percent?: number; detail?: unknown; at_ms: number } | null;
-  /** When an ended job ended (ms). */
-  ended_at_ms?: number;
-  [field: string]: unknown;
-}
+import type {
+  Duration, Job, Enqueued, Batch, End, JobEvent, DeadLetter, UpgradeReport, DeadPage, JobInfo,
+} from './types.js';
+export type {
+  Duration, Job, Enqueued, Batch, End, JobEvent, DeadLetter, UpgradeReport, DeadPage, JobInfo,
+} from './types.js';
 
 /** A request the API refused: `status` (0: no server), its message, the field at fault. */
 export class HourglassError extends Error {
@@ -386,6 +277,24 @@ export class Client {
       method: 'POST', headers: this.headers(), body: payload,
     });
     return (await answer.json()).delivered;
+  }
+
+  /**
+   * Move journaled jobs (`ids`, or `all` of the topic's) to handler version
+   * `to`, each only if a replay check of its journal on it passes; `dryRun`
+   * checks and moves none. The report (`UpgradeReport` in docs/openapi.json):
+   * `moved` and `left`, each job with why. `Conflict` for a version the topic
+   * does not keep, or a server that runs no handlers.
+   */
+  async upgrade(
+    topic: string,
+    to: string,
+    options: { ids?: string[]; all?: boolean; dryRun?: boolean } = {},
+  ): Promise<UpgradeReport> {
+    const body: Record<string, unknown> = { to, dry_run: Boolean(options.dryRun) };
+    if (options.all) body.all = true;
+    if (options.ids !== undefined) body.ids = options.ids;
+    return (await this.call('POST', `${this.topic(topic)}/upgrade`, body))[1];
   }
 
   /** A page of the topic's dead letters, newest first (limit 1 to 500). */

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { Client, BadRequest, NotFound, Unauthorized, Unavailable } from '../dist/index.js';
+import { Client, BadRequest, Conflict, NotFound, Unauthorized, Unavailable } from '../dist/index.js';
 
 const WORK = 'work';
 const PARKED = 'parked';
@@ -96,6 +96,16 @@ test('dead letters: list, retry, purge', async () => {
   assert.ok((await hg.purgeDead(WORK)) >= 1);
   assert.ok(!(await hg.dead(WORK)).letters.some((l) => l.id === id));
   await assert.rejects(hg.dead(WORK, 0, 0), (e) => e instanceof BadRequest && e.field === 'limit');
+});
+
+test('upgrade checks on a kept version and names a bad one', async () => {
+  const version = (await hg.topics()).find((t) => t.name === WORK).handler;
+  const report = await hg.upgrade(WORK, version, { all: true, dryRun: true });
+  assert.deepEqual([report.to, report.dry_run], [version, true]);
+  assert.ok(Array.isArray(report.moved));
+  await assert.rejects(hg.upgrade(WORK, 'not-a-version', { all: true }), (e) => e instanceof BadRequest && e.field === 'to');
+  await assert.rejects(hg.upgrade(WORK, version), (e) => e instanceof BadRequest && e.field === 'ids');
+  await assert.rejects(hg.upgrade(WORK, '0123456789abcdef', { ids: ['x'] }), (e) => e instanceof Conflict && e.field === 'to');
 });
 
 test('pause and resume say whether they changed it', async () => {

@@ -22,6 +22,7 @@ mod runners;
 mod schedules;
 mod signal;
 mod stats;
+mod upgrade;
 mod usage;
 mod wait;
 mod when;
@@ -105,7 +106,8 @@ enum Command {
     /// time, outbound bytes, per hour.
     Usage(usage::Args),
     /// List a topic's kept handler versions: role (stable, canary, pinned,
-    /// retired), attempts and failure rate of each.
+    /// retired), the live jobs its journals pin to it, attempts and failure
+    /// rate of each; and the live jobs on each path of each `patched` change.
     Versions(rollout::VersionsArgs),
     /// Show a topic's rollout (canary, share, counts, window, last verdict),
     /// or promote or abort the canary by hand.
@@ -115,6 +117,9 @@ enum Command {
     Pin(rollout::PinArgs),
     /// Undo `pin`: the handler file (and its rollout policy) decide again.
     Unpin(rollout::UnpinArgs),
+    /// Move in-flight journaled jobs to another version of their handler,
+    /// each only if a replay check of its journal on it passes.
+    Upgrade(upgrade::Args),
     /// Validate queues.toml and every handler; run nothing.
     Check,
     /// Upgrade the namespace's Redis layout to this build's: online, in
@@ -218,6 +223,7 @@ pub fn main() -> ExitCode {
             Command::Rollout(args) => rollout::rollout(&cli.config, args).await,
             Command::Pin(args) => rollout::pin(&cli.config, args).await,
             Command::Unpin(args) => rollout::unpin(&cli.config, args).await,
+            Command::Upgrade(args) => upgrade::run(&cli.config, args).await,
             Command::Check => check::run(&cli.config).await,
             Command::Migrate(args) => migrate::run(&cli.config, args).await,
             Command::Build(args) => build::run(&cli.config, args).await,

@@ -85,10 +85,19 @@ fn refused(e: QueueError) -> Exit {
 
 pub(super) async fn versions(config: &Path, args: VersionsArgs) -> Result<(), Exit> {
     let (queue, _) = open(config, &args.topic).await?;
-    let (rollout, versions) = queue.rollouts().versions(&queue.keys(&args.topic)).await?;
+    let keys = queue.keys(&args.topic);
+    let (rollout, mut versions) = queue.rollouts().versions(&keys).await?;
+    let holdings = queue.upgrades().holdings(&keys).await?;
+    holdings.fill(&mut versions);
+    let unkept = holdings.unkept(&versions);
     if args.json {
-        let v =
-            serde_json::json!({ "topic": args.topic, "versions": versions, "rollout": rollout });
+        let v = serde_json::json!({
+            "topic": args.topic,
+            "versions": versions,
+            "rollout": rollout,
+            "patches": holdings.patches,
+            "unkept": unkept,
+        });
         println!("{v}");
         return Ok(());
     }
@@ -100,6 +109,29 @@ pub(super) async fn versions(config: &Path, args: VersionsArgs) -> Result<(), Ex
         return Ok(());
     }
     print!("{}", table(&args.topic, &versions, now_ms()));
+    for u in &unkept {
+        println!(
+            "not kept: {} holds {} live jobs by their journals ({}): they cannot run on it; move them with `hourglass upgrade {} --to VERSION`",
+            u.version,
+            u.jobs.live,
+            u.jobs.some.join(", "),
+            args.topic
+        );
+    }
+    if !holdings.patches.is_empty() {
+        println!("patches (live jobs on each path):");
+        for p in &holdings.patches {
+            let note = if p.old_path == 0 {
+                "no live job on the old path: deprecate_patch is safe for jobs on versions that have the patch"
+            } else {
+                "the old path is still needed"
+            };
+            println!(
+                "  {:<24} {} old, {} new  ({note})",
+                p.name, p.old_path, p.new_path
+            );
+        }
+    }
     if let Some(pin) = &rollout.pinned {
         println!(
             "pinned to {} by {} ({})",
@@ -113,15 +145,16 @@ pub(super) async fn versions(config: &Path, args: VersionsArgs) -> Result<(), Ex
 
 fn table(topic: &str, versions: &[VersionInfo], now: u64) -> String {
     let mut out = format!(
-        "versions of {topic}, newest first\n{:<18} {:<8} {:>9} {:>8} {:>8}  FIRST SEEN\n",
-        "VERSION", "ROLE", "ATTEMPTS", "FAILED", "CRASHED"
+        "versions of {topic}, newest first\n{:<18} {:<8} {:>9} {:>9} {:>8} {:>8}  FIRST SEEN\n",
+        "VERSION", "ROLE", "LIVE JOBS", "ATTEMPTS", "FAILED", "CRASHED"
     );
     for v in versions {
         let role = serde_json::to_value(v.role).expect("a role serializes");
         out.push_str(&format!(
-            "{:<18} {:<8} {:>9} {:>8} {:>8}  {}\n",
+            "{:<18} {:<8} {:>9} {:>9} {:>8} {:>8}  {}\n",
             v.version,
             role.as_str().unwrap_or("-"),
+            v.live_jobs,
             v.tally.attempts,
             percent(v.tally.failures, v.tally.attempts),
             percent(v.tally.crashes, v.tally.attempts),

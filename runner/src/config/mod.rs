@@ -34,8 +34,8 @@ pub use server::{HttpServer, Token};
 pub use store::{Durability, RedisConfig, RedisTarget, SentinelTarget, TlsFiles};
 pub use telemetry::{SpanParent, TelemetryConfig};
 pub use topic::{
-    BatchPolicy, DEFAULT_JOURNAL_MAX, JOURNAL_MAX_RANGE, JournalPolicy, MAX_RESULT, OnDivergence,
-    PolicyJson, Rate, Results, Reuse, RolloutPolicy, TopicConfig, check_topic_name,
+    BatchPolicy, DEFAULT_JOURNAL_MAX, JOURNAL_MAX_RANGE, JournalPolicy, Journaled, MAX_RESULT,
+    OnDivergence, PolicyJson, Rate, Results, Reuse, RolloutPolicy, TopicConfig, check_topic_name,
 };
 pub use units::{DEFAULT_PAYLOAD, MAX_MEMORY, MAX_PAYLOAD, MIN_MEMORY, parse_duration, parse_size};
 

@@ -13,8 +13,8 @@ use super::units::{
     Size,
 };
 use super::{
-    Backoff, DeadLetter, Grants, HttpLimits, Rate, Results, Reuse, RolloutPolicy, RunnerConfig,
-    TopicConfig,
+    Backoff, DeadLetter, Grants, HttpLimits, Journaled, Rate, Results, Reuse, RolloutPolicy,
+    RunnerConfig, TopicConfig,
 };
 use hourglass_client::{Fairness, RateLimit, Share as KeyShare};
 
@@ -211,7 +211,7 @@ pub(super) struct RawResults {
     pub max: Option<Spanned<Size>>,
 }
 
-/// `rollout = { canary = "10%", for = "5m", min_attempts = 50, max_failure_rate = 0.2, margin = 0.05 }`.
+/// `rollout = { canary = "10%", for = "5m", min_attempts = 50, max_failure_rate = 0.2, margin = 0.05, journaled = "replay" }`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRollout {
@@ -221,6 +221,7 @@ pub(super) struct RawRollout {
     pub min_attempts: Option<Positive>,
     pub max_failure_rate: Option<Fraction>,
     pub margin: Option<Fraction>,
+    pub journaled: Option<Journaled>,
 }
 
 /// `fairness = { by = "key", share = "jobs" | "cpu" }`.
@@ -381,6 +382,7 @@ impl RawTopic {
                     min_attempts: r.min_attempts.map_or(50, |m| m.0),
                     max_failure_rate: r.max_failure_rate.map_or(0.2, |f| f.0),
                     margin: r.margin.map_or(0.05, |m| m.0),
+                    journaled: r.journaled.unwrap_or_default(),
                 }),
             results: self
                 .results

@@ -183,6 +183,24 @@ pub struct RolloutPolicy {
     /// How much worse than the stable version a canary may fail and still
     /// be promoted.
     pub margin: f64,
+    /// What a promotion does to the jobs whose journals pin them to older
+    /// versions: leave them (`pinned`, the default) or move each whose
+    /// replay check passes (`replay`).
+    pub journaled: Journaled,
+}
+
+/// `journaled` in a rollout policy: what becomes of journaled jobs pinned
+/// to older versions when a canary is promoted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[derive(utoipa::ToSchema)]
+pub enum Journaled {
+    /// They finish on the version that wrote their journal.
+    #[default]
+    Pinned,
+    /// Each whose replay check on the promoted version passes moves to it
+    /// (`hourglass upgrade TOPIC --to VERSION --all`).
+    Replay,
 }
 
 impl RolloutPolicy {
@@ -194,6 +212,7 @@ impl RolloutPolicy {
             min_attempts: self.min_attempts,
             max_failure_rate: self.max_failure_rate,
             margin: self.margin,
+            journaled: self.journaled,
         }
     }
 
@@ -216,6 +235,8 @@ pub struct PolicyJson {
     pub max_failure_rate: f64,
     /// How much worse than the stable version a canary may fail and still be promoted.
     pub margin: f64,
+    /// What a promotion does to journaled jobs pinned to older versions.
+    pub journaled: Journaled,
 }
 
 /// `rate = { limit, per, burst }`: at most `limit` starts per `per` on

@@ -10,7 +10,8 @@ use utoipa::ToSchema;
 
 use crate::config::PolicyJson;
 use crate::redis::{
-    AccountUsage, DeadInfo, EndJson, Progress, Rollout, RunnerInfo, TopicStats, VersionInfo,
+    AccountUsage, DeadInfo, EndJson, PatchCount, Progress, Rollout, RunnerInfo, TopicStats, Unkept,
+    VersionInfo,
 };
 
 /// One dead letter.
@@ -88,8 +89,14 @@ pub(super) struct StillLive {
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct Versions {
     pub(super) topic: String,
+    /// Each with `live_jobs`: the live jobs its journals pin to it.
     pub(super) versions: Vec<VersionInfo>,
     pub(super) rollout: Rollout,
+    /// Live jobs on each path of each change their handler asked about
+    /// (`patched`): a change's old path is needed while `old_path` is above 0.
+    pub(super) patches: Vec<PatchCount>,
+    /// Versions live jobs are pinned to that the topic no longer keeps.
+    pub(super) unkept: Vec<Unkept>,
 }
 
 /// A topic's rollout, and its policy in the served queues.toml.

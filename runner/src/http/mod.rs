@@ -5,6 +5,7 @@
 //! (`hourglass serve`). Every route is one function: reads in `api.rs`,
 //! changes in `change.rs` (jobs, pause) and `dead.rs` (dead letters), a
 //! topic's handler versions and rollout (reads and changes) in `rollout.rs`,
+//! moving journaled jobs to another version in `upgrade.rs`,
 //! jobs' results, events and waits in `wait.rs`, what autoscalers read
 //! in `scale.rs`,
 //! the metrics scrape in `scrape.rs`, the embedded page in `dashboard.rs`.
@@ -28,6 +29,7 @@ mod scrape;
 mod signal;
 mod story;
 mod stream;
+mod upgrade;
 mod views;
 mod wait;
 
@@ -73,6 +75,8 @@ pub struct Ops {
     pub(crate) waiters: Waiters,
     /// Where the API's enqueue spans go (or not).
     pub(crate) telemetry: Arc<crate::telemetry::Telemetry>,
+    /// Upgrades of journaled jobs (a runner's; `hourglass serve` has none).
+    pub(crate) upgrades: Option<Arc<crate::upgrade::Service>>,
 }
 
 impl Ops {
@@ -92,6 +96,7 @@ impl Ops {
             outbound: None,
             reloads: None,
             telemetry,
+            upgrades: None,
         })
     }
 
@@ -154,6 +159,7 @@ fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .routes(routes!(wait::events))
         .routes(routes!(signal::signal))
         .routes(routes!(signal::wake))
+        .routes(routes!(upgrade::upgrade))
         .routes(routes!(api::dead, dead::purge_all))
         .routes(routes!(dead::retry_all))
         .routes(routes!(dead::purge))

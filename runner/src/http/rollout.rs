@@ -19,7 +19,9 @@ use crate::config::RolloutPolicy;
 use crate::redis::{Change, QueueError, check_version};
 
 /// `GET /api/topics/{topic}/versions`: the kept handler versions, newest
-/// first, with their roles and totals; as `hourglass versions TOPIC --json`.
+/// first, with their roles, totals and the live jobs each holds by journal,
+/// and the live jobs on each path of each `patched` change; as `hourglass
+/// versions TOPIC --json`.
 #[utoipa::path(
     get,
     path = "/topics/{topic}/versions",
@@ -41,9 +43,14 @@ pub(super) async fn versions(
 ) -> Result<Json<Versions>, ApiError> {
     topic_named(&app.ops.serving(), &name)?;
     let q = &app.ops.queue;
-    let (rollout, versions) = q.rollouts().versions(&q.keys(&name)).await?;
+    let keys = q.keys(&name);
+    let (rollout, mut versions) = q.rollouts().versions(&keys).await?;
+    let holdings = q.upgrades().holdings(&keys).await?;
+    holdings.fill(&mut versions);
     Ok(Json(Versions {
         topic: name,
+        unkept: holdings.unkept(&versions),
+        patches: holdings.patches,
         versions,
         rollout,
     }))

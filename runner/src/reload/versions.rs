@@ -7,8 +7,10 @@
 //! Layout: `<dir>/<version>.wasm` (the component as it was loaded) and
 //! `<dir>/topics/<topic>.json` (that topic's kept versions, newest first,
 //! with when each was first seen). A version file is deleted when no topic
-//! keeps it any more. Handlers compiled from here are remembered in memory
-//! while something routes to them ([`Versions::retain`]).
+//! keeps it any more (the rollout task prunes what the topic's catalogue in
+//! Redis no longer keeps: [`Versions::prune`]). Handlers compiled from here
+//! are remembered in memory while something routes to them
+//! ([`Versions::retain`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -129,8 +131,9 @@ impl Versions {
     }
 
     /// `version` (stored before) is what `topic`'s handler file holds now:
-    /// the newest of the topic's kept versions; the oldest beyond
-    /// `keep_versions` go.
+    /// the newest of the topic's kept versions. The oldest beyond
+    /// `keep_versions` go at the next [`Versions::prune`], which knows which
+    /// of them jobs still need.
     pub fn serves(&self, topic: &str, version: &str, now_ms: u64) {
         let mut state = self.state();
         let list = state.topics.entry(topic.to_owned()).or_default();
@@ -149,7 +152,28 @@ impl Versions {
                 first_seen_ms,
             },
         );
-        list.truncate(self.keep);
+        let list = list.clone();
+        self.save_list(topic, &list);
+    }
+
+    /// Keep of `topic`'s versions the newest `keep_versions` and those its
+    /// catalogue in Redis keeps (`catalogue`: a version that serves in a
+    /// role, or that live jobs' journals pin them to); forget the rest, and
+    /// the files no topic keeps any more.
+    pub fn prune(&self, topic: &str, catalogue: &[String]) {
+        let mut state = self.state();
+        let Some(list) = state.topics.get_mut(topic) else {
+            return;
+        };
+        let before = list.len();
+        let mut n = 0;
+        list.retain(|k| {
+            n += 1;
+            n <= self.keep || catalogue.contains(&k.version)
+        });
+        if list.len() == before {
+            return;
+        }
         let list = list.clone();
         self.save_list(topic, &list);
         self.forget_unkept(&mut state);

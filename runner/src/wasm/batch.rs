@@ -43,6 +43,7 @@ impl Runtime {
             pass_through: None,
             upstream: Default::default(),
             batch: n.max(2),
+            check: None,
         };
         let durable = DurableState::new(None, self.journal_store(), sandbox.journal.max);
         let mut store = match self.store(ctx, sandbox, deadline, None, durable) {

@@ -27,4 +27,7 @@ pub struct JobContext {
     /// what belongs to one job (follow-ups, results, progress, durable steps)
     /// is refused.
     pub batch: usize,
+    /// Set in a replay check (`check.rs`): the candidate answers from the
+    /// job's journal only, nothing reaches the world, and its lines go here.
+    pub(crate) check: Option<Arc<crate::wasm::ledger::Ledger>>,
 }

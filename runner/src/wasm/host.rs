@@ -2,12 +2,16 @@
 //! `follow-up` imports, the memory limiter, and WASI with only what
 //! `queues.toml` grants (by default no files, no network, no environment).
 //! The `follow-up` import is in `host/follow_up.rs`, the `durable` import in
-//! `host/durable.rs`; what a trapped guest said on stderr, in `host/said.rs`.
+//! `host/durable.rs` (its sleeps, waits and signals in `host/waits.rs`,
+//! `patched` in `host/patch.rs`); what a trapped guest said on stderr, in
+//! `host/said.rs`. In a replay check (`check.rs`) log lines and progress go
+//! to the check's ledger, not to the runner's log and the watchers.
 
 mod durable;
-mod effects;
 mod follow_up;
+mod patch;
 mod said;
+mod waits;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +25,7 @@ use super::Sandbox;
 use super::bindings::hourglass::handler::report;
 use super::bindings::hourglass::handler::{log, types};
 use super::context::JobContext;
+use super::journal::{self as journals, Effects};
 use super::logs::LogTap;
 use super::outbound::{Outbound, OutboundCounts};
 use super::output::GuestOutput;
@@ -28,9 +33,7 @@ use super::report::{ProgressBoard, Reported, check_detail};
 use super::usage::{CpuMeter, Traffic};
 
 pub(super) use durable::DurableState;
-pub use durable::{JournalStore, NoStore, StepCounts, StoreFuture};
-pub use effects::EffectCounts;
-pub(super) use effects::{Effects, Ticket, identify};
+pub use durable::StepCounts;
 pub use follow_up::FollowUp;
 pub(super) use said::Said;
 use said::summarise_stderr;
@@ -105,14 +108,14 @@ impl Host {
                 &sandbox.journal,
                 durable.store(),
             );
-            wasi.wall_clock(effects::WallClock(e.clone()))
-                .monotonic_clock(effects::MonotonicClock(
+            wasi.wall_clock(journals::WallClock(e.clone()))
+                .monotonic_clock(journals::MonotonicClock(
                     e.clone(),
                     wasmtime_wasi::clocks::MonotonicClock::new(),
                 ))
-                .secure_random(effects::Random(e.clone(), effects::Kind::Random))
-                .insecure_random(effects::Random(e.clone(), effects::Kind::InsecureRandom))
-                .insecure_random_seed(effects::seed(&ctx));
+                .secure_random(journals::Random(e.clone(), journals::Kind::Random))
+                .insecure_random(journals::Random(e.clone(), journals::Kind::InsecureRandom))
+                .insecure_random_seed(journals::seed(&ctx));
             e
         });
         for dir in &sandbox.grants.dirs {
@@ -285,6 +288,10 @@ impl log::Host for Host {
             log::Level::Warn => "warn",
             log::Level::Error => "error",
         };
+        if let Some(ledger) = &c.check {
+            ledger.line(format!("{stream}: {message}"));
+            return;
+        }
         self.logs.push(stream, &message);
         match level {
             log::Level::Trace => guest_line!(trace, c, message),
@@ -310,6 +317,10 @@ impl report::Host for Host {
             check_detail(detail)?;
         }
         let c = &*self.ctx;
+        if c.check.is_some() {
+            // a replay check tells no one
+            return Ok(());
+        }
         self.reported = true;
         self.progress.post(
             &c.topic,

@@ -14,10 +14,13 @@
 
 mod batch;
 mod cache;
+mod check;
 mod context;
 mod epoch;
 mod handler;
 mod host;
+mod journal;
+mod ledger;
 mod logs;
 mod outbound;
 mod output;
@@ -32,9 +35,11 @@ use std::time::Duration;
 
 use crate::config::{Grants, JournalPolicy, Reuse, TopicConfig};
 pub use cache::CacheError;
+pub use check::Checked;
 pub use context::JobContext;
 pub use handler::{LoadError, LoadedHandler, Needs, content_hash};
-pub use host::{EffectCounts, FollowUp, JournalStore, StepCounts, StoreFuture};
+pub use host::{FollowUp, StepCounts};
+pub use journal::{EffectCounts, JournalStore, StoreFuture};
 pub use outbound::{HttpPolicy, OutboundCounts, is_public};
 pub use report::{MAX_DETAIL, ProgressBoard, Reported, check_detail};
 pub use run::Attempted;

@@ -114,8 +114,14 @@ impl State {
             return;
         }
         let c = &*self.ctx;
-        tracing::info!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, stream = self.stream, "{text}");
-        self.tap.push(self.stream, text);
+        match &c.check {
+            // a replay check keeps what the candidate printed for its report
+            Some(ledger) => ledger.line(format!("{}: {text}", self.stream)),
+            None => {
+                tracing::info!(target: "handler", topic = %c.topic, job_id = %c.id, attempt = c.attempt, handler = &*c.handler, stream = self.stream, "{text}");
+                self.tap.push(self.stream, text);
+            }
+        }
         if self.tail.len() == TAIL {
             self.tail.pop_front();
         }
@@ -193,6 +199,7 @@ mod tests {
                 pass_through: None,
                 upstream: Default::default(),
                 batch: 1,
+                check: None,
             }
             .into(),
             "stderr",

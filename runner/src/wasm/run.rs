@@ -9,7 +9,8 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::Handler;
 use super::bindings::hourglass::handler::types as wit;
-use super::host::{DurableState, EffectCounts, Host, Said, StepCounts};
+use super::host::{DurableState, Host, Said, StepCounts};
+use super::journal::EffectCounts;
 use super::usage::{Metered, Usage, thread_cpu_ns};
 use super::{Acked, Finish, JobContext, JobInput, LoadedHandler, Runtime, Sandbox, epoch, size};
 
@@ -51,6 +52,7 @@ impl Runtime {
             pass_through: job.pass_through,
             upstream: job.upstream,
             batch: 1,
+            check: None,
         };
         let durable = DurableState::new(job.journal, self.journal_store(), sandbox.journal.max);
         // a topic that reuses takes an idle instance of this version first
@@ -241,7 +243,7 @@ impl Runtime {
 
     /// A new instance of `handler` in `store`. With no instance slot free,
     /// idle reused instances hold them: they are dropped and it tries again.
-    async fn instantiate(
+    pub(super) async fn instantiate(
         &self,
         handler: &LoadedHandler,
         store: &mut Store<Host>,
@@ -300,7 +302,7 @@ impl Runtime {
 /// job is dead-lettered with its journal), a journal that could not be
 /// written makes it a failed attempt; an attempt that did not ack writes
 /// the reads still pending, so that its retry replays them.
-async fn end_journal(effects: &super::host::Effects, finish: &mut Finish) -> EffectCounts {
+async fn end_journal(effects: &super::journal::Effects, finish: &mut Finish) -> EffectCounts {
     let (diverged, broken, counts) = effects.end();
     if let Some(why) = diverged {
         *finish = Finish::Fail(why);

@@ -11,7 +11,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Cache, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::handler::{LoadError, LoadedHandler, Needs, content_hash};
-use super::host::{Host, JournalStore, NoStore};
+use super::host::Host;
+use super::journal::{JournalStore, NoStore};
 use super::outbound::OutboundCounts;
 use super::report::ProgressBoard;
 use super::{bindings, cache, epoch, warm};

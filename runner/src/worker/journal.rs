@@ -1,5 +1,5 @@
 //! Durable handlers' journals written to Redis: the [`JournalStore`] the
-//! runtime's `durable` import writes steps and signals through.
+//! runtime's `durable` import writes steps, patch marks and signals through.
 
 use crate::clock::now_ms;
 use crate::redis::{Queue, Signalled, Step};
@@ -58,6 +58,25 @@ impl JournalStore for RedisJournal {
         Box::pin(async move {
             q.pipeline()
                 .record_effects(&keys, &id, attempt, &version, batch, &encoded)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn record_patch(
+        &self,
+        topic: &str,
+        id: &str,
+        attempt: u32,
+        version: &str,
+        name: &str,
+        new_path: bool,
+    ) -> StoreFuture<bool> {
+        let (q, keys) = (self.0.clone(), self.0.keys(topic));
+        let (id, version, name) = (id.to_owned(), version.to_owned(), name.to_owned());
+        Box::pin(async move {
+            q.pipeline()
+                .record_patch(&keys, &id, attempt, &version, &name, new_path)
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -99,6 +99,8 @@ pub(crate) struct Shared {
     /// Versions the rollout task was told to serve and this runner lacks
     /// (for the heartbeat; `hourglass_version_missing` counts them too).
     pub missing: Mutex<Vec<crate::redis::MissingVersion>>,
+    /// Moves journaled jobs to another version after a replay check.
+    pub upgrader: crate::upgrade::Upgrader,
 }
 
 impl Shared {

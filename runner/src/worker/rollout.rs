@@ -11,6 +11,9 @@
 //!
 //! A topic without `rollout` and without a pin has no route: the scheduler
 //! serves its file's version, as before (a new file swaps in at once).
+//! A version live jobs' journals pin them to is kept beyond `keep_versions`
+//! (`holds.rs`); a promotion under `journaled = "replay"` moves journaled
+//! jobs to the promoted version (`replay.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -29,6 +32,8 @@ use crate::wasm::LoadedHandler;
 use describe::Seen;
 
 mod describe;
+mod holds;
+mod replay;
 
 /// How often a topic under a rollout policy (or with a canary) reports and
 /// is judged: what bounds the time from a bad canary's failures to its
@@ -97,6 +102,8 @@ pub(super) async fn start(
         said: HashSet::new(),
         next: HashMap::new(),
         reported: HashMap::new(),
+        holdings: HashMap::new(),
+        upgrades: HashSet::new(),
     };
     let mut serving = task.shared.served.subscribe();
     let current = serving.borrow_and_update().clone();
@@ -126,6 +133,10 @@ struct Task {
     next: HashMap<String, u64>,
     /// The file version each topic last reported.
     reported: HashMap<String, Option<String>>,
+    /// What each topic's journals held when a new file was last reported.
+    holdings: HashMap<String, crate::redis::Holdings>,
+    /// Promotions whose journaled jobs this runner tried to move.
+    upgrades: HashSet<String>,
 }
 
 impl Task {
@@ -149,7 +160,7 @@ impl Task {
             }
             self.next.insert(cfg.name.clone(), now + millis(SLOW));
             looked.insert(&cfg.name);
-            match self.sync(cfg, file, now).await {
+            match self.sync(cfg, file, now, new_file).await {
                 Some(state) => match self.route(cfg, file, &state, &mut lacking).await {
                     Some(route) => {
                         routes.insert(cfg.name.clone(), Arc::new(route));
@@ -193,7 +204,10 @@ impl Task {
         cfg: &TopicConfig,
         file: Option<&LoadedHandler>,
         now: u64,
+        new_file: bool,
     ) -> Option<Rollout> {
+        let held = self.held(cfg, file, new_file).await;
+        let held: Vec<&str> = held.iter().map(String::as_str).collect();
         let (shared, topic) = (&self.shared, cfg.name.as_str());
         let keys = shared.queue.keys(topic);
         let tallies = shared.meter.take_tallies(topic);
@@ -213,6 +227,7 @@ impl Task {
                 policy,
                 keep,
                 &shared.runner_id,
+                &held,
                 &counts,
             )
             .await;
@@ -258,6 +273,10 @@ impl Task {
             }
         }
         self.describe(topic, &state);
+        if new_file {
+            self.kept_for_jobs(cfg).await;
+        }
+        self.replay_on_promote(cfg, &state, file);
         Some(state)
     }
 

@@ -70,7 +70,13 @@ impl Runner {
             }
             None => Telemetry::off(),
         };
+        let upgrader = crate::upgrade::Upgrader::new(
+            queue.clone(),
+            runtime.clone(),
+            snapshot.config.runner.max_payload,
+        );
         let shared = Arc::new(Shared {
+            upgrader,
             queue,
             runtime,
             events: broadcast::channel(1 << 16).0,
@@ -132,6 +138,14 @@ impl Runner {
             reloads: Some({
                 let shared = self.shared.clone();
                 Arc::new(move || shared.recent_reloads())
+            }),
+            upgrades: Some({
+                let shared = self.shared.clone();
+                Arc::new(crate::upgrade::Service::new(
+                    self.shared.upgrader.clone(),
+                    self.shared.versions.clone(),
+                    Box::new(move |topic| shared.served.borrow().handlers.get(topic).cloned()),
+                ))
             }),
         }
     }

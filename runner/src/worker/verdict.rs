@@ -92,6 +92,7 @@ mod tests {
         min_attempts: 50,
         max_failure_rate: 0.2,
         margin: 0.05,
+        journaled: crate::config::Journaled::Pinned,
     };
 
     fn canary(c: (u64, u64, u64), s: (u64, u64, u64), ends_ms: u64) -> Canary {

@@ -58,6 +58,9 @@ class AsyncClient:
     async def signal(self, topic: str, id: str, name: str, payload: bytes = b"") -> str:
         return await self._run("signal", topic, id, name, payload)
 
+    async def upgrade(self, topic: str, to: str, ids: Optional[Iterable[str]] = None, **options: Any) -> Dict[str, Any]:
+        return await self._run("upgrade", topic, to, ids, **options)
+
     async def dead(self, topic: str, offset: int = 0, limit: int = 50) -> DeadPage:
         return await self._run("dead", topic, offset, limit)
 

@@ -186,6 +186,21 @@ class Client:
         path = f"{self._job(topic, id)}/signals/{_q(name, safe='')}"
         return self._request("POST", path, raw=bytes(payload))[1]["delivered"]
 
+    def upgrade(self, topic: str, to: str, ids: Optional[Iterable[str]] = None, *,
+                all: bool = False, dry_run: bool = False) -> Dict[str, Any]:
+        """Move journaled jobs (`ids`, or `all` of the topic's) to handler
+        version `to`, each only if a replay check of its journal on it passes;
+        `dry_run` checks and moves none. The report: `moved` (each with `id`,
+        `from`, `detail`, `logs`) and `left` (each with its `reason`), as
+        `hourglass upgrade --json` prints it. `Conflict` for a version the
+        topic does not keep (or a server that runs no handlers)."""
+        body: Dict[str, Any] = {"to": to, "dry_run": bool(dry_run)}
+        if all:
+            body["all"] = True
+        if ids is not None:
+            body["ids"] = list(ids)
+        return self._request("POST", f"{self._topic(topic)}/upgrade", body)[1]
+
     # -- dead letters and topics ---------------------------------------------
 
     def dead(self, topic: str, offset: int = 0, limit: int = 50) -> DeadPage:

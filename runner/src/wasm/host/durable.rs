@@ -4,86 +4,27 @@
 //! is written to Redis (fenced by the attempt) before `record-step` returns,
 //! so a step that returned is never run again by a later attempt, and one
 //! whose attempt died before the write is (its side effect at least once).
-//! A sleep or a wait that must wait ends the attempt with a trap, having
-//! noted the [`Suspension`] here: the run reads it as suspended, and the
-//! committer puts the job back on the time index at its wake time.
+//! Sleeps, waits and signals are in `waits.rs`, `patched` in `patch.rs`.
+//!
+//! In a replay check (`check.rs`: the context carries a [`Ledger`]) nothing
+//! is written: a step the journal holds replays, and one it does not ends
+//! the check there.
 //!
 //! [`JobInput::journal`]: crate::wasm::JobInput::journal
+//! [`Ledger`]: crate::wasm::ledger::Ledger
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use super::Host;
 use crate::clock::now_ms;
-use crate::redis::journal::{self, MAX_SIGNAL, MAX_STEP};
-use crate::redis::{Journal, Signalled, Step, Suspension};
+use crate::redis::journal::{self, MAX_STEP};
+use crate::redis::{Journal, Step, Suspension};
 use crate::telemetry::spans::{self, StepEnd};
 use crate::telemetry::{AttemptTrace, Begun};
 use crate::wasm::bindings::hourglass::handler::durable;
-
-/// A boxed future of the journal store.
-pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send>>;
-
-/// Where journals are written: Redis, through the worker's queue.
-pub trait JournalStore: Send + Sync {
-    /// Record `step` as step `name` of attempt `attempt` of job `id` of
-    /// `topic`, run on `version`; `false` when the attempt no longer owns
-    /// the job.
-    fn record(
-        &self,
-        topic: &str,
-        id: &str,
-        attempt: u32,
-        version: &str,
-        name: &str,
-        step: Step,
-    ) -> StoreFuture<bool>;
-
-    /// Send signal `name` with `payload` to job `id` of `topic`.
-    fn signal(&self, topic: &str, id: &str, name: &str, payload: Vec<u8>)
-    -> StoreFuture<Signalled>;
-
-    /// Record batch `batch` of job `id`'s effects journal (`encoded`),
-    /// as [`JournalStore::record`] records a step.
-    #[allow(clippy::too_many_arguments)]
-    fn record_effects(
-        &self,
-        topic: &str,
-        id: &str,
-        attempt: u32,
-        version: &str,
-        batch: u32,
-        encoded: Vec<u8>,
-    ) -> StoreFuture<bool>;
-}
-
-/// The store of a runtime that runs no jobs from Redis (`hourglass check`,
-/// `build`): every write is refused, saying so.
-pub struct NoStore;
-
-impl JournalStore for NoStore {
-    fn record(&self, _: &str, _: &str, _: u32, _: &str, _: &str, _: Step) -> StoreFuture<bool> {
-        Box::pin(async { Err("no journal here: this runtime is not connected to Redis".into()) })
-    }
-
-    fn signal(&self, _: &str, _: &str, _: &str, _: Vec<u8>) -> StoreFuture<Signalled> {
-        Box::pin(async { Err("no signals here: this runtime is not connected to Redis".into()) })
-    }
-
-    fn record_effects(
-        &self,
-        _: &str,
-        _: &str,
-        _: u32,
-        _: &str,
-        _: u32,
-        _: Vec<u8>,
-    ) -> StoreFuture<bool> {
-        Box::pin(async { Err("no journal here: this runtime is not connected to Redis".into()) })
-    }
-}
+use crate::wasm::journal::{JournalStore, Place, Reached};
+use crate::wasm::ledger::{Arrival, End};
 
 /// Steps an attempt recorded and replayed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,18 +37,20 @@ pub struct StepCounts {
 
 /// One attempt's view of its job's journal.
 pub(crate) struct DurableState {
-    journal: Journal,
-    store: Arc<dyn JournalStore>,
+    pub(super) journal: Journal,
+    pub(super) store: Arc<dyn JournalStore>,
     /// Names used in this attempt (steps and waits).
-    seen: HashSet<String>,
+    pub(super) seen: HashSet<String>,
     /// Sleeps called so far in this attempt (they are named by their order).
-    sleeps: u32,
-    size: usize,
+    pub(super) sleeps: u32,
+    pub(super) size: usize,
+    /// What of the journal this attempt has not reached yet.
+    pub(crate) place: Place,
     /// Set when a sleep or a wait ended the attempt.
     pub(crate) suspend: Option<Suspension>,
     pub(crate) counts: StepCounts,
     /// Bytes the job's journal may hold (`journal_max`).
-    max: usize,
+    pub(super) max: usize,
     /// The span of each step begun and not yet recorded (spans exported).
     open: Vec<(String, Begun, Arc<AttemptTrace>)>,
 }
@@ -134,6 +77,7 @@ impl DurableState {
         DurableState {
             max: max as usize,
             size: journal.size(),
+            place: Place::new(&journal),
             journal,
             store,
             seen: HashSet::new(),
@@ -157,13 +101,8 @@ impl DurableState {
 
 /// A handler's step or signal name: [`journal::check_name`], not one of the
 /// host's own (`~…`), not used before in this attempt.
-fn claim_name(seen: &mut HashSet<String>, what: &str, name: &str) -> Result<(), String> {
-    journal::check_name(what, name)?;
-    if name.starts_with('~') {
-        return Err(format!(
-            "{what} name {name:?}: names starting with '~' are the host's"
-        ));
-    }
+pub(super) fn claim_name(seen: &mut HashSet<String>, what: &str, name: &str) -> Result<(), String> {
+    own_name(what, name)?;
     if !seen.insert(format!("{what}:{name}")) {
         return Err(format!(
             "{what} name {name:?} is used twice in one attempt: names must be unique within a job"
@@ -172,15 +111,59 @@ fn claim_name(seen: &mut HashSet<String>, what: &str, name: &str) -> Result<(), 
     Ok(())
 }
 
-/// The journal step holding how a wait for signal `name` ended (recorded
-/// only when it timed out: a signal, once sent, never changes).
-fn wait_step(name: &str) -> String {
-    format!("~signal:{name}")
+/// [`journal::check_name`], and not one of the host's own (`~…`).
+pub(super) fn own_name(what: &str, name: &str) -> Result<(), String> {
+    journal::check_name(what, name)?;
+    if name.starts_with('~') {
+        return Err(format!(
+            "{what} name {name:?}: names starting with '~' are the host's"
+        ));
+    }
+    Ok(())
+}
+
+/// The trap that stops a candidate once its replay check has ended.
+pub(super) fn check_over() -> wasmtime::Error {
+    wasmtime::Error::msg("the replay check ended here")
 }
 
 impl Host {
+    /// Whether the attempt is still inside what its journal holds: a
+    /// recorded step, wait, timer or request it has not reached yet.
+    pub(super) fn replaying(&self) -> bool {
+        self.durable.place.left().is_some()
+            || self
+                .effects
+                .as_ref()
+                .is_some_and(|e| e.request_left().is_some())
+    }
+
+    /// Bytes `adds` fit the job's journal (its `journal_max`, shared with an
+    /// effects journal); why not, for `what`.
+    pub(super) fn fits(&self, what: &str, adds: usize) -> Result<(), String> {
+        let left = match &self.effects {
+            Some(e) => e.budget(),
+            None => self.durable.max.saturating_sub(self.durable.size),
+        };
+        if adds > left {
+            return Err(format!(
+                "{what}: the job's journal would hold more than its journal_max of {} bytes (queues.toml)",
+                self.durable.max
+            ));
+        }
+        Ok(())
+    }
+
+    /// `adds` bytes were written to the journal.
+    pub(super) fn spent(&mut self, adds: usize) {
+        self.durable.size += adds;
+        if let Some(e) = &self.effects {
+            e.spend(adds);
+        }
+    }
+
     /// Write step `name` (`value`) to the journal, then keep it here.
-    async fn record(&mut self, name: &str, value: Vec<u8>) -> Result<(), String> {
+    pub(super) async fn record(&mut self, name: &str, value: Vec<u8>) -> Result<(), String> {
         if value.len() > MAX_STEP {
             return Err(format!(
                 "step {name:?}: result of {} bytes is over the limit of {MAX_STEP} bytes (256 KiB per step)",
@@ -188,17 +171,7 @@ impl Host {
             ));
         }
         let adds = name.len() + value.len() + 12;
-        // an effects journal shares the job's journal_max
-        let left = match &self.effects {
-            Some(e) => e.budget(),
-            None => self.durable.max.saturating_sub(self.durable.size),
-        };
-        if adds > left {
-            return Err(format!(
-                "step {name:?}: the job's journal would hold more than its journal_max of {} bytes (queues.toml)",
-                self.durable.max
-            ));
-        }
+        self.fits(&format!("step {name:?}"), adds)?;
         let c = self.ctx.clone();
         let step = Step {
             attempt: c.attempt,
@@ -218,43 +191,42 @@ impl Host {
             }
             Err(e) => return Err(format!("step {name:?} not recorded: {e}")),
         }
-        self.durable.size += adds;
-        if let Some(e) = &self.effects {
-            e.spend(adds);
-        }
+        self.spent(adds);
         self.durable.counts.recorded += 1;
         self.durable.journal.steps.insert(name.to_owned(), step);
         Ok(())
     }
 
-    /// End the attempt suspended until `until_ms` (kept in journal field
-    /// `timer`), waiting for `signal` if given.
-    fn suspend(&mut self, timer: String, until_ms: u64, signal: Option<String>) -> wasmtime::Error {
-        self.durable.suspend = Some(Suspension {
-            timer,
-            until_ms,
-            since_ms: now_ms(),
-            signal,
-        });
-        wasmtime::Error::msg("suspended: the job sleeps or waits for a signal")
-    }
-
-    /// Sleep until `at` unless the sleep called in this place slept already.
-    fn sleep_to(&mut self, at: impl FnOnce(u64) -> u64) -> wasmtime::Result<()> {
-        if let Err(e) = super::follow_up::in_one_job(&self.ctx, "sleep") {
-            wasmtime::bail!("{e}");
-        }
-        self.durable.sleeps += 1;
-        let timer = format!("~sleep:{}", self.durable.sleeps);
-        let now = now_ms();
-        let until = match self.durable.journal.timers.get(&timer) {
-            Some(&recorded) => recorded,
-            None => at(now),
-        };
-        if until <= now {
+    /// In a replay check, step `name` as the journal holds it (`recorded`):
+    /// a step asked for ahead of the recorded order, or one the journal
+    /// does not hold, ends the check. `Err`: the trap that stops the candidate.
+    fn checked_step(
+        &mut self,
+        name: &str,
+        recorded: bool,
+        reached: Reached,
+    ) -> wasmtime::Result<()> {
+        let Some(ledger) = self.ctx.check.clone() else {
             return Ok(());
+        };
+        let n = self.durable.place.asked;
+        let version = &self.ctx.handler;
+        match (recorded, reached) {
+            (true, Reached::Early(first)) => {
+                ledger.end(End::Differs(format!(
+                    "step {n}: recorded {first:?} here, version {version} asks for {name:?} (recorded later)"
+                )));
+                Err(check_over())
+            }
+            (true, _) => Ok(()),
+            (false, _) => {
+                ledger.end(End::Arrives(Arrival::Step {
+                    n,
+                    name: name.to_owned(),
+                }));
+                Err(check_over())
+            }
         }
-        Err(self.suspend(format!("t:{timer}"), until, None))
     }
 }
 
@@ -263,6 +235,9 @@ impl durable::Host for Host {
         &mut self,
         name: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, String>> {
+        if self.ctx.check.as_ref().is_some_and(|l| l.has_ended()) {
+            return Err(check_over());
+        }
         if let Err(e) = super::follow_up::in_one_job(&self.ctx, "record durable steps") {
             return Ok(Err(e));
         }
@@ -275,8 +250,15 @@ impl durable::Host for Host {
             .steps
             .get(&name)
             .map(|s| s.value.clone());
+        let reached = self.durable.place.step(&name);
+        self.checked_step(&name, recorded.is_some(), reached)?;
         match (&recorded, &self.effects) {
-            (Some(_), _) => self.durable.counts.replayed += 1,
+            (Some(_), effects) => {
+                self.durable.counts.replayed += 1;
+                if let Some(e) = effects {
+                    e.skip(&name);
+                }
+            }
             // what the step does is its own scope of the effects journal
             (None, Some(e)) => e.enter(&name),
             (None, None) => {}
@@ -300,6 +282,10 @@ impl durable::Host for Host {
         name: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), String>> {
+        if self.ctx.check.is_some() {
+            // a check ends at the step's begin: nothing is recorded
+            return Err(check_over());
+        }
         if !self.durable.seen.contains(&format!("step:{name}")) {
             return Ok(Err(format!(
                 "step {name:?} was not begun: call begin-step first"
@@ -339,31 +325,7 @@ impl durable::Host for Host {
         name: String,
         timeout_ms: u64,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, String>> {
-        if let Err(e) = super::follow_up::in_one_job(&self.ctx, "wait for signals") {
-            return Ok(Err(e));
-        }
-        if let Err(e) = claim_name(&mut self.durable.seen, "signal", &name) {
-            return Ok(Err(e));
-        }
-        let step = wait_step(&name);
-        if self.durable.journal.steps.contains_key(&step) {
-            self.durable.counts.replayed += 1;
-            return Ok(Ok(None)); // it timed out before
-        }
-        if let Some(payload) = self.durable.journal.signals.get(&name) {
-            return Ok(Ok(Some(payload.clone())));
-        }
-        let timer = format!("t:{step}");
-        let now = now_ms();
-        let until = match self.durable.journal.timers.get(&step) {
-            Some(&recorded) => recorded,
-            None => now.saturating_add(timeout_ms),
-        };
-        if until <= now {
-            // timed out: recorded, so that a signal sent later changes nothing
-            return Ok(self.record(&step, Vec::new()).await.map(|()| None));
-        }
-        Err(self.suspend(timer, until, Some(name)))
+        self.wait(name, timeout_ms).await
     }
 
     async fn signal(
@@ -373,28 +335,14 @@ impl durable::Host for Host {
         name: String,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<(), String>> {
-        let own = &self.ctx.topic;
-        if &topic != own && !self.may_enqueue.contains(&topic) {
-            return Ok(Err(format!(
-                "topic {own:?} may not signal jobs of {topic:?}: add it to the topic's may_enqueue in queues.toml"
-            )));
-        }
-        if let Err(e) = journal::check_name("signal", &name) {
-            return Ok(Err(e));
-        }
-        if payload.len() > MAX_SIGNAL {
-            return Ok(Err(format!(
-                "signal payload of {} bytes is over the limit of {MAX_SIGNAL} bytes",
-                payload.len()
-            )));
-        }
-        Ok(
-            match self.durable.store.signal(&topic, &id, &name, payload).await {
-                Ok(Signalled::Woken | Signalled::Kept | Signalled::Duplicate) => Ok(()),
-                Ok(Signalled::Dead) => Err(format!("job {id} of {topic:?} is dead-lettered")),
-                Ok(Signalled::NoSuchJob) => Err(format!("no live job {id} in topic {topic:?}")),
-                Err(e) => Err(format!("signal not sent: {e}")),
-            },
-        )
+        self.send_signal(topic, id, name, payload).await
+    }
+
+    async fn patched(&mut self, name: String) -> wasmtime::Result<Result<bool, String>> {
+        self.patch(name).await
+    }
+
+    async fn deprecate_patch(&mut self, name: String) -> wasmtime::Result<Result<(), String>> {
+        self.deprecated(name)
     }
 }

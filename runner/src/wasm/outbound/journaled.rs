@@ -21,7 +21,7 @@ use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::Sent;
 use crate::redis::effects::{Answer, MAX_BODY, Request};
-use crate::wasm::host::{Effects, Ticket, identify};
+use crate::wasm::journal::{Effects, Ticket, identify};
 
 type Io = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
 

@@ -21,6 +21,9 @@
 //! attempt's, and carries its `traceparent` and the received `tracestate`
 //! unless the guest set a `traceparent` (with export off, the producer's
 //! context passes through unchanged).
+//!
+//! In a replay check (`check.rs`) nothing is sent: a request the effects
+//! journal does not answer ends the check where it would have left.
 
 mod dial;
 mod journaled;
@@ -30,12 +33,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
 use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::context::JobContext;
-use super::host::Effects;
+use super::journal::Effects;
+use super::ledger::{Arrival, End};
 use super::usage::Traffic;
 use crate::config::{Access, Grants, HttpLimits, RemoteHost, Target};
 use crate::telemetry::{Ended, spans};
@@ -277,9 +282,20 @@ impl WasiHttpHooks for Outbound {
         // a journaled attempt takes the request's place in its journal now,
         // in the order the guest sends them
         let journal = self.effects.as_ref().map(|e| (e.clone(), e.ticket()));
+        let check = self.ctx.check.clone();
         Box::new(async move {
             let started = Instant::now();
-            let live = |request| send(&call, request, target, access, connect, first_byte, permit);
+            let live = |request: http::Request<WasiBody>| match &check {
+                // a replay check sends nothing: it ends where a request would leave
+                Some(ledger) => {
+                    let what = format!("{} {}", request.method(), request.uri());
+                    ledger.end(End::Arrives(Arrival::Request(what)));
+                    Either::Left(std::future::pending())
+                }
+                None => Either::Right(send(
+                    &call, request, target, access, connect, first_byte, permit,
+                )),
+            };
             let (sent, replayed) = match journal {
                 None => (live(request).await, false),
                 Some((effects, ticket)) => {

@@ -15,16 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::JournalStore;
+use super::store::JournalStore;
 use crate::clock::now_ms;
 use crate::config::{JournalPolicy, OnDivergence};
 pub(in crate::wasm) use crate::redis::effects::Kind;
 use crate::redis::effects::{self, Answer, Entry, Recorded, Replay, Request};
 use crate::wasm::JobContext;
-
-mod sources;
-
-pub(in crate::wasm) use sources::{MonotonicClock, Random, WallClock, seed};
+use crate::wasm::ledger::End;
 
 /// Effects an attempt recorded, replayed, and divergences it met, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,28 +85,28 @@ pub(in crate::wasm) fn identify(method: &str, url: &str, body: &[u8]) -> Request
 pub(in crate::wasm) struct Effects {
     state: Mutex<State>,
     store: Arc<dyn JournalStore>,
-    ctx: Arc<JobContext>,
+    pub(super) ctx: Arc<JobContext>,
     on_divergence: OnDivergence,
 }
 
-struct State {
-    replay: Replay,
+pub(super) struct State {
+    pub(super) replay: Replay,
     /// Steps begun and not yet recorded: the innermost is the scope.
     scopes: Vec<String>,
     cursors: HashMap<(String, Kind), u64>,
-    pending: Vec<Entry>,
+    pub(super) pending: Vec<Entry>,
     stopped: bool,
     /// Bytes the journal may still take.
     budget: usize,
     /// Added to the live monotonic clock so that it never goes back
     /// below a replayed read; and the last value handed out.
-    mono_offset: u64,
-    mono_last: u64,
+    pub(super) mono_offset: u64,
+    pub(super) mono_last: u64,
     /// A divergence that fails the attempt.
-    failed: Option<String>,
+    pub(super) failed: Option<String>,
     /// A write that failed: the attempt cannot go on safely.
     broken: Option<String>,
-    counts: EffectCounts,
+    pub(super) counts: EffectCounts,
 }
 
 impl State {
@@ -118,7 +115,7 @@ impl State {
     }
 
     /// The next position of `kind` in the current scope.
-    fn next(&mut self, kind: Kind, by: u64) -> (String, u64) {
+    pub(super) fn next(&mut self, kind: Kind, by: u64) -> (String, u64) {
         let scope = self.scope();
         let cursor = self.cursors.entry((scope.clone(), kind)).or_default();
         let at = *cursor;
@@ -127,7 +124,7 @@ impl State {
     }
 
     /// Whether `bytes` more may be recorded; stops the journal if not.
-    fn admit(&mut self, bytes: usize, attempt: u32) -> bool {
+    pub(super) fn admit(&mut self, bytes: usize, attempt: u32) -> bool {
         if self.stopped {
             return false;
         }
@@ -157,7 +154,7 @@ impl State {
         });
     }
 
-    fn clock(&mut self, kind: Kind, live: u64, attempt: u32) -> u64 {
+    pub(super) fn clock(&mut self, kind: Kind, live: u64, attempt: u32) -> u64 {
         let (scope, at) = self.next(kind, 1);
         if let Some(&v) = self
             .replay
@@ -227,13 +224,22 @@ impl Effects {
         })
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("effects lock")
     }
 
     /// A step began (it was not replayed): what follows is its scope.
     pub fn enter(&self, step: &str) {
         self.state().scopes.push(step.to_owned());
+    }
+
+    /// Step `step` replayed its recorded result: what it did is never
+    /// asked for again, so the journal's requests in its scope are reached.
+    pub fn skip(&self, step: &str) {
+        self.state()
+            .replay
+            .http
+            .retain(|(scope, _), _| scope != step);
     }
 
     /// A step was recorded: its scope ends.
@@ -279,6 +285,12 @@ impl Effects {
     /// with `on_divergence = "fail"` the attempt fails with `message` (and
     /// `true` comes back: refuse it); with `"live"` the journal stops here.
     pub fn diverged(&self, message: String) -> bool {
+        if let Some(ledger) = &self.ctx.check {
+            // a replay check fails at a divergence, whatever on_divergence says
+            ledger.end(End::Differs(message.clone()));
+            self.state().failed.get_or_insert(message);
+            return true;
+        }
         let mut s = self.state();
         s.counts.diverged += 1;
         tracing::warn!(topic = %self.ctx.topic, job_id = %self.ctx.id, attempt = self.ctx.attempt, "{message}");
@@ -302,6 +314,11 @@ impl Effects {
     /// Stop the journal (a body over the cap): this call and all after it
     /// run live.
     pub async fn stop(&self, reason: String) {
+        if self.ctx.check.is_some() {
+            // the request goes live next, which ends a check
+            self.state().stop(self.ctx.attempt, reason);
+            return;
+        }
         tracing::info!(topic = %self.ctx.topic, job_id = %self.ctx.id, attempt = self.ctx.attempt, "effects journal stopped, the job runs live from here: {reason}");
         self.state().stop(self.ctx.attempt, reason);
         if let Err(e) = self.flush().await {
@@ -343,6 +360,11 @@ impl Effects {
             if s.pending.is_empty() {
                 return Ok(());
             }
+            if self.ctx.check.is_some() {
+                // a replay check writes nothing
+                s.pending.clear();
+                return Ok(());
+            }
             let entries = std::mem::take(&mut s.pending);
             let batch = s.replay.next_batch;
             s.replay.next_batch += 1;
@@ -366,70 +388,27 @@ impl Effects {
         Err(why)
     }
 
-    /// A follow-up queued: the id it takes (the recorded one on a replay),
-    /// or why it is refused (a divergence).
-    pub fn follow_up(&self, topic: &str, payload: &[u8], id: String) -> Result<String, String> {
-        let hash: [u8; 32] = Sha256::digest(payload).into();
-        let recorded = {
-            let mut s = self.state();
-            if let Some(why) = &s.failed {
-                return Err(why.clone());
-            }
-            let (scope, pos) = s.next(Kind::FollowUp, 1);
-            match s
-                .replay
-                .follow_ups
-                .get(&(scope.clone(), pos as u32))
-                .cloned()
-            {
-                Some(r) => Some((r, pos)),
-                None => {
-                    let entry = Entry::FollowUp {
-                        scope,
-                        pos: pos as u32,
-                        attempt: self.ctx.attempt,
-                        topic: topic.to_owned(),
-                        payload_sha256: hash,
-                        id: id.clone(),
-                    };
-                    if s.admit(entry.size(), self.ctx.attempt) {
-                        s.counts.recorded[3] += 1;
-                        s.pending.push(entry);
-                    }
-                    None
-                }
-            }
-        };
-        match recorded {
-            None => Ok(id),
-            Some(((t, h, recorded_id), _)) if t == topic && h == hash => {
-                self.state().counts.replayed[3] += 1;
-                Ok(recorded_id)
-            }
-            Some(((t, _, _), pos)) => {
-                let message = format!(
-                    "journal divergence at follow-up {}: recorded one to {t:?}, now {} to {topic:?}",
-                    pos + 1,
-                    if t == topic {
-                        "a different payload"
-                    } else {
-                        "one"
-                    }
-                );
-                if self.diverged(message.clone()) {
-                    Err(message)
-                } else {
-                    Ok(id)
-                }
-            }
-        }
-    }
-
     /// How the attempt's journal ended: a divergence that fails it, a
     /// write that failed, and the counts.
     pub fn end(&self) -> (Option<String>, Option<String>, EffectCounts) {
         let s = self.state();
         (s.failed.clone(), s.broken.clone(), s.counts)
+    }
+
+    /// The first recorded request no request of this attempt has asked
+    /// for yet (`effect 2: POST https://…`), if any: the attempt is still
+    /// inside what its effects journal holds.
+    pub fn request_left(&self) -> Option<String> {
+        let s = self.state();
+        let ((scope, pos), r) = s.replay.http.iter().min_by_key(|(_, r)| r.seq)?;
+        let place = match scope.as_str() {
+            "" => format!("effect {}", pos + 1),
+            step => format!("effect {} of step {step:?}", pos + 1),
+        };
+        Some(format!(
+            "the request at {place} ({} {})",
+            r.request.method, r.request.url
+        ))
     }
 
     /// Whether reads are waiting to be written.

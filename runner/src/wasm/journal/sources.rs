@@ -7,7 +7,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
-use super::{Effects, Entry, Kind};
+use super::effects::{Effects, Kind};
+use crate::redis::effects::Entry;
 use crate::wasm::JobContext;
 
 /// The `insecure-seed` of a journaled job's attempts: the same for each
