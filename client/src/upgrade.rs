@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use redis::Value;
 
 use super::journal::Journal;
-use super::record::{CorruptRecord, Record, split_stored};
+use super::record::{Record, split_stored};
 use super::reply::{bytes, string};
-use super::{Queue, QueueError, TopicKeys, scripts};
+use super::{CorruptRecord, Queue, QueueError, TopicKeys, scripts};
 
 /// Ids read per step when listing a topic's journaled jobs.
 const PAGE: usize = 500;

@@ -5,9 +5,7 @@
 
 use super::{Decision, dead, told};
 use crate::config::TopicConfig;
-use crate::redis::{
-    AttemptCost, AttemptOutcome, ClaimedJob, DeadInfo, Dependency, TraceContext,
-};
+use crate::redis::{AttemptCost, AttemptOutcome, ClaimedJob, DeadInfo, Dependency, TraceContext};
 use crate::wasm::JobInput;
 
 /// A claimed job that can run.
