@@ -240,7 +240,7 @@ async fn the_api_upgrades_journaled_jobs_and_names_the_field_of_bad_input() {
     kept_until(&queue, "v2 kept", |k| k.contains(&v2)).await;
     let path = "/api/topics/checkout/upgrade";
     for (body, status, field) in [
-        (json!({}), 400, "body"),
+        (json!({}), 400, "to"),
         (json!({"to": "not-a-version", "all": true}), 400, "to"),
         (json!({"to": v2}), 400, "ids"),
         (json!({"to": v2, "all": true, "ids": ["x"]}), 400, "ids"),

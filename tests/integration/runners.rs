@@ -44,7 +44,7 @@ async fn live_runners_are_listed_and_a_killed_one_drops_out() {
     for r in &runners {
         assert_eq!(r.topics, ["echo"]);
         assert_eq!(r.handlers.get("echo"), Some(&echo));
-        assert_eq!(r.version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(r.version, hourglass::VERSION);
     }
 
     // what they did is in their heartbeats: 10 jobs acked between them

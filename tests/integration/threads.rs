@@ -155,8 +155,9 @@ async fn a_light_handler_runs_on_the_runners_thread_and_a_heavy_one_on_the_pool(
         mean_cpu_us(&api, "light").await
     );
     let (own, pool) = used(&cpu, &after_light);
+    // the pool also answers the API and writes the per-minute history
     assert!(
-        own > 4 * pool,
+        own > 3 * pool,
         "light jobs: the runner's thread used {own} ns, the pool {pool} (the API's answers)"
     );
 
