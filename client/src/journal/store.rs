@@ -52,7 +52,7 @@ impl Pipeline<'_> {
     }
 
     /// Record batch `batch` of job `id`'s effects journal (`e:<batch>`,
-    /// [`effects::encode`]d) while `attempt` still owns the job, as
+    /// [`crate::effects::encode`]d) while `attempt` still owns the job, as
     /// [`Pipeline::record_step`] does. `false`: refused.
     pub async fn record_effects(
         self,

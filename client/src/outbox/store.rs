@@ -18,7 +18,7 @@ impl Pipeline<'_> {
     /// tell flows the ends they carry (enqueueing the dependents that
     /// become ready), then clear them from the parent topic's outbox.
     /// `entries` holds (token, entry) with tokens as [`Pipeline::take_outbox`]
-    /// returns them, or [`outbox_token`] of an ack. Answers how many new
+    /// returns them, or [`outbox_token`](crate::outbox_token) of an ack. Answers how many new
     /// jobs each target topic got.
     pub async fn deliver(
         self,
