@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use hourglass::events::{Event, EventKind};
+use hourglass::events::EventKind;
 use test_support::{HttpServer, Reply};
 
-use crate::util::{Project, Running, enqueue, eventually, is_final, of, retry_reasons, settled};
+use crate::util::{Project, Running, enqueue, is_final, retry_reasons, settled};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -186,220 +186,6 @@ grants = {{ http = ["{}", "http://*.hooks.localhost:{}"] }}
     runner.stop().await;
 }
 
-fn webhook_topics(url: &str) -> String {
-    format!(
-        r#"
-[[topic]]
-name = "webhook"
-handler = "webhook.wasm"
-max_attempts = 5
-backoff = {{ base = "50ms", factor = 1.0, jitter = 0.0 }}
-grants = {{ http = ["{url}"] }}
-"#
-    )
-}
-
-fn hook(url: &str) -> String {
-    format!(r#"{{"url":"{url}/hooks/order","body":{{"order":1042,"state":"cancelled"}}}}"#)
-}
-
-/// One webhook job against a receiver answering `script`: the receiver, the
-/// events until the job settled, and the job's id.
-async fn deliver(script: Vec<Reply>) -> (HttpServer, Vec<Event>, String) {
-    let server = HttpServer::start(script);
-    let project = Project::new("concurrency = 4", &webhook_topics(&server.url()));
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    let id = enqueue(&queue, "webhook", &hook(&server.url()), 0, 0).await;
-    let events = runner.until_settled("webhook", &id, WAIT).await;
-    runner.stop().await;
-    (server, events, id)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webhook_retries_5xx_and_acks_on_the_attempt_that_gets_a_2xx() {
-    let (server, events, id) = deliver(vec![
-        Reply::status(503, "busy"),
-        Reply::status(503, "busy"),
-        Reply::status(200, "thanks"),
-    ])
-    .await;
-    assert_eq!(settled(&events, "webhook", &id), Ok(()));
-    let acked = events
-        .iter()
-        .find(|e| e.id == id && e.kind == EventKind::Acked)
-        .unwrap();
-    assert_eq!(acked.attempt, 3);
-    let retries = retry_reasons(&events, "webhook", &id);
-    assert!(retries.iter().all(|r| r.contains("503")), "{retries:?}");
-    let received = server.received();
-    assert_eq!(received.len(), 3);
-    for request in &received {
-        assert_eq!(request.method, "POST");
-        assert_eq!(request.path, "/hooks/order");
-        assert_eq!(request.header("content-type"), Some("application/json"));
-        // a length, not a chunked upload: some servers refuse those (411)
-        let length = request.body.len().to_string();
-        assert_eq!(request.header("content-length"), Some(length.as_str()));
-        assert_eq!(request.header("transfer-encoding"), None);
-        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
-        assert_eq!(body, serde_json::json!({"order":1042,"state":"cancelled"}));
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webhook_waits_as_long_as_retry_after_says() {
-    let (_server, events, id) = deliver(vec![
-        Reply::status(429, "slow down").with_header("retry-after", "2"),
-        Reply::status(204, ""),
-    ])
-    .await;
-    assert_eq!(settled(&events, "webhook", &id), Ok(()));
-    let starts: Vec<u64> = of(&events, "webhook", &id)
-        .into_iter()
-        .filter_map(|k| match k {
-            EventKind::Started { started_at_ms, .. } => Some(*started_at_ms),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(starts.len(), 2, "{events:#?}");
-    // the topic's backoff is 50 ms: only Retry-After explains the wait
-    assert!(
-        starts[1] - starts[0] >= 2000,
-        "second attempt {} ms after the first",
-        starts[1] - starts[0]
-    );
-    let next_due = of(&events, "webhook", &id)
-        .into_iter()
-        .find_map(|k| match k {
-            EventKind::Retried { next_due_ms, .. } => Some(*next_due_ms),
-            _ => None,
-        });
-    assert!(next_due.unwrap() >= starts[0] + 2000);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webhook_dead_letters_a_4xx_with_its_status_and_body() {
-    let (server, events, id) =
-        deliver(vec![Reply::status(404, "no such hook: /hooks/order")]).await;
-    let reason = settled(&events, "webhook", &id).unwrap_err();
-    assert!(
-        reason.contains("answered 404: no such hook: /hooks/order"),
-        "{reason}"
-    );
-    assert!(retry_reasons(&events, "webhook", &id).is_empty());
-    assert_eq!(server.received().len(), 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_never_answers_is_cut_off_by_the_time_limit_while_other_jobs_flow() {
-    let server = HttpServer::start(vec![Reply::Hang]);
-    let project = Project::new(
-        "concurrency = 4",
-        &format!(
-            r#"
-[[topic]]
-name = "stuck"
-handler = "probe.wasm"
-timeout = "1500ms"
-max_attempts = 1
-http = {{ first_byte_timeout = "1h" }}
-grants = {{ http = ["{}"] }}
-
-[[topic]]
-name = "echo"
-handler = "echo.wasm"
-"#,
-            server.url()
-        ),
-    );
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    let stuck = enqueue(&queue, "stuck", &fetch(&server.url()), 0, 0).await;
-    // wait until the request is at the server, then send more work
-    eventually(WAIT, "the request arrived", || async {
-        match server.received().len() {
-            0 => Err("no request".to_owned()),
-            _ => Ok(()),
-        }
-    })
-    .await;
-    let mut echoes = Vec::new();
-    for _ in 0..20 {
-        echoes.push(enqueue(&queue, "echo", "hi", 0, 0).await);
-    }
-    let events = runner.until_settled("stuck", &stuck, WAIT).await;
-    let reason = settled(&events, "stuck", &stuck).unwrap_err();
-    assert!(
-        reason.contains("time limit of 1s 500ms exceeded"),
-        "{reason}"
-    );
-    let stuck_done = events
-        .iter()
-        .position(|e| e.id == stuck && matches!(e.kind, EventKind::Dead { .. }))
-        .unwrap();
-    for id in &echoes {
-        let acked = events
-            .iter()
-            .position(|e| &e.id == id && e.kind == EventKind::Acked);
-        assert!(
-            acked.is_some_and(|at| at < stuck_done),
-            "echo {id} was not acked while the stuck request waited"
-        );
-    }
-    runner.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_response_over_the_cap_is_cut_off_without_being_read() {
-    let server = HttpServer::start(vec![Reply::Stream {
-        bytes: 256 << 20,
-        declare_length: false,
-    }]);
-    let project = Project::new(
-        "concurrency = 4",
-        &format!(
-            r#"
-[[topic]]
-name = "big"
-handler = "probe.wasm"
-max_attempts = 2
-backoff = {{ base = "50ms" }}
-http = {{ max_response = "1MiB" }}
-grants = {{ http = ["{}"] }}
-"#,
-            server.url()
-        ),
-    );
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    let id = enqueue(&queue, "big", &fetch(&server.url()), 0, 0).await;
-    let events = runner.until_settled("big", &id, WAIT).await;
-    let reason = settled(&events, "big", &id).unwrap_err();
-    assert!(
-        reason.contains("HTTP response body size exceeds limit"),
-        "{reason}"
-    );
-    // the runner stopped reading: the server got rid of a sliver of the 512 MiB
-    // it tried to send over two attempts (socket buffers hold a few MiB)
-    let streamed = server.streamed();
-    assert!(streamed < 64 << 20, "{streamed} bytes were read");
-
-    // a declared length over the cap is refused before the body is read
-    server.set_script(vec![Reply::Stream {
-        bytes: 256 << 20,
-        declare_length: true,
-    }]);
-    let id = enqueue(&queue, "big", &fetch(&server.url()), 0, 1).await;
-    let events = runner.until_settled("big", &id, WAIT).await;
-    let reason = settled(&events, "big", &id).unwrap_err();
-    assert!(
-        reason.contains("(268435456 bytes) is over the topic's limit (http.max_response)"),
-        "{reason}"
-    );
-    runner.stop().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_javascript_component_with_wasi_http_loads_and_calls_out() {
     let server = HttpServer::start(vec![Reply::status(200, "hello, javascript")]);
@@ -509,33 +295,6 @@ grants = {{ http = ["{url}"] }}
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_attempt_may_hold_only_max_concurrent_requests_open() {
-    // answers take a second: the first two requests hold both slots while
-    // the third is started
-    let server = HttpServer::start(vec![Reply::Delay(1000, Box::new(Reply::status(200, "ok")))]);
-    let url = server.url();
-    let project = js_project(&format!(
-        "http = {{ max_concurrent = 2 }}\ngrants = {{ http = [\"{url}\"] }}"
-    ));
-    let mut runner = Running::start(project.config()).await;
-    let queue = project.queue().await;
-    // three GETs started at once: the third finds both slots taken
-    let payload = format!(r#"{{"fetch_many":["{url}/1","{url}/2","{url}/3"]}}"#);
-    let id = enqueue(&queue, "js", &payload, 0, 0).await;
-    let events = runner.until_settled("js", &id, WAIT).await;
-    let reason = settled(&events, "js", &id).unwrap_err();
-    assert!(reason.contains("2 ok, 1 failed"), "{reason}");
-    assert_eq!(
-        server.received().len(),
-        2,
-        "the third never left the process"
-    );
-    let counts = runner.outbound.snapshot();
-    assert_eq!(counts.get(&("js".into(), "error".into())), Some(&1));
-    runner.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_javascript_exception_is_recorded_with_its_message() {
     let project = js_project("");
     let mut runner = Running::start(project.config()).await;
@@ -556,3 +315,6 @@ async fn a_javascript_exception_is_recorded_with_its_message() {
     );
     runner.stop().await;
 }
+
+mod bounds;
+mod webhook;
