@@ -25,7 +25,7 @@ use crate::layout::old_binary;
 use crate::util::{Project, RedisServer, RunnerProcess, eventually, hash_of, hourglass, variant};
 
 use fixtures::*;
-use layout::migrate_a_layout_2_namespace;
+use migrate::migrate_a_layout_2_namespace;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_previous_release_upgrades_on_live_state_and_runs_beside_this_build() {
@@ -372,5 +372,5 @@ async fn the_previous_release_upgrades_on_live_state_and_runs_beside_this_build(
 }
 
 mod fixtures;
-mod layout;
+mod migrate;
 mod state;
