@@ -49,7 +49,7 @@ pub(crate) struct Args {
     /// Run hourglass only.
     #[arg(long)]
     pub(crate) skip_bullmq: bool,
-    /// Run only these sections (throughput, process, telemetry, cpu-limit, http, languages, batches, lateness, memory, instance, metrics, swap, cluster, durability, fairness, scaling).
+    /// Run only these sections (throughput, process, telemetry, logs, cpu-limit, http, languages, batches, lateness, memory, instance, metrics, swap, cluster, durability, fairness, scaling).
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Where to write the results as JSON (with --against:

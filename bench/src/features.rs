@@ -1,5 +1,5 @@
 //! What a feature costs when on against off: tracing (`telemetry`), the CPU
-//! limit, outbound HTTP (`http`).
+//! limit, a job's kept logs and story (`logs`), outbound HTTP (`http`).
 
 use crate::*;
 
@@ -52,6 +52,40 @@ impl crate::Bench {
         };
         self.on_and_off("cpu limit", repeat, &process::Setup::default(), &on)
             .await?;
+        Ok(())
+    }
+
+    /// What a job's kept story and logs cost, in process mode, alternating:
+    /// the no-op with `logs = false` in `[defaults]` against the default
+    /// (logs kept; the no-op logs nothing, so this is what a topic that
+    /// keeps none pays); then the probe handler keeping its end (`results`)
+    /// with its one-attempt story, logging nothing against logging one
+    /// 80-byte line a job: runner and Redis CPU per job and the bytes Redis
+    /// holds per kept job.
+    pub(crate) async fn logs(&mut self, repeat: usize) -> anyhow::Result<()> {
+        let off = process::Setup {
+            toml: "[defaults]\nlogs = false\n".into(),
+            ..Default::default()
+        };
+        self.on_and_off("logs no-op", repeat, &off, &process::Setup::default())
+            .await?;
+        let kept = |payload: &[u8]| process::Setup {
+            toml: "[defaults]\nresults = { keep = \"1h\" }\n".into(),
+            handler: Some(test_support::components::PROBE),
+            payload: Some(payload.to_vec()),
+            redis_pid: self.redis.pid(),
+            ..Default::default()
+        };
+        let (quiet, logged) = (kept(b"{}"), kept(br#"{"log":{"lines":1,"bytes":80}}"#));
+        let runs = self
+            .on_and_off("logs kept", repeat, &quiet, &logged)
+            .await?;
+        for (label, run) in &runs {
+            for (key, unit) in [("redis_cpu_us_per_job", "µs"), ("redis_bytes_per_job", "B")] {
+                self.report
+                    .record(&format!("logs kept {label} {key}"), unit, j(run, key), None);
+            }
+        }
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 //! JSON (after every section, so a failure loses nothing measured before it).
 //!
 //! Run: `./scripts/bench` (see `--help`). Sections: `throughput`,
-//! `process`, `telemetry`, `http`, `languages`, `lateness`, `memory`,
+//! `process`, `telemetry`, `logs`, `http`, `languages`, `lateness`, `memory`,
 //! `instance`, `metrics`, `swap`, `cluster`, `durability`, `fairness`, `batches`,
 //! `scaling`.
 //! `./scripts/bench --against REV` runs instead the process mode of this
@@ -169,6 +169,10 @@ async fn main() -> anyhow::Result<()> {
         if b.wanted("telemetry") {
             let result = b.telemetry(r).await;
             b.done("telemetry", result)?;
+        }
+        if b.wanted("logs") {
+            let result = b.logs(r).await;
+            b.done("logs", result)?;
         }
         if b.wanted("cpu-limit") {
             let result = b.cpu_limit(r).await;

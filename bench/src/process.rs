@@ -37,6 +37,14 @@ pub struct Setup {
     /// Run this `hourglass` binary instead of this checkout's (another
     /// build's, for `--against`).
     pub bin: Option<PathBuf>,
+    /// Serve this component instead of the no-op (a path from
+    /// `test_support::components`).
+    pub handler: Option<&'static str>,
+    /// Every job's payload instead of `{}`.
+    pub payload: Option<Vec<u8>>,
+    /// redis-server's pid: [`throughput`] then also reads Redis's CPU over
+    /// the drain and the bytes it holds per job after it (`used_memory`).
+    pub redis_pid: Option<u32>,
 }
 
 /// A running `hourglass run`; killed on drop.
@@ -58,7 +66,8 @@ impl Process {
              [[topic]]\nname = \"{TOPIC}\"\nhandler = \"noop.wasm\"\n",
             setup.toml
         );
-        let dir = project_with(&toml, &[("noop.wasm", test_support::components::NOOP)])?;
+        let handler = setup.handler.unwrap_or(test_support::components::NOOP);
+        let dir = project_with(&toml, &[("noop.wasm", handler)])?;
         let logs = tempfile::tempdir()?;
         let log = logs.path().join("runner.log");
         let bin = match &setup.bin {
@@ -152,14 +161,19 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
     let q = Queue::connect(url, "bench").await?;
     let k = q.keys(TOPIC);
     q.admin().set_paused(&k, true).await?;
-    let mut all = jobs(n, |_| 0, b"{}");
+    let mut all = jobs(n, |_| 0, setup.payload.as_deref().unwrap_or(b"{}"));
     if let Some(tp) = &setup.traceparent {
         let trace = TraceContext::parse(tp, None).map_err(anyhow::Error::msg)?;
         for job in &mut all {
             job.trace = Some(trace.clone());
         }
     }
+    let memory0 = match setup.redis_pid {
+        Some(_) => Some(server::info(url, "memory", "used_memory").await?),
+        None => None,
+    };
     enqueue_all(&q, &k, &all).await?;
+    let redis0 = setup.redis_pid.map(server::cpu_micros);
     let (cpu0, t0) = (server::cpu_micros(process.pid()), Instant::now());
     q.admin().set_paused(&k, false).await?;
     loop {
@@ -173,8 +187,19 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
         t0.elapsed().as_secs_f64(),
         server::cpu_micros(process.pid()) - cpu0,
     );
+    let redis_cpu = setup
+        .redis_pid
+        .zip(redis0)
+        .map(|(pid, before)| (server::cpu_micros(pid) - before) / n as f64);
     let dead = q.stats(&k, now_ms()).await?.dead;
     anyhow::ensure!(dead == 0, "{dead} no-op jobs failed");
+    // what Redis still holds of the jobs (their kept ends, stories and logs)
+    let kept = match memory0 {
+        Some(before) => {
+            Some((server::info(url, "memory", "used_memory").await? - before) / n as f64)
+        }
+        None => None,
+    };
     let dropped = process
         .counter("hourglass_telemetry_spans_dropped_total")
         .await;
@@ -184,6 +209,8 @@ pub async fn throughput(url: &str, n: usize, setup: &Setup) -> anyhow::Result<se
         "processed_per_sec": n as f64 / secs,
         "runner_cpu_us_per_job": cpu / n as f64,
         "spans_dropped": dropped,
+        "redis_cpu_us_per_job": redis_cpu,
+        "redis_bytes_per_job": kept,
     }))
 }
 

@@ -3,7 +3,8 @@
 //! its attempts' recorded and replayed steps and its logs; a diamond flow
 //! is drawn one node per job with each job's state; bulk retry retries
 //! the dead letters selected and nothing else; with the read-only token
-//! the console reads and an action is refused.
+//! the console reads and an action is refused; the schedules view lists
+//! each `[[schedule]]` with its next fire times and its last job.
 
 use std::time::Duration;
 
@@ -282,6 +283,82 @@ async fn the_console_shows_the_top_keys_and_pauses_one() {
     })
     .await;
     until_text(c, "#keys tr[data-key=acme]", |t| !t.contains("paused")).await;
+    browser.close().await;
+    running.stop().await;
+}
+
+/// The schedules view (`#/cron`), and `GET /api/schedules` under it: each
+/// `[[schedule]]` with its next fire times in its own zone's terms, and the
+/// job of its last fire time with how it stands, linked to its page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cron_view_lists_each_schedule_with_its_next_fire_and_last_job() {
+    let topics = "[[topic]]\nname = \"probe\"\nhandler = \"probe.wasm\"\nresults = { keep = \"1h\" }\n\n\
+        [[schedule]]\nname = \"tick\"\ntopic = \"probe\"\nevery = \"2s\"\npayload = \"{}\"\n\n\
+        [[schedule]]\nname = \"new-year\"\ntopic = \"probe\"\ncron = \"0 0 1 1 *\"\ntimezone = \"Europe/Berlin\"\n\n\
+        [http]\nlisten = \"127.0.0.1:0\"\n";
+    let project = Project::new("concurrency = 2", topics);
+    let running = Running::start(project.config()).await;
+    let addr = running.http.unwrap().to_string();
+    let read = |path: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let answer = call(&addr, "GET", path, None, None).await;
+            (
+                answer.status,
+                serde_json::from_str::<serde_json::Value>(&answer.body).unwrap(),
+            )
+        }
+    };
+    // the tick's last fire time acked (kept with its end)
+    let last = eventually(Duration::from_secs(30), "tick's last job acked", || async {
+        let (status, list) = read("/api/schedules?next=3").await;
+        assert_eq!(status, 200, "{list}");
+        let tick = &list["schedules"][0];
+        match tick["last"]["state"].as_str() {
+            Some("acked") => Ok(tick.clone()),
+            _ => Err(list.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(last["every_ms"], 2000);
+    let fire = last["last"]["fire_ms"].as_u64().unwrap();
+    assert_eq!(fire % 2000, 0, "{last}");
+    assert_eq!(last["last"]["job"], format!("tick@{fire}"));
+    let next: Vec<u64> = serde_json::from_value(last["next_ms"].clone()).unwrap();
+    assert_eq!(next.len(), 3);
+    assert!(next.windows(2).all(|w| w[1] == w[0] + 2000), "{next:?}");
+    assert!(next[0] > fire, "{next:?} after {fire}");
+    let (_, list) = read("/api/schedules?next=1").await;
+    let year = &list["schedules"][1];
+    assert_eq!(
+        (&year["name"], &year["cron"]),
+        (&json!("new-year"), &json!("0 0 0 1 1 *"))
+    );
+    // midnight of 1 January in Berlin is 23:00 UTC the day before
+    let at = year["next_ms"][0].as_u64().unwrap();
+    assert_eq!(at % 86_400_000, 23 * 3_600_000, "{year}");
+    assert!(at > now_ms() && at - now_ms() < 366 * 86_400_000, "{year}");
+    let (status, bad) = read("/api/schedules?next=51").await;
+    assert_eq!((status, &bad["field"]), (400, &json!("next")), "{bad}");
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    open(c, &addr, "cron").await;
+    let row = until_text(c, "#schedules tr[data-schedule=tick] td.last", |t| {
+        t.contains("acked")
+    })
+    .await;
+    assert!(row.starts_with("tick@"), "{row}");
+    let when = until_text(c, "#schedules tr[data-schedule=new-year] td.when", |_| true).await;
+    assert_eq!(when, "0 0 0 1 1 * (Europe/Berlin)");
+    until_text(c, "#schedules tr[data-schedule=tick] td.next", |t| {
+        t.contains("in ")
+    })
+    .await;
+    screenshot(c, "cron").await;
+    // the last job's link opens its page
+    click(c, "#schedules tr[data-schedule=tick] td.last a").await;
+    until_text(c, "#job-state", |t| t == "acked").await;
     browser.close().await;
     running.stop().await;
 }

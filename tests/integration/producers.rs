@@ -192,6 +192,7 @@ fn live_project() -> Project {
         &format!(
             "[[topic]]\nname = \"work\"\nhandler = \"probe.wasm\"\nmax_attempts = 1\nresults = {{}}\n\n\
              [[topic]]\nname = \"parked\"\nhandler = \"probe.wasm\"\n\n\
+             [[schedule]]\nname = \"nightly\"\ntopic = \"parked\"\ncron = \"0 3 * * *\"\ntimezone = \"UTC\"\n\n\
              [http]\nlisten = \"127.0.0.1:0\"\ntoken = \"{}\"\n",
             crate::util::TOKEN
         ),

@@ -5,11 +5,13 @@ whose queues.toml has the topics below (probe.wasm from handlers/probe):
 
   work    results = {}; max_attempts = 1     (jobs run: ack, result, progress, fail)
   parked  a topic paused before the tests    (jobs wait: get, cancel, replace)
+  and a [[schedule]] "nightly" on parked: cron "0 3 * * *" in UTC
 """
 
 import asyncio
 import datetime as dt
 import json
+import time
 import unittest
 import uuid
 
@@ -167,6 +169,44 @@ class Sync(unittest.TestCase):
         with self.assertRaises(NotFound):
             self.hg.scale("no-such-topic")
 
+    def test_the_consoles_reads_logs_history_flows_schedules_and_a_bulk_retry(self):
+        failed = [fresh("cd") for _ in range(3)]
+        for id in failed:
+            self.hg.enqueue(WORK, {"log": {"lines": 2, "bytes": 20}, "then": "fail"}, id=id)
+        for id in failed:
+            self.assertEqual(self.hg.wait(WORK, id, timeout=20).state, "dead")
+        logs = self.hg.logs(WORK, failed[0])
+        self.assertEqual([line["text"].split(" line ")[0] for line in logs["lines"]], ["attempt 1"] * 2)
+        self.assertEqual(logs["dropped_bytes"], 0)
+        page = self.hg.jobs(WORK, "dead", prefix="cd-", limit=500)
+        self.assertTrue(set(failed) <= {j["id"] for j in page["jobs"]}, page)
+        one = self.hg.jobs(WORK, "dead", prefix=failed[0])
+        self.assertEqual([j["id"] for j in one["jobs"]], [failed[0]])
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.jobs(WORK, "nowhere")
+        self.assertEqual(bad.exception.field, "state")
+        done = self.hg.bulk(WORK, "retry", [failed[1], "cd-none"])
+        self.assertEqual((done["done"], done["missed"]), ([failed[1]], ["cd-none"]))
+        self.assertEqual(self.hg.wait(WORK, failed[1], timeout=20).state, "dead")
+        self.assertEqual(self.hg.bulk(WORK, "purge", failed)["done"], failed)
+        # the runners write their minutes with their heartbeats
+        for _ in range(100):
+            history = self.hg.history([WORK], since="1h")
+            if sum(m["dead"] for m in history["topics"][WORK]) >= 3:
+                break
+            time.sleep(0.2)
+        self.assertGreaterEqual(sum(m["dead"] for m in history["topics"][WORK]), 3, history)
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.history(since="2d")
+        self.assertEqual(bad.exception.field, "since")
+        self.assertIsInstance(self.hg.flows()["flows"], list)
+        (nightly,) = self.hg.schedules(next=2)
+        self.assertEqual((nightly["name"], nightly["topic"], nightly["timezone"]), ("nightly", PARKED, "UTC"))
+        self.assertEqual([dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).hour for t in nightly["next_ms"]], [3, 3])
+        with self.assertRaises(BadRequest) as bad:
+            self.hg.schedules(next=51)
+        self.assertEqual(bad.exception.field, "next")
+
 
 class Async(unittest.IsolatedAsyncioTestCase):
     async def test_the_same_surface_with_await(self):
@@ -186,6 +226,8 @@ class Async(unittest.IsolatedAsyncioTestCase):
         kinds = [e.kind async for e in hg.events(WORK, id)]
         self.assertEqual(kinds[-1], "end")
         self.assertIn(WORK, [t["topic"] for t in (await hg.scale())["topics"]])
+        self.assertEqual([s["name"] for s in await hg.schedules()], ["nightly"])
+        self.assertEqual((await hg.jobs(PARKED, "ready", prefix="no-such-"))["jobs"], [])
 
 
 class TraceContext(unittest.TestCase):

@@ -342,4 +342,47 @@ export class Client {
     const path = topic === undefined ? '/api/scale' : `${this.topic(topic)}/scale`;
     return (await this.call('GET', path))[1];
   }
+
+  /**
+   * A page of the topic's jobs in `state` (scheduled, ready, running,
+   * suspended, dead or ended) from `cursor` (the page before's `next`),
+   * filtered by id `prefix`, tenant `key`, handler `version` or `error` text.
+   */
+  async jobs(topic: string, state: string, options: {
+    cursor?: string; limit?: number; prefix?: string; key?: string; version?: string; error?: string;
+  } = {}): Promise<Record<string, any>> {
+    return (await this.call('GET', `${this.topic(topic)}/jobs?${query({ state, ...options })}`))[1];
+  }
+
+  /** Retry, cancel or purge the jobs named (1 to 1,000) and nothing else: `done` and `missed`. */
+  async bulk(topic: string, action: 'retry' | 'cancel' | 'purge', ids: string[]): Promise<{ done: string[]; missed: string[] }> {
+    return (await this.call('POST', `${this.topic(topic)}/bulk`, { action, ids }))[1];
+  }
+
+  /** What the job's handler logged in each attempt: `lines`, oldest first, and `dropped_bytes`. */
+  async logs(topic: string, id: string): Promise<Record<string, any>> {
+    return (await this.call('GET', `${this.job(topic, id)}/logs`))[1];
+  }
+
+  /** Each topic's minutes, at most 24 h back (`since`, "3h"); every topic if none named. */
+  async history(topics?: string[], since = '3h'): Promise<Record<string, any>> {
+    return (await this.call('GET', `/api/history?${query({ topics: topics?.join(','), since })}`))[1];
+  }
+
+  /** The recent flows, newest first; `before` (ms) pages on from the last `created_ms`. */
+  async flows(options: { before?: number; limit?: number } = {}): Promise<Record<string, any>> {
+    return (await this.call('GET', `/api/flows?${query(options)}`))[1];
+  }
+
+  /** Each `[[schedule]]` with its `next` fire times (0 to 50), its cursor and its last fire time's job. */
+  async schedules(next = 3): Promise<Array<Record<string, any>>> {
+    return (await this.call('GET', `/api/schedules?next=${next}`))[1].schedules;
+  }
+}
+
+/** `a=1&b=x` of the values given (undefined ones left out). */
+function query(values: Record<string, string | number | undefined>): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(values)) if (v !== undefined) p.set(k, String(v));
+  return p.toString();
 }

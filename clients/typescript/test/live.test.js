@@ -1,7 +1,8 @@
 // The client's whole surface against a live hourglass runner with a real
 // redis-server (started by the Rust test `producers::typescript_client`, or
 // by hand: HOURGLASS_URL, HOURGLASS_TOKEN; topics `work` with results and
-// max_attempts = 1, and `parked`, paused; probe.wasm from handlers/probe).
+// max_attempts = 1, and `parked`, paused; probe.wasm from handlers/probe;
+// a [[schedule]] `nightly` on parked, cron "0 3 * * *" in UTC).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -126,6 +127,34 @@ test('scale reads every topic and one', async () => {
   assert.deepEqual([parked.topic, parked.paused], [PARKED, true]);
   assert.ok(parked.ready >= 1);
   await assert.rejects(hg.scale('no-such-topic'), NotFound);
+});
+
+test("the console's reads: logs, jobs by state, bulk, history, flows, schedules", async () => {
+  const failed = [fresh('cd'), fresh('cd'), fresh('cd')];
+  for (const id of failed) await hg.enqueue(WORK, { log: { lines: 2, bytes: 20 }, then: 'fail' }, { id });
+  for (const id of failed) assert.equal((await hg.wait(WORK, id, 20)).state, 'dead');
+  const logs = await hg.logs(WORK, failed[0]);
+  assert.deepEqual(logs.lines.map((l) => l.text.split(' line ')[0]), ['attempt 1', 'attempt 1']);
+  const one = await hg.jobs(WORK, 'dead', { prefix: failed[0] });
+  assert.deepEqual(one.jobs.map((j) => j.id), [failed[0]]);
+  await assert.rejects(hg.jobs(WORK, 'nowhere'), (e) => e instanceof BadRequest && e.field === 'state');
+  const done = await hg.bulk(WORK, 'retry', [failed[1], 'cd-none']);
+  assert.deepEqual([done.done, done.missed], [[failed[1]], ['cd-none']]);
+  assert.equal((await hg.wait(WORK, failed[1], 20)).state, 'dead');
+  assert.deepEqual((await hg.bulk(WORK, 'purge', failed)).done, failed);
+  let dead = 0;
+  for (let i = 0; i < 100 && dead < 3; i++) {
+    const h = await hg.history([WORK], '1h');
+    dead = h.topics[WORK].reduce((n, m) => n + m.dead, 0);
+    if (dead < 3) await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.ok(dead >= 3, `history counts ${dead} dead`);
+  await assert.rejects(hg.history(undefined, '2d'), (e) => e instanceof BadRequest && e.field === 'since');
+  assert.ok(Array.isArray((await hg.flows({ limit: 5 })).flows));
+  const [nightly, ...rest] = await hg.schedules(2);
+  assert.deepEqual([nightly.name, nightly.topic, nightly.timezone, rest.length], ['nightly', PARKED, 'UTC', 0]);
+  assert.deepEqual(nightly.next_ms.map((t) => new Date(t).getUTCHours()), [3, 3]);
+  await assert.rejects(hg.schedules(51), (e) => e instanceof BadRequest && e.field === 'next');
 });
 
 test('the active span goes with the enqueue when @opentelemetry/api is installed', async () => {

@@ -88,6 +88,23 @@ impl ScheduleConfig {
         }
     }
 
+    /// The last fire time at or before `until_ms`, if one is within a year
+    /// before it: windows widening back from `until_ms` (a minute, an hour,
+    /// a day, a month, a year), the first that holds a fire time giving it.
+    pub fn last_tick(&self, until_ms: u64) -> Option<u64> {
+        const WINDOWS: [u64; 5] = [
+            60_000,
+            3_600_000,
+            86_400_000,
+            31 * 86_400_000,
+            366 * 86_400_000,
+        ];
+        WINDOWS.iter().find_map(|w| {
+            let after = until_ms.saturating_sub(*w + 1);
+            self.ticks(after, until_ms, usize::MAX).last().copied()
+        })
+    }
+
     /// What to enqueue of `ticks` at `now_ms`: (fire time, due time) pairs.
     /// Fire times still ahead are due then; those already past are missed,
     /// and `missed` says which of them run, due now.
@@ -309,5 +326,34 @@ mod tests {
         s.missed = Missed::All;
         assert_eq!(s.plan(&ticks, 15_500).len(), 7);
         assert_eq!(s.job_id(15_000), "s@15000");
+    }
+
+    #[test]
+    fn the_last_fire_time_looks_back_as_far_as_it_must() {
+        let every = ScheduleConfig {
+            when: When::Every(Duration::from_secs(10)),
+            ..cron("* * * * *", "UTC")
+        };
+        assert_eq!(every.last_tick(125_000), Some(120_000));
+        assert_eq!(
+            every.last_tick(120_000),
+            Some(120_000),
+            "at the time itself"
+        );
+        // monthly at 06:00 on the 1st, in New York
+        let monthly = cron("0 6 1 * *", "America/New_York");
+        assert_eq!(
+            monthly.last_tick(ms("2026-12-02T16:00:00Z")),
+            Some(ms("2026-12-01T11:00:00Z"))
+        );
+        // yearly, once on 1 January: found within a year
+        let yearly = cron("0 0 1 1 *", "UTC");
+        assert_eq!(
+            yearly.last_tick(ms("2026-12-02T16:00:00Z")),
+            Some(ms("2026-01-01T00:00:00Z"))
+        );
+        // none within a year before: none
+        let leap = cron("0 0 29 2 *", "UTC");
+        assert_eq!(leap.last_tick(ms("2027-06-01T00:00:00Z")), None);
     }
 }

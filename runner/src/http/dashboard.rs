@@ -27,6 +27,7 @@ const FILES: &[(&str, &str)] = &[
     ("flow.js", include_str!("assets/flow.js")),
     ("keys.js", include_str!("assets/keys.js")),
     ("rollouts.js", include_str!("assets/rollouts.js")),
+    ("cron.js", include_str!("assets/cron.js")),
     ("runners.js", include_str!("assets/runners.js")),
     ("app.js", include_str!("assets/app.js")),
     (

@@ -7,7 +7,8 @@
 //! topic's handler versions and rollout (reads and changes) in `rollout.rs`,
 //! moving journaled jobs to another version in `upgrade.rs`,
 //! jobs' results, events and waits in `wait.rs`, what autoscalers read
-//! in `scale.rs`,
+//! in `scale.rs`, the `[[schedule]]`s with their next fire times in
+//! `schedules.rs`,
 //! the metrics scrape in `scrape.rs`, the embedded page in `dashboard.rs`.
 //! Authentication (`auth`) runs before all of them.
 
@@ -25,6 +26,7 @@ mod keys;
 mod openapi;
 mod rollout;
 mod scale;
+mod schedules;
 mod scrape;
 mod signal;
 mod story;
@@ -188,6 +190,7 @@ fn api() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::reloads))
         .routes(routes!(scale::all))
         .routes(routes!(scale::topic))
+        .routes(routes!(schedules::list))
         .split_for_parts()
 }
 

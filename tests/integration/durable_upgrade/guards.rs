@@ -1,5 +1,6 @@
-//! What the upgrade refuses: a changed request body on an effects journal, and
-//! a job that wakes during its check (the stale check).
+//! What the upgrade refuses: a changed request body on an effects journal, a
+//! job that wakes during its check (the stale check), and each part of the
+//! fence `upgrade.lua` holds a move to, changed alone.
 
 use crate::util::{Project, Running, eventually, hash_of};
 use hourglass::clock::now_ms;
@@ -164,4 +165,107 @@ async fn a_job_that_wakes_during_its_check_is_not_moved_by_the_stale_check() {
     let finished = until_acked(&mut running, std::slice::from_ref(&id)).await;
     assert_eq!(finished[0].1, std::slice::from_ref(&v2));
     running.stop().await;
+}
+
+/// `upgrade.lua` moves a job only as the check read it: each part of the
+/// fence (its attempt counter, its journal's field count, what it waits for,
+/// its pin, not running, not dead), changed alone after the read, leaves it
+/// where it is; put back, the same read moves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_part_of_the_moves_fence_changed_alone_leaves_the_job() {
+    use hourglass::redis::Moved;
+    let shop = HttpServer::start(vec![Reply::status(200, "ch_1")]);
+    let project = Project::new("concurrency = 4", &topic(&shop, ""));
+    crate::util::deploy(
+        &project.handler("checkout.wasm"),
+        &std::fs::read(RUST.v[0]).unwrap(),
+    );
+    let queue = project.queue().await;
+    let running = Running::start(project.config()).await;
+    let keys = queue.keys("checkout");
+    let id = crate::util::enqueue(&queue, "checkout", &order(&shop, 1, ""), 0, 0).await;
+    suspended(&queue, 1).await;
+    // nothing else touches it now
+    running.stop().await;
+    let read = queue.upgrades().read(&keys, &id).await.unwrap().unwrap();
+    let to = hash_of(RUST.v[1]);
+    let client = redis::Client::open(project.endpoint.urls()[0].as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let journal = keys.journal_of(&id);
+    let hget = |key: &str, field: &str| redis::cmd("HGET").arg(key).arg(field).clone();
+    let attempts: Option<String> = hget(&keys.attempt, &id)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let waits: String = hget(&keys.suspended, &id)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let pin: String = hget(&journal, "v").query_async(&mut conn).await.unwrap();
+    let set = |key: &str, field: &str, value: &str| {
+        redis::cmd("HSET").arg(key).arg(field).arg(value).clone()
+    };
+    let put_attempts = match &attempts {
+        Some(a) => set(&keys.attempt, &id, a),
+        None => redis::cmd("HDEL").arg(&keys.attempt).arg(&id).clone(),
+    };
+    let cases: Vec<(&str, redis::Cmd, redis::Cmd, Moved)> = vec![
+        (
+            "its attempt counter",
+            set(&keys.attempt, &id, "7"),
+            put_attempts,
+            Moved::Changed,
+        ),
+        (
+            "its journal's field count",
+            set(&journal, "zz-extra", "x"),
+            redis::cmd("HDEL").arg(&journal).arg("zz-extra").clone(),
+            Moved::Changed,
+        ),
+        (
+            "what it waits for",
+            set(&keys.suspended, &id, "other"),
+            set(&keys.suspended, &id, &waits),
+            Moved::Changed,
+        ),
+        (
+            "its pin",
+            set(&journal, "v", "0123456789abcdef"),
+            set(&journal, "v", &pin),
+            Moved::Changed,
+        ),
+        (
+            "running",
+            redis::cmd("ZADD").arg(&keys.lease).arg(1).arg(&id).clone(),
+            redis::cmd("ZREM").arg(&keys.lease).arg(&id).clone(),
+            Moved::Running,
+        ),
+        (
+            "dead",
+            redis::cmd("ZADD").arg(&keys.dead).arg(1).arg(&id).clone(),
+            redis::cmd("ZREM").arg(&keys.dead).arg(&id).clone(),
+            Moved::Dead,
+        ),
+    ];
+    for (what, change, undo, answer) in cases {
+        let _: redis::Value = change.query_async(&mut conn).await.unwrap();
+        let moved = queue.upgrades().apply(&keys, &to, &[&read]).await.unwrap();
+        assert_eq!(moved, [answer], "{what} changed alone");
+        let now: String = hget(&journal, "v").query_async(&mut conn).await.unwrap();
+        let expected = if what == "its pin" {
+            "0123456789abcdef"
+        } else {
+            pin.as_str()
+        };
+        assert_eq!(now, expected, "{what}: the pin is as it was");
+        let _: redis::Value = undo.query_async(&mut conn).await.unwrap();
+    }
+    let moved = queue.upgrades().apply(&keys, &to, &[&read]).await.unwrap();
+    assert_eq!(
+        moved,
+        [Moved::Moved],
+        "all put back, the same read moves it"
+    );
+    let now: String = hget(&journal, "v").query_async(&mut conn).await.unwrap();
+    assert_eq!(now, to);
 }

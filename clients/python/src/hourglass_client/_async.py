@@ -84,3 +84,21 @@ class AsyncClient:
 
     async def scale(self, topic: Optional[str] = None) -> Dict[str, Any]:
         return await self._run("scale", topic)
+
+    async def jobs(self, topic: str, state: str, **filters: Any) -> Dict[str, Any]:
+        return await self._run("jobs", topic, state, **filters)
+
+    async def bulk(self, topic: str, action: str, ids: Iterable[str]) -> Dict[str, Any]:
+        return await self._run("bulk", topic, action, list(ids))
+
+    async def logs(self, topic: str, id: str) -> Dict[str, Any]:
+        return await self._run("logs", topic, id)
+
+    async def history(self, topics: Optional[Iterable[str]] = None, since: Duration = "3h") -> Dict[str, Any]:
+        return await self._run("history", None if topics is None else list(topics), since)
+
+    async def flows(self, before: Optional[int] = None, limit: int = 50) -> Dict[str, Any]:
+        return await self._run("flows", before, limit)
+
+    async def schedules(self, next: int = 3) -> List[Dict[str, Any]]:
+        return await self._run("schedules", next)

@@ -247,6 +247,47 @@ class Client:
         path = f"{self._topic(topic)}/scale" if topic is not None else "/api/scale"
         return self._request("GET", path)[1]
 
+    # -- what the console reads, and its bulk actions -------------------------
+
+    def jobs(self, topic: str, state: str, *, cursor: Optional[str] = None, limit: int = 50,
+             prefix: Optional[str] = None, key: Optional[str] = None, version: Optional[str] = None,
+             error: Optional[str] = None) -> Dict[str, Any]:
+        """A page of the topic's jobs in `state` (scheduled, ready, running,
+        suspended, dead or ended), from `cursor` (the `next` of the page
+        before; none: the first), filtered by id prefix, tenant key, handler
+        version or error text. The page's `jobs` and its `next` cursor."""
+        query = {"state": state, "cursor": cursor, "limit": limit, "prefix": prefix,
+                 "key": key, "version": version, "error": error}
+        return self._request("GET", f"{self._topic(topic)}/jobs", query=query)[1]
+
+    def bulk(self, topic: str, action: str, ids: Iterable[str]) -> Dict[str, Any]:
+        """Retry, cancel or purge (`action`) the jobs named (1 to 1,000) and
+        nothing else: `done` lists those changed, `missed` those left alone."""
+        body = {"action": action, "ids": list(ids)}
+        return self._request("POST", f"{self._topic(topic)}/bulk", body)[1]
+
+    def logs(self, topic: str, id: str) -> Dict[str, Any]:
+        """What the job's handler logged in each attempt, oldest first: its
+        `lines` and the bytes dropped (`dropped_bytes`) to keep within `logs.keep`."""
+        return self._request("GET", f"{self._job(topic, id)}/logs")[1]
+
+    def history(self, topics: Optional[Iterable[str]] = None, since: Duration = "3h") -> Dict[str, Any]:
+        """Each topic's minutes (acks, failures, dead letters, CPU, starts
+        and their lateness), at most 24 h back; every topic if none named."""
+        query = {"topics": ",".join(topics) if topics is not None else None,
+                 "since": _wire.duration(since, "since")}
+        return self._request("GET", "/api/history", query=query)[1]
+
+    def flows(self, before: Optional[int] = None, limit: int = 50) -> Dict[str, Any]:
+        """The recent flows, newest first; `before` (ms) pages on from the
+        last `created_ms` of the page before."""
+        return self._request("GET", "/api/flows", query={"before": before, "limit": limit})[1]
+
+    def schedules(self, next: int = 3) -> List[Dict[str, Any]]:
+        """Each `[[schedule]]` with its `next` fire times (0 to 50), how far
+        the runners have handled it and its last fire time's job and state."""
+        return self._request("GET", "/api/schedules", query={"next": next})[1]["schedules"]
+
 
 def _seconds(value: Duration) -> float:
     """A duration in seconds, for the socket's timeout (text: at most a day)."""

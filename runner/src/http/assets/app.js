@@ -1,6 +1,6 @@
 // The console's frame: routes (every view has a hash URL that survives a
 // reload: #/topics, #/topic/NAME, #/topic/NAME/dead?prefix=..., #/job/TOPIC/ID,
-// #/flows, #/flow/ID, #/tenants, #/rollouts, #/runners), the live stream of
+// #/flows, #/flow/ID, #/tenants, #/rollouts, #/cron, #/runners), the live stream of
 // the view on screen, the theme, the token and the keys. Loaded last.
 "use strict";
 
@@ -13,6 +13,7 @@ const routes = [
   [/^flow\/(.+)$/, "flow", (m) => ({ id: m[1] })],
   [/^tenants(?:\/([^/]+))?$/, "tenants", (m) => ({ topic: m[1] })],
   [/^rollouts(?:\/([^/]+))?$/, "rollouts", (m) => ({ topic: m[1] })],
+  [/^cron$/, "cron", () => ({})],
   [/^runners$/, "runners", () => ({})],
 ];
 
@@ -96,7 +97,7 @@ $("#token-form").addEventListener("submit", (e) => {
   route();
 });
 
-// keys: g then t/f/n/r/u (topics, flows, tenants, rollouts, runners); / finds;
+// keys: g then t/f/n/r/c/u (topics, flows, tenants, rollouts, schedules, runners); / finds;
 // j/k move between rows, x selects one, Enter opens it; ? lists them
 let pending = null;
 document.addEventListener("keydown", (e) => {
@@ -108,7 +109,7 @@ document.addEventListener("keydown", (e) => {
   }
   if (pending === "g") {
     pending = null;
-    const to = { t: "#/topics", f: "#/flows", n: "#/tenants", r: "#/rollouts", u: "#/runners" }[e.key];
+    const to = { t: "#/topics", f: "#/flows", n: "#/tenants", r: "#/rollouts", c: "#/cron", u: "#/runners" }[e.key];
     if (to) location.hash = to;
     return;
   }
