@@ -113,13 +113,22 @@ impl Drop for Spinner {
 }
 
 /// Run `taskset ARGS` (util-linux: set a thread's or a process's CPUs) and
-/// insist it worked.
+/// insist it worked. With `-a` (every thread of a process) a thread may end
+/// between taskset listing it and setting it ("No such process"): that one
+/// is tried again, a few times.
 pub fn taskset(args: &[&str]) {
-    let out = std::process::Command::new("taskset")
-        .args(args)
-        .output()
-        .expect("taskset (util-linux) runs");
-    assert!(out.status.success(), "taskset {args:?}: {out:?}");
+    for _ in 0..5 {
+        let out = std::process::Command::new("taskset")
+            .args(args)
+            .output()
+            .expect("taskset (util-linux) runs");
+        if out.status.success() {
+            return;
+        }
+        let raced = String::from_utf8_lossy(&out.stderr).contains("No such process");
+        assert!(raced, "taskset {args:?}: {out:?}");
+    }
+    panic!("taskset {args:?}: a thread ended under it five times running");
 }
 
 /// Create flow `id`: `children` jobs `c<i>` in topic `child` (payload
