@@ -32,6 +32,19 @@ pub enum JobJson {
     InFlow(Box<InFlowJson>),
 }
 
+impl JobJson {
+    /// Where it stands, as its `state` field says (`scheduled`, `ready`,
+    /// `running`, `dead`; `acked`, `cancelled`, `expired` once ended;
+    /// `waiting_in_flow`, `released`).
+    pub fn state(&self) -> &'static str {
+        match self {
+            JobJson::Live(live) => live.state,
+            JobJson::Ended(end) => end.state.as_str(),
+            JobJson::InFlow(flow) => flow.state,
+        }
+    }
+}
+
 /// A job of a flow still waiting in its flow (not yet in its topic).
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

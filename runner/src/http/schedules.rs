@@ -136,9 +136,7 @@ async fn one(
         Some(fire_ms) => {
             let job = s.job_id(fire_ms);
             let view = q.job_json(&keys, &s.topic, &job, None, now).await?;
-            let state = view
-                .and_then(|v| serde_json::to_value(v).ok())
-                .and_then(|v| v.get("state").and_then(|s| s.as_str()).map(str::to_owned));
+            let state = view.map(|v| v.state().to_owned());
             Some(LastFire {
                 fire_ms,
                 job,
