@@ -1,6 +1,7 @@
 //! The runner's side of the job path, as the [`Pipeline`] handle: the
 //! fenced state changes an attempt ends with (`ack.lua`, `retry.lua`,
-//! `bury.lua`, `release.lua`) and the requeue of expired leases
+//! `bury.lua`, `release.lua`), the extension of the leases a live runner
+//! still holds (`extend.lua`) and the requeue of expired ones
 //! (`requeue.lua`). Claims are in `claim.rs`, follow-up delivery in
 //! `outbox.rs`, progress in `results.rs`: the same handle.
 
@@ -33,6 +34,23 @@ impl Pipeline<'_> {
         for r in reports {
             let json = serde_json::to_string(&r.progress).expect("progress serializes");
             inv.arg(&r.id).arg(r.progress.attempt).arg(json);
+        }
+        Ok(inv.invoke_async(&mut self.q.conn.clone()).await?)
+    }
+
+    /// Extend the leases of `held` (id, attempt: attempts this runner still
+    /// runs or commits) to `until_ms`, never shortening one. Answers the ids
+    /// whose lease is gone or owned by another attempt: nothing to extend.
+    pub async fn extend(
+        self,
+        keys: &TopicKeys,
+        held: &[(String, u32)],
+        until_ms: u64,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut inv = scripts::EXTEND.on(keys);
+        inv.arg(until_ms);
+        for (id, attempt) in held {
+            inv.arg(id).arg(*attempt);
         }
         Ok(inv.invoke_async(&mut self.q.conn.clone()).await?)
     }

@@ -270,6 +270,7 @@ script!(SCHEDULE_ADVANCE, "schedule_advance.lua", []);
 script!(ROLLOUT_SYNC, "rollout_sync.lua", [rollout, versions]);
 script!(ROLLOUT_SET, "rollout_set.lua", [rollout, versions]);
 script!(PROGRESS, "progress.lua", [lease, attempt, progress]);
+script!(EXTEND, "extend.lua", [lease, attempt]);
 script!(PEEK, "peek.lua", [job, dead, lease, progress]);
 script!(
     COUNTS,

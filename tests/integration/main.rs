@@ -42,6 +42,8 @@
 //!   commands and waited for by a runner until `hourglass migrate`; a newer
 //!   one refused; a new one stamped by the first producer and runner; a
 //!   rolling upgrade from a real layout-2 build under load.
+//! - `leases`: a live runner keeps the leases of attempts that wait past
+//!   them (its pool stopped by ptrace): each job runs once; a killed one does not.
 //! - `reload`: handlers and queues.toml changed under a running runner; the compile cache.
 //! - `grants`: no files or environment without a grant; reachable with one.
 //! - `http`: outbound HTTP behind per-topic grants, its limits, the webhook
@@ -130,6 +132,7 @@ mod job_priority;
 mod jobs;
 mod languages;
 mod layout;
+mod leases;
 mod limits;
 mod metering;
 mod openapi;

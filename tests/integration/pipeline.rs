@@ -168,6 +168,52 @@ async fn an_expired_lease_returns_the_job_and_fences_the_old_attempt() {
 }
 
 #[tokio::test]
+async fn an_extension_lengthens_only_the_lease_its_attempt_holds_and_never_shortens_one() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(&redis.url(), "t").await.unwrap();
+    let k = q.keys("a");
+    let ids = [Some("x"), Some("y")].map(|id| job(id, 0));
+    q.enqueue(&k, &ids, 0).await.unwrap();
+    q.pipeline().claim(&k, 10, 100, 10).await.unwrap();
+    let held = |id: &str, attempt: u32| (id.to_owned(), attempt);
+    let extend = |jobs: Vec<(String, u32)>, until: u64| {
+        let (q, k) = (q.clone(), k.clone());
+        async move { q.pipeline().extend(&k, &jobs, until).await.unwrap() }
+    };
+    assert!(
+        extend(vec![held("x", 1), held("y", 1)], 500)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        q.pipeline().requeue_expired(&k, 499, 100).await.unwrap(),
+        0,
+        "extended to 500"
+    );
+    // shorter: left as it is; another attempt's number, or no job: named, untouched
+    assert!(extend(vec![held("x", 1)], 200).await.is_empty());
+    assert_eq!(q.pipeline().requeue_expired(&k, 499, 100).await.unwrap(), 0);
+    assert_eq!(
+        extend(vec![held("y", 2), held("z", 1)], 900).await,
+        ["y", "z"]
+    );
+    assert_eq!(q.pipeline().requeue_expired(&k, 500, 100).await.unwrap(), 2);
+    // requeued: its lease is gone, nothing to extend; claimed again, only
+    // the new attempt's number extends it
+    assert_eq!(extend(vec![held("x", 1)], 900).await, ["x"]);
+    let again = q.pipeline().claim(&k, 501, 600, 10).await.unwrap();
+    assert_eq!(again.jobs.len(), 2);
+    assert_eq!(extend(vec![held("x", 1)], 900).await, ["x"]);
+    assert!(extend(vec![held("x", 2)], 900).await.is_empty());
+    assert_eq!(q.pipeline().requeue_expired(&k, 600, 100).await.unwrap(), 1);
+    q.pipeline()
+        .ack(&k, &[done("x", 2)], 601, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(extend(vec![held("x", 2)], 1_000).await, ["x"], "acked");
+}
+
+#[tokio::test]
 async fn dead_letters_keep_their_reason_and_are_bounded() {
     let redis = RedisServer::start();
     let q = Queue::connect(&redis.url(), "t").await.unwrap();

@@ -40,6 +40,8 @@ const PATIENCE: Duration = Duration::from_secs(180);
 #[derive(Default)]
 struct Batch {
     topic: Option<Arc<Topic>>,
+    /// Each job and attempt, let go of (`leases.rs`) once committed.
+    held: Vec<(String, u32)>,
     acks: Pending<Done>,
     retries: Pending<Retrying>,
     dead: Pending<Burial>,
@@ -83,6 +85,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
             let b = by_topic.entry(c.topic.cfg.name.clone()).or_default();
             b.topic.get_or_insert_with(|| c.topic.clone());
             b.at_ms = b.at_ms.max(c.at_ms);
+            b.held.push((c.id.clone(), c.attempt));
             let expired =
                 matches!(c.decision, Decision::Expired(_)).then_some(c.topic.cfg.on_expire);
             let logs = c.logs;
@@ -176,8 +179,12 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Com
                 }
             }
         }
-        for batch in by_topic.into_values() {
+        for (topic, mut batch) in by_topic {
+            let held = std::mem::take(&mut batch.held);
             released += commit(&shared, batch).await;
+            shared
+                .leases
+                .let_go(&topic, held.iter().map(|(id, a)| (id.as_str(), *a)));
         }
     }
     released

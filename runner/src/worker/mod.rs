@@ -13,7 +13,8 @@
 //! sweeps undelivered follow-ups, applies reloads), one task per attempt, the
 //! committer, the wake listener (pub/sub), the reload watcher, the schedules
 //! (`cron.rs`), the rollouts (`rollout.rs`: which handler version serves)
-//! and the progress writer (`progress.rs`).
+//! the progress writer (`progress.rs`) and the lease keeper (`leases.rs`:
+//! attempts still running or committing keep their jobs).
 //! [`Runner`] (`runner.rs`) starts them; this file holds only what they
 //! share. Shutdown is a future passed to [`Runner::run`]: claiming stops,
 //! running attempts get the grace period, the rest are stopped and released.
@@ -27,6 +28,7 @@ mod decide;
 mod heartbeat;
 mod housekeeping;
 mod journal;
+mod leases;
 mod minutes;
 mod progress;
 pub(crate) mod rollout;
@@ -101,6 +103,8 @@ pub(crate) struct Shared {
     pub missing: Mutex<Vec<crate::redis::MissingVersion>>,
     /// Moves journaled jobs to another version after a replay check.
     pub upgrader: crate::upgrade::Upgrader,
+    /// The jobs claimed and not committed yet, whose leases are kept.
+    leases: leases::Leases,
 }
 
 impl Shared {

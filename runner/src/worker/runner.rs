@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, progress, rollout, scheduler};
+use super::{SPARE_SLOTS, Shared, commit, cron, heartbeat, leases, progress, rollout, scheduler};
 use crate::config::Config;
 use crate::events::Event;
 use crate::metrics::Metrics;
@@ -93,6 +93,7 @@ impl Runner {
             tenants: Default::default(),
             telemetry,
             missing: Mutex::default(),
+            leases: Default::default(),
         });
         Ok(Runner {
             shared,
@@ -180,6 +181,7 @@ impl Runner {
         ));
         let schedules = tokio::spawn(cron::run(shared.clone()));
         let progress = tokio::spawn(progress::run(shared.clone()));
+        let leases = tokio::spawn(leases::run(shared.clone()));
         let idle = tokio::spawn(drop_idle_instances(shared.clone()));
         // routes (rollouts, pins) are known before the first claim
         let (routes_tx, routes_rx) = watch::channel(Arc::default());
@@ -206,6 +208,7 @@ impl Runner {
         // runner has stopped, it enqueues no fire time any more
         let _ = schedules.await;
         let released = committer.await.unwrap_or(0);
+        leases.abort();
         // the last attempts' spans, still queued, go before the process does
         shared.telemetry.flush(FLUSH_WITHIN).await;
         tracing::info!(released, "hourglass stopped");

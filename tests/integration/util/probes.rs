@@ -131,6 +131,79 @@ pub fn taskset(args: &[&str]) {
     panic!("taskset {args:?}: a thread ended under it five times running");
 }
 
+/// The ids of the threads of process `pid` named `name` (`/proc/<pid>/task/*/comm`).
+pub fn threads_named(pid: u32, name: &str) -> Vec<i32> {
+    let mut tids = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            tids.push(dir.file_name().unwrap().to_str().unwrap().parse().unwrap());
+        }
+    }
+    tids
+}
+
+/// Threads of another process held stopped (each by ptrace, alone: the rest
+/// of its process runs on) until this is dropped. To kill the process
+/// meanwhile, signal it, drop this, then wait for it (its end waits for its
+/// tracer to see the stopped threads end).
+pub struct Stopped {
+    resume: Option<std::sync::mpsc::Sender<()>>,
+    tracer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Stop threads `tids` (see [`Stopped`]); returns once every one is stopped.
+/// Needs CAP_SYS_PTRACE (root here), or the test fails saying so.
+pub fn stop_threads(tids: &[i32]) -> Stopped {
+    use nix::sys::{ptrace, wait};
+    use nix::unistd::Pid;
+    assert!(!tids.is_empty(), "no threads to stop");
+    let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
+    let (resume, resume_rx) = std::sync::mpsc::channel::<()>();
+    let tids = tids.to_vec();
+    // ptrace requests come from the thread that attached: one thread does all
+    let tracer = std::thread::spawn(move || {
+        for &tid in &tids {
+            let pid = Pid::from_raw(tid);
+            ptrace::seize(pid, ptrace::Options::empty()).unwrap_or_else(|e| {
+                panic!("ptrace cannot attach to thread {tid}: {e} (the test needs CAP_SYS_PTRACE)")
+            });
+            ptrace::interrupt(pid).unwrap();
+            wait::waitpid(pid, Some(wait::WaitPidFlag::__WALL)).unwrap();
+        }
+        stopped_tx.send(()).unwrap();
+        let _ = resume_rx.recv();
+        for &tid in &tids {
+            let pid = Pid::from_raw(tid);
+            if ptrace::detach(pid, None).is_err() {
+                // killed meanwhile: its process is reaped once its tracer
+                // has seen each traced thread end
+                let _ = wait::waitpid(pid, Some(wait::WaitPidFlag::__WALL));
+            }
+        }
+    });
+    if stopped_rx.recv().is_err() {
+        let why = tracer
+            .join()
+            .expect_err("the tracer stopped without stopping the threads");
+        std::panic::resume_unwind(why);
+    }
+    Stopped {
+        resume: Some(resume),
+        tracer: Some(tracer),
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        drop(self.resume.take());
+        if let Some(t) = self.tracer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Create flow `id`: `children` jobs `c<i>` in topic `child` (payload
 /// `child(i)`), then `p` in topic `parent` (payload `parent`) requiring them all.
 pub async fn fan_in(

@@ -148,6 +148,13 @@ impl Scheduler {
             )
             .await?;
         let n = claimed.jobs.len();
+        // kept while they run and commit, however long that takes (`leases.rs`)
+        self.shared.leases.hold(
+            &topic.keys,
+            claimed.jobs.iter().map(|j| (j.id.as_str(), j.attempt)),
+            lease_until,
+            self.config.runner.lease_margin,
+        );
         self.next_due[i] = match (topic.cfg.batch, claimed.next_due_ms) {
             // what is left comes due later: its first job waits for others
             (Some(b), Some(due)) if n < want => due + millis(b.wait),
