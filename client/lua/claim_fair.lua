@@ -204,10 +204,11 @@ if taken > 0 then
     if not count[k] then order[#order + 1] = k end
     count[k] = (count[k] or 0) + 1
   end
-  local lens = hmget_all(len_key, order)
+  -- under "cpu" each key's length was read as it came up and counted down as it was taken
+  local lens = (not conf.cpu) and hmget_all(len_key, order) or {}
   local left, emptied, runs, tats = {}, {}, {}, {}
   for i, k in ipairs(order) do
-    local n = tonumber(lens[i] or '0') - count[k]
+    local n = conf.cpu and Lq[k] or tonumber(lens[i] or '0') - count[k]
     if n > 0 then
       left[#left + 1] = k
       left[#left + 1] = string.format('%d', n)
