@@ -296,3 +296,40 @@ async fn changing_the_share_or_a_limit_loses_nothing() {
     assert_eq!((seen.len(), sorted.len()), (12, 12), "{seen:?}");
     assert_eq!(q.stats(&k, 2_000).await.unwrap().ready, 0);
 }
+
+/// Under share "cpu" a claim counts each key's queued jobs down by what it
+/// took (`<fair>:len`): a key with one left reads 1, an emptied key is gone.
+#[tokio::test]
+async fn by_cpu_a_claim_counts_each_keys_queue_down_by_what_it_took() {
+    let (redis, q, k) = open().await;
+    let cpu = Fairness {
+        share: Share::Cpu,
+        ..JOBS
+    };
+    claim(&q, &k, 1_000, 1, &cpu).await;
+    let jobs = [
+        keyed("a1", "a", 1_000),
+        keyed("a2", "a", 1_000),
+        keyed("b1", "b", 1_000),
+    ];
+    q.enqueue(&k, &jobs, 1_000).await.unwrap();
+    let got = claim(&q, &k, 1_000, 2, &cpu).await;
+    assert_eq!(got.len(), 2, "{:?}", ids(&got));
+    let mut conn = ::redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let lens: std::collections::BTreeMap<String, i64> = ::redis::cmd("HGETALL")
+        .arg(format!("{}:len", k.fair))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        lens,
+        [("a".to_owned(), 1)].into(),
+        "one of a's left, b emptied"
+    );
+    let last = claim(&q, &k, 1_000, 2, &cpu).await;
+    assert_eq!(ids(&last), ["a2"]);
+}
