@@ -255,6 +255,7 @@ pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
                 std::fs::write(&entry, text).unwrap();
             }
         }
+        share_vendored_wasmtime(&repo, commit, &src);
         std::fs::write(src.join(".complete"), commit).unwrap();
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -294,16 +295,48 @@ pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
     binary
 }
 
-/// `cargo` without the variables cargo set for this test (CARGO_MANIFEST_DIR,
-/// CARGO_PKG_NAME, ...): build scripts such as ring's rerun when those
-/// change, so with them a build here and a `cargo build` from a shell would
-/// rebuild each other's files in the shared build-dir every time.
+/// Points the old tree's vendored wasmtime at this checkout's `vendor/` when
+/// the two are the same files: a path dependency's compiled units are keyed
+/// by its path, so with its own copy an old build compiles wasmtime and
+/// cranelift again (most of a cold build's time) where this one shares the
+/// units already in the build dir.
+fn share_vendored_wasmtime(repo: &Path, commit: &str, src: &Path) {
+    let same = Command::new("git")
+        .args(["diff", "--quiet", commit, "--", "vendor/"])
+        .current_dir(repo)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !same {
+        return;
+    }
+    let vendor = repo
+        .join("vendor")
+        .canonicalize()
+        .expect("this checkout's vendor/");
+    let manifest = src.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let from = "path = \"vendor/";
+    assert!(
+        text.contains(from),
+        "the Cargo.toml of {commit} names no vendored crate, so the vendor/ check above is stale"
+    );
+    let text = text.replace(from, &format!("path = \"{}/", vendor.display()));
+    std::fs::write(&manifest, text).unwrap();
+}
+
+/// `cargo` without the variables cargo and nextest set for this test
+/// (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ..., and OUT_DIR, since the runner
+/// crate has a build script): ring's build script reruns when any of those
+/// changes (`rerun-if-env-changed`, read from cargo's own environment), so
+/// with them a build here and the suite's own `cargo build` would rebuild
+/// ring, rustls and redis in the shared build-dir for each other every time
+/// (seen: 10 crates, 1m25s, after every run of the upgrade test).
 fn cargo_alone(cargo: &str) -> Command {
     let mut command = Command::new(cargo);
     for (name, _) in std::env::vars_os() {
         if name
             .to_str()
-            .is_some_and(|n| n.starts_with("CARGO") && n != "CARGO_HOME")
+            .is_some_and(|n| (n.starts_with("CARGO") && n != "CARGO_HOME") || n == "OUT_DIR")
         {
             command.env_remove(name);
         }
