@@ -57,6 +57,17 @@ impl Queue {
         })
     }
 
+    /// Another connection to the same server, with the same settings. Its
+    /// task runs on the runtime this is called on, so a caller on another
+    /// thread pool than the first connection's (the HTTP API beside a
+    /// runner) talks to Redis without crossing threads on every call.
+    pub async fn reconnect(&self) -> Result<Queue, QueueError> {
+        Ok(Queue {
+            conn: self.endpoint.connect().await?,
+            ..self.clone()
+        })
+    }
+
     /// The same connection, refusing payloads over `bytes`.
     pub fn with_max_payload(mut self, bytes: u64) -> Queue {
         self.max_payload = bytes;

@@ -28,7 +28,17 @@ pub(super) async fn run(config: &Path, pool: Option<tokio::runtime::Handle>) -> 
         Some(addr) => {
             let listener = crate::http::bind(*addr).await.map_err(Exit::input)?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let ops = runner.ops();
+            let mut ops = runner.ops();
+            // a Redis connection of the API's own, driven on the pool: through
+            // the runner's, each call of a request crossed to the runner's
+            // thread and back (most of what a GET of a topic cost the runner).
+            // Redis unreachable just now: the runner's, which reconnects too
+            let queue = ops.queue.clone();
+            match pool.spawn(async move { queue.reconnect().await }).await {
+                Ok(Ok(own)) => ops.queue = own,
+                Ok(Err(e)) => tracing::warn!("the API shares the runner's Redis connection: {e}"),
+                Err(e) => tracing::warn!("the API shares the runner's Redis connection: {e}"),
+            }
             let task = pool.spawn(crate::http::serve(listener, ops, async {
                 let _ = stopped.await;
             }));
