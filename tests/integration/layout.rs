@@ -195,11 +195,17 @@ pub(crate) const LAYOUT_2_COMMIT: &str = "20772beba4fd17e85543374d0ee4152afc5d04
 
 /// `hourglass` as built at `commit`: its source from git (`git archive`),
 /// compiled with this build's intermediate files as cargo's build-dir (so
-/// only the workspace's own crates compile: about a minute) into a target
+/// only the workspace's own crates compile: a minute or two) into a target
 /// dir of its own (this build's `hourglass` is left alone). The workspace's
 /// crates get a version of their own (`0.1.0+<commit>`): with the same
 /// versions and dependencies cargo would give them this build's file names in
 /// the shared build-dir, and judge either build's files fresh by their times.
+/// A dependency is shared only if cargo resolves it with the same features
+/// as the suite's build, which builds every test target: the old tree gets
+/// an empty example in its runner crate ([`UNIFY`]) and is built as a
+/// workspace with it, so the runner's dev-dependencies count as they do
+/// here (built `-p hourglass` alone, 67 crates differed, cranelift and
+/// wasmtime among them: 9 of a cold suite's minutes).
 /// Built once per test run; a rebuild after that is a no-op (a second or so).
 pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<(&str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
@@ -256,6 +262,13 @@ pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
             }
         }
         share_vendored_wasmtime(&repo, commit, &src);
+        let examples = src.join("runner/examples");
+        std::fs::create_dir_all(&examples).unwrap();
+        std::fs::write(
+            examples.join(format!("{UNIFY}.rs")),
+            "// built beside the binary so that cargo resolves features as the suite does\nfn main() {}\n",
+        )
+        .unwrap();
         std::fs::write(src.join(".complete"), commit).unwrap();
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -274,10 +287,11 @@ pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
         .args([
             "build",
             "--offline",
-            "-p",
-            "hourglass",
+            "--workspace",
             "--bin",
             "hourglass",
+            "--example",
+            UNIFY,
             "--target-dir",
         ])
         .arg(home.join(format!("{short}-out")))
@@ -295,33 +309,36 @@ pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
     binary
 }
 
-/// Points the old tree's vendored wasmtime at this checkout's `vendor/` when
-/// the two are the same files: a path dependency's compiled units are keyed
-/// by its path, so with its own copy an old build compiles wasmtime and
-/// cranelift again (most of a cold build's time) where this one shares the
-/// units already in the build dir.
+/// The empty example [`old_binary`] adds to an old tree's runner crate.
+const UNIFY: &str = "unify_features";
+
+/// Points the old tree's `vendor/` at this checkout's when the two are the
+/// same files: a path dependency's compiled units are keyed by its path
+/// relative to the workspace root, so with a copy of its own (or this
+/// checkout's by an absolute path) an old build compiles wasmtime again
+/// where this one shares the units already in the build dir. A symbolic
+/// link keeps the path the old tree's Cargo.toml names, `vendor/...`.
 fn share_vendored_wasmtime(repo: &Path, commit: &str, src: &Path) {
     let same = Command::new("git")
         .args(["diff", "--quiet", commit, "--", "vendor/"])
         .current_dir(repo)
         .status()
         .is_ok_and(|s| s.success());
-    if !same {
+    let tree = src.join("vendor");
+    if !same || !tree.exists() {
         return;
     }
+    let text = std::fs::read_to_string(src.join("Cargo.toml")).unwrap();
+    assert!(
+        text.contains("path = \"vendor/"),
+        "the Cargo.toml of {commit} names no vendored crate, so the vendor/ check above is stale"
+    );
     let vendor = repo
         .join("vendor")
         .canonicalize()
         .expect("this checkout's vendor/");
-    let manifest = src.join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let from = "path = \"vendor/";
-    assert!(
-        text.contains(from),
-        "the Cargo.toml of {commit} names no vendored crate, so the vendor/ check above is stale"
-    );
-    let text = text.replace(from, &format!("path = \"{}/", vendor.display()));
-    std::fs::write(&manifest, text).unwrap();
+    std::fs::remove_dir_all(&tree).unwrap();
+    std::os::unix::fs::symlink(&vendor, &tree).unwrap();
 }
 
 /// `cargo` without the variables cargo and nextest set for this test
