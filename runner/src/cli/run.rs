@@ -34,9 +34,12 @@ pub(super) async fn run(config: &Path, pool: Option<tokio::runtime::Handle>) -> 
             // thread and back (most of what a GET of a topic cost the runner).
             // Redis unreachable just now: the runner's, which reconnects too
             let queue = ops.queue.clone();
-            match pool.spawn(async move { queue.reconnect().await }).await {
-                Ok(Ok(own)) => ops.queue = own,
-                Ok(Err(e)) => tracing::warn!("the API shares the runner's Redis connection: {e}"),
+            let own = pool.spawn(async move { queue.reconnect().await }).await;
+            match own
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+            {
+                Ok(own) => ops.queue = own,
                 Err(e) => tracing::warn!("the API shares the runner's Redis connection: {e}"),
             }
             let task = pool.spawn(crate::http::serve(listener, ops, async {

@@ -10,10 +10,11 @@ fn thread_cpu_us() -> u64 {
     t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1_000
 }
 
-/// The median CPU (µs) an attempt of the probe doing `rounds` of `work`
-/// costs its thread, run alone through the runtime: a price per job
-/// measured without the meter.
-fn price(runtime: &hourglass::wasm::Runtime, rounds: u64) -> u64 {
+/// The median CPU (µs) an attempt of the probe doing each of `rounds` of
+/// `work` costs its thread, run through the runtime (one of each in turn,
+/// 31 times, so that each sees what the others do of the machine): a price
+/// per job measured without the meter.
+fn prices(runtime: &hourglass::wasm::Runtime, rounds: &[u64]) -> Vec<u64> {
     let probe = runtime
         .load(std::path::Path::new(test_support::components::PROBE))
         .unwrap();
@@ -22,20 +23,29 @@ fn price(runtime: &hourglass::wasm::Runtime, rounds: u64) -> u64 {
         .enable_all()
         .build()
         .unwrap();
-    let payload = format!(r#"{{"work":{rounds}}}"#);
-    let mut costs: Vec<u64> = (0..15)
-        .map(|_| {
-            rt.block_on(async {
+    let payloads: Vec<String> = rounds
+        .iter()
+        .map(|r| format!(r#"{{"work":{r}}}"#))
+        .collect();
+    let mut costs = vec![Vec::new(); rounds.len()];
+    for _ in 0..31 {
+        for (payload, costs) in payloads.iter().zip(&mut costs) {
+            costs.push(rt.block_on(async {
                 let before = thread_cpu_us();
                 runtime
-                    .run(&probe, crate::util::probe_input(&payload), &sandbox)
+                    .run(&probe, crate::util::probe_input(payload), &sandbox)
                     .await;
                 thread_cpu_us() - before
-            })
+            }));
+        }
+    }
+    costs
+        .into_iter()
+        .map(|mut c| {
+            c.sort();
+            c[c.len() / 2]
         })
-        .collect();
-    costs.sort();
-    costs[costs.len() / 2]
+        .collect()
 }
 
 /// `share = "cpu"` on a machine whose two cores are busy with other work
@@ -43,25 +53,44 @@ fn price(runtime: &hourglass::wasm::Runtime, rounds: u64) -> u64 {
 /// a tenant whose jobs cost about 20 ms of CPU and one whose jobs cost
 /// about 1 ms get the same CPU within 20%, by a measure that owes nothing
 /// to the host's meter: each key's jobs done times what one such job
-/// costs its thread (priced alone, by the thread's CPU clock, beforehand).
-/// A meter that charged short attempts their wall time would give the
-/// light key less (1.4-1.75x less, as a black-box test found).
+/// costs its thread (priced by the thread's CPU clock beforehand, under the
+/// same load, a light and a heavy one in turn: a job interrupted every
+/// 0.7 ms, its core's sibling busy, costs more CPU than on a quiet machine,
+/// and the meter rightly charges that; priced on a quiet machine one run in
+/// several read 1.28, priced under load but one kind after the other
+/// 0.86-1.34 over seven runs, in turn 0.86-1.08 over nine). A meter that charged short
+/// attempts their wall time would give the light key less (1.4-1.75x less,
+/// as a black-box test found).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn share_cpu_holds_by_an_independent_measure_on_a_loaded_machine() {
+    let project = Project::new(
+        "concurrency = 2",
+        "[defaults]\nmax_attempts = 1\n\n[[topic]]\nname = \"render\"\nhandler = \"probe.wasm\"\n\
+         fairness = { by = \"key\", share = \"cpu\" }\n",
+    );
+    // started before the pinning below: Redis is not pinned
+    let queue = project.queue().await;
+    // the runner's threads share CPU 0 with a thread that takes it for
+    // 0.5 ms every 0.7 ms (a short attempt is interrupted several times,
+    // a long one hundreds of times), and a spinner keeps CPU 1 busy; the
+    // jobs are priced under the same load
+    let pid = std::process::id().to_string();
+    crate::util::taskset(&["-a", "-p", "-c", "0", &pid]);
+    let _load = (
+        Spinner::bursts(0, Duration::from_micros(500), Duration::from_micros(200)),
+        Spinner::on(1),
+    );
     // rounds of the probe's fixed arithmetic for about 1 and 20 ms
     let runtime =
         hourglass::wasm::Runtime::new(1, Some(crate::util::shared_compile_cache())).unwrap();
     // priced on a thread of their own, off this test's runtime
     let (light_rounds, light, heavy) = std::thread::scope(|s| {
         s.spawn(|| {
-            let base = price(&runtime, 0);
-            let million = price(&runtime, 1_000_000).saturating_sub(base).max(1);
+            let calibrated = prices(&runtime, &[0, 1_000_000]);
+            let million = calibrated[1].saturating_sub(calibrated[0]).max(1);
             let rounds = 1_000_000 * 1_000 / million;
-            (
-                rounds,
-                price(&runtime, rounds),
-                price(&runtime, rounds * 20),
-            )
+            let priced = prices(&runtime, &[rounds, rounds * 20]);
+            (rounds, priced[0], priced[1])
         })
         .join()
         .unwrap()
@@ -69,21 +98,6 @@ async fn share_cpu_holds_by_an_independent_measure_on_a_loaded_machine() {
     println!(
         "a light job costs {light} us of CPU, a heavy one {heavy} us ({light_rounds} and {} rounds)",
         light_rounds * 20
-    );
-    let project = Project::new(
-        "concurrency = 2",
-        "[defaults]\nmax_attempts = 1\n\n[[topic]]\nname = \"render\"\nhandler = \"probe.wasm\"\n\
-         fairness = { by = \"key\", share = \"cpu\" }\n",
-    );
-    let queue = project.queue().await;
-    // the runner's threads share CPU 0 with a thread that takes it for
-    // 0.5 ms every 0.7 ms (a short attempt is interrupted several times,
-    // a long one hundreds of times), and a spinner keeps CPU 1 busy
-    let pid = std::process::id().to_string();
-    crate::util::taskset(&["-a", "-p", "-c", "0", &pid]);
-    let _load = (
-        Spinner::bursts(0, Duration::from_micros(500), Duration::from_micros(200)),
-        Spinner::on(1),
     );
     let mut runner = Running::start(project.config()).await;
     let now = now_ms();
