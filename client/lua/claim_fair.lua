@@ -120,6 +120,9 @@ for _ = 1, 8 do -- a few rounds at most, should held keys' jobs come up or windo
     for i, k in ipairs(fresh) do R[k], T[k] = tonumber(r[i] or '0'), tonumber(t[i] or '0') end
   end
   local moved = {}
+  -- the largest tag started: a round pops in order of tags, so its last job started has the
+  -- round's largest (one tonumber a round, not one a job: each costs two strtod)
+  local last = nil
   for j, id in ipairs(round) do
     local k, tag = of[j], got[2 * j]
     if paused[k] then
@@ -135,8 +138,7 @@ for _ = 1, 8 do -- a few rounds at most, should held keys' jobs come up or windo
       taken = taken + 1
       picked[taken] = id
       keys[taken] = k
-      local t = tonumber(tag)
-      if t > V then V = t end
+      last = tag
       if cap > 0 then R[k] = R[k] + 1 end
       if key_iv > 0 then
         T[k] = math.max(T[k], now) + key_iv
@@ -150,6 +152,10 @@ for _ = 1, 8 do -- a few rounds at most, should held keys' jobs come up or windo
         Lq[k], Wq[k] = Lq[k] - 1, Wq[k] - 1
       end
     end
+  end
+  if last then
+    local t = tonumber(last)
+    if t > V then V = t end
   end
   -- under "cpu", the keys that took jobs tag more of their waiting ones
   -- (a key has jobs waiting beyond its window when it has more queued than in it; it tags
