@@ -262,14 +262,18 @@ pub(crate) fn old_binary(commit: &'static str) -> PathBuf {
             }
         }
         share_vendored_wasmtime(&repo, commit, &src);
-        let examples = src.join("runner/examples");
-        std::fs::create_dir_all(&examples).unwrap();
+        std::fs::write(src.join(".complete"), commit).unwrap();
+    }
+    // also into a tree an older suite extracted (written once: a new file
+    // time would rebuild it)
+    let example = src.join(format!("runner/examples/{UNIFY}.rs"));
+    if !example.exists() {
+        std::fs::create_dir_all(example.parent().unwrap()).unwrap();
         std::fs::write(
-            examples.join(format!("{UNIFY}.rs")),
+            &example,
             "// built beside the binary so that cargo resolves features as the suite does\nfn main() {}\n",
         )
         .unwrap();
-        std::fs::write(src.join(".complete"), commit).unwrap();
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut build = cargo_alone(&cargo);

@@ -89,6 +89,12 @@ async fn keys_take_turns_and_each_keeps_due_order() {
         let got = claim(&q, &k, 5_000, 8, &JOBS).await;
         assert!(!got.is_empty(), "claims ran dry after {}", order.len());
         order.extend(keys_of(&got).into_iter().map(str::to_owned));
+        // each job answered with the due time it was enqueued with
+        for j in &got {
+            let n: u64 = j.id[1..].parse().unwrap();
+            let due = if j.id.starts_with('h') { 1_000 } else { 2_000 } + n;
+            assert_eq!(j.due_at_ms, due, "{}", j.id);
+        }
         ids.extend(got.into_iter().map(|j| j.id));
     }
     // the first 40 claims: 10 of each light key, 10 of the heavy one

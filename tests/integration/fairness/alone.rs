@@ -55,12 +55,12 @@ fn prices(runtime: &hourglass::wasm::Runtime, rounds: &[u64]) -> Vec<u64> {
 /// to the host's meter: each key's jobs done times what one such job
 /// costs its thread (priced by the thread's CPU clock beforehand, under the
 /// same load, a light and a heavy one in turn: a job interrupted every
-/// 0.7 ms, its core's sibling busy, costs more CPU than on a quiet machine,
-/// and the meter rightly charges that; priced on a quiet machine one run in
-/// several read 1.28, priced under load but one kind after the other
-/// 0.86-1.34 over seven runs, in turn 0.86-1.08 over nine). A meter that charged short
-/// attempts their wall time would give the light key less (1.4-1.75x less,
-/// as a black-box test found).
+/// 0.7 ms beside a busy core costs more CPU than on a quiet machine, and the
+/// meter rightly charges that; priced on a quiet machine one run in several
+/// read 1.28, under load but one kind after the other 0.86-1.34 over seven
+/// runs, in turn 0.86-1.08 over nine). A meter that charged short attempts
+/// their wall time would give the light key less (1.4-1.75x less, as a
+/// black-box test found).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn share_cpu_holds_by_an_independent_measure_on_a_loaded_machine() {
     let project = Project::new(
